@@ -1,0 +1,34 @@
+# The two commands the README starts with: `make demo` and `make test`.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+DEMO_DIR ?= .scholar-es-demo
+
+.PHONY: install demo test lint bench clean
+
+$(VENV)/.installed: pyproject.toml
+	python3 -m venv $(VENV)
+	# CPU torch first: it lies on this kind of machine's disk; plain `torch` would pull a CUDA build
+	$(PIP) install -q torch==2.13.0
+	$(PIP) install -q -e ".[test]"
+	touch $@
+
+install: $(VENV)/.installed
+
+demo: install
+	rm -rf $(DEMO_DIR)
+	$(VENV)/bin/scholar-es index scripts/demo_papers.jsonl --es $(DEMO_DIR) --quiet
+	$(PY) scripts/demo.py --es $(DEMO_DIR)
+
+test: install
+	$(PY) -m pytest -q
+	$(VENV)/bin/ruff check .
+
+lint: install
+	$(VENV)/bin/ruff check .
+
+bench: install
+	$(PY) bench/engine_latency.py --quick
+
+clean:
+	rm -rf $(DEMO_DIR) .pytest_cache .ruff_cache
