@@ -1,0 +1,59 @@
+"""Elasticsearch-shaped errors raised inside the embedded engine.
+
+The REST layer turns an :class:`EsError` into the body Elasticsearch would send::
+
+    {"error": {"root_cause": [...], "type": ..., "reason": ...}, "status": ...}
+
+so that the official client raises the same ``elasticsearch.ApiError`` subclass
+(``BadRequestError`` for 400, ``NotFoundError`` for 404, ...) for both engines.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class EsError(Exception):
+    """An error with Elasticsearch's status, ``error.type`` and ``error.reason``."""
+
+    def __init__(self, status: int, type: str, reason: str, **extra: Any) -> None:
+        super().__init__(f"[{type}] {reason}")
+        self.status = status
+        self.type = type
+        self.reason = reason
+        self.extra = extra
+
+    def cause(self) -> dict[str, Any]:
+        return {"type": self.type, "reason": self.reason, **self.extra}
+
+    def to_body(self) -> dict[str, Any]:
+        return {"error": {"root_cause": [self.cause()], **self.cause()}, "status": self.status}
+
+
+def parsing_error(reason: str, **extra: Any) -> EsError:
+    """What Elasticsearch answers for a malformed or unknown query clause (400)."""
+    return EsError(400, "parsing_exception", reason, **extra)
+
+
+def illegal_argument(reason: str, **extra: Any) -> EsError:
+    return EsError(400, "illegal_argument_exception", reason, **extra)
+
+
+def unsupported(what: str, hint: str = "") -> EsError:
+    """A construct Elasticsearch supports but the embedded engine does not.
+
+    Never silently approximated: the caller gets a 400 naming the clause.
+    """
+    reason = f"[{what}] is not supported by the scholar-es embedded engine"
+    if hint:
+        reason += f"; {hint}"
+    return EsError(400, "parsing_exception", reason)
+
+
+def index_not_found(index: str) -> EsError:
+    return EsError(404, "index_not_found_exception", f"no such index [{index}]",
+                   index=index, **{"resource.type": "index_or_alias", "resource.id": index})
+
+
+def script_error(reason: str, script: str = "") -> EsError:
+    return EsError(400, "script_exception", reason, script=script, lang="painless")
