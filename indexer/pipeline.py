@@ -1,0 +1,154 @@
+"""The indexing run: sources -> papers -> chunks -> embeddings -> bulk actions -> index.
+
+Everything streams: papers are read one at a time, chunks are embedded in batches, and the
+bulk actions are a generator consumed by ``elasticsearch.helpers.streaming_bulk``, so memory
+stays bounded whatever the corpus size. Bad records are reported with their location,
+counted, and cost nothing else.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from elasticsearch import helpers
+
+from indexer import layout
+from indexer.chunker import chunk_paper
+from indexer.embedder import Embedder
+from indexer.models import Chunk, Paper
+from indexer.readers import read_papers
+from scholar_es.errors import InputError
+
+EMBED_BATCH = 64  # chunks embedded per model call: large enough to keep the model busy
+
+
+@dataclass
+class IndexSummary:
+    papers: int = 0
+    chunks: int = 0
+    rejected: int = 0
+    errors: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    encode_seconds: float = 0.0
+    indices: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def chunks_per_second(self) -> float:
+        return self.chunks / self.seconds if self.seconds else 0.0
+
+    def line(self) -> str:
+        return (f"indexed {self.papers} papers, {self.chunks} chunks; rejected {self.rejected} records; "
+                f"{self.seconds:.1f} s ({self.chunks_per_second:.1f} chunks/s)")
+
+
+def embedding_text(chunk: Chunk, paper: Paper) -> str:
+    """What the model embeds: the heading gives a paragraph its context (the abstract gets the title)."""
+    if chunk.section_type == "abstract":
+        return f"{paper.title}\n{chunk.text}" if paper.title else chunk.text
+    return f"{chunk.section_heading}\n{chunk.text}" if chunk.section_heading else chunk.text
+
+
+def chunk_doc(chunk: Chunk, paper: Paper, vector) -> dict:
+    return {"chunk_id": chunk.id, "paper_id": paper.id, "title": paper.title, "abstract": paper.abstract,
+            "chunk_text": chunk.text, "section_heading": chunk.section_heading,
+            "section_type": chunk.section_type, "paragraph_ids": chunk.paragraph_ids,
+            "position": chunk.position, "year": paper.year, "venue": paper.venue, "authors": paper.authors,
+            "vector": [float(x) for x in vector]}
+
+
+def paper_doc(paper: Paper, chunks: list[Chunk], vector) -> dict:
+    return {"paper_id": paper.id, "title": paper.title, "abstract": paper.abstract, "authors": paper.authors,
+            "year": paper.year, "venue": paper.venue,
+            "section_types": sorted({c.section_type for c in chunks}), "n_chunks": len(chunks),
+            "vector": [float(x) for x in vector]}
+
+
+class IndexRun:
+    """One ``scholar-es index`` run over some sources into one engine or cluster."""
+
+    def __init__(self, es, embedder: Embedder, *, prefix: str = "", chunking: str = "paragraph",
+                 rebuild: bool = False, bulk_size: int = 500,
+                 on_error: Callable[[str], None] | None = None,
+                 on_progress: Callable[[int, int], None] | None = None) -> None:
+        self.es, self.embedder = es, embedder
+        self.prefix, self.chunking, self.rebuild, self.bulk_size = prefix, chunking, rebuild, bulk_size
+        self.on_error = on_error or (lambda msg: None)
+        self.on_progress = on_progress or (lambda papers, chunks: None)
+        self.summary = IndexSummary()
+        self._in_flight: deque[tuple[str, str]] = deque()  # (doc id, where it came from)
+
+    def reject(self, message: str) -> None:
+        self.summary.rejected += 1
+        self.summary.errors.append(message)
+        self.on_error(message)
+
+    def papers(self, sources: Iterable[str | Path], fmt: str) -> Iterator[tuple[Paper, str]]:
+        for source in sources:
+            for item in read_papers(source, fmt):
+                if isinstance(item, InputError):
+                    self.reject(str(item))
+                else:
+                    yield item, str(source)
+
+    def actions(self, papers: Iterable[tuple[Paper, str]], targets: dict[str, str]) -> Iterator[dict]:
+        """Bulk actions in batches: every chunk embedded once, then written with a stable id."""
+        batch: list[tuple[Paper, list[Chunk], str]] = []
+        size = 0
+        for paper, source in papers:
+            try:
+                chunks = chunk_paper(paper, self.chunking)
+            except InputError as e:  # a paper the chunker cannot split is one bad record
+                self.reject(f"{source}: paper {paper.id!r}: {e}")
+                continue
+            batch.append((paper, chunks, source))
+            size += len(chunks) + 1
+            if size >= EMBED_BATCH:
+                yield from self._batch_actions(batch, targets)
+                batch, size = [], 0
+        if batch:
+            yield from self._batch_actions(batch, targets)
+
+    def _batch_actions(self, batch, targets) -> Iterator[dict]:
+        texts = []
+        for paper, chunks, _ in batch:
+            head = f"{paper.title}\n{paper.abstract}".strip()
+            texts.append(head or (embedding_text(chunks[0], paper) if chunks else paper.id))
+            texts.extend(embedding_text(c, paper) for c in chunks)
+        vectors = self.embedder.encode(texts)
+        i = 0
+        for paper, chunks, source in batch:
+            paper_vec = vectors[i]
+            i += 1
+            for chunk in chunks:
+                self._in_flight.append((chunk.id, source))
+                yield {"_index": targets["chunks"], "_id": chunk.id, "_source": chunk_doc(chunk, paper, vectors[i])}
+                i += 1
+            self._in_flight.append((paper.id, source))
+            yield {"_index": targets["papers"], "_id": paper.id, "_source": paper_doc(paper, chunks, paper_vec)}
+            self.summary.papers += 1
+            self.summary.chunks += len(chunks)
+            self.on_progress(self.summary.papers, self.summary.chunks)
+
+    def run(self, sources: list[str | Path], fmt: str = "auto") -> IndexSummary:
+        start = time.perf_counter()
+        meta = {"embedding_model": self.embedder.name, "dims": self.embedder.dims, "chunking": self.chunking}
+        targets = layout.prepare(self.es, self.prefix, self.embedder.name, self.embedder.dims, meta, self.rebuild)
+        self.summary.indices = targets
+        for ok, item in helpers.streaming_bulk(self.es, self.actions(self.papers(sources, fmt), targets),
+                                               chunk_size=self.bulk_size, raise_on_error=False,
+                                               max_retries=5, initial_backoff=1):
+            doc_id, source = self._in_flight.popleft() if self._in_flight else ("?", "?")
+            if not ok:
+                op = next(iter(item.values()))
+                err = op.get("error", {})
+                reason = err.get("reason", err) if isinstance(err, dict) else err
+                self.reject(f"{source}: document {doc_id!r} refused by the index: {reason}")
+        self.es.indices.refresh(index=",".join(targets.values()))
+        layout.publish(self.es, self.prefix, targets)
+        self.summary.seconds = time.perf_counter() - start
+        self.summary.encode_seconds = self.embedder.encode_seconds
+        return self.summary

@@ -1,0 +1,116 @@
+"""``scholar-es index`` end to end on the embedded engine, bad input included."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from engine.node import embedded_client
+from scholar_es.cli import main
+
+pytestmark = pytest.mark.slow
+
+GOOD = [
+    {"id": "g1", "title": "Graph neural networks for citation recommendation", "year": 2020,
+     "sections": [{"heading": "Method", "paragraphs": ["We propagate citation signals over the graph."]}]},
+    {"id": "g2", "title": "Active learning for named entity recognition", "abstract": "We label less data.",
+     "sections": [{"heading": "4 Results", "text": "F1 improves by three points.\n\nLabels drop by half."}]},
+    {"id": "g3", "title": "Tokenizers for chemistry", "abstract": "SMILES strings need their own tokenizer."},
+]
+
+
+def _write_mixed(path: Path) -> None:
+    lines = [json.dumps(GOOD[0]).encode(),
+             b'{"id": "bad-json", "title": "unterminated',                      # 2: malformed JSON
+             json.dumps({"title": "no id here", "abstract": "text"}).encode(),  # 3: missing id
+             json.dumps(GOOD[1]).encode(),
+             json.dumps({"id": "empty"}).encode(),                               # 5: no text at all
+             json.dumps({"id": "typed", "title": "x", "year": "abc"}).encode(),  # 6: wrong type
+             b'{"id": "utf", "title": "caf\xe9 \xff"}',                          # 7: invalid UTF-8
+             json.dumps(GOOD[2]).encode()]
+    path.write_bytes(b"\n".join(lines) + b"\n")
+
+
+def _run(*args: str):
+    return CliRunner().invoke(main, ["index", *args, "--quiet"], catch_exceptions=False)
+
+
+def test_mixed_file_indexes_every_valid_record_and_locates_each_bad_one(tmp_path):
+    src = tmp_path / "mixed.jsonl"
+    _write_mixed(src)
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    target = str(tmp_path / "engine")
+    result = _run(str(src), str(empty), "--es", target, "--format", "jsonl")
+    assert result.exit_code == 1
+    errors = [line for line in result.output.splitlines() if line.startswith("rejected: ")]
+    assert len(errors) == 6, result.output
+    for line_no, field in ((2, None), (3, "id"), (5, None), (6, "year"), (7, None)):
+        assert any(f"mixed.jsonl:{line_no}:" in e and (field is None or repr(field) in e) for e in errors), \
+            (line_no, errors)
+    assert any("empty.jsonl" in e and "empty" in e for e in errors)
+    assert "indexed 3 papers, 5 chunks; rejected 6 records" in result.output
+    es = embedded_client(target)
+    ids = sorted(h["_id"] for h in es.search(index="chunks", size=50)["hits"]["hits"])
+    assert ids == ["g1#0.0", "g2#0.0", "g2#0.1", "g2#abs", "g3#abs"]
+
+    again = _run(str(src), "--es", target, "--format", "jsonl")  # a rerun updates, never duplicates
+    assert again.exit_code == 1
+    assert es.count(index="chunks")["count"] == 5
+    assert es.count(index="papers")["count"] == 3
+
+
+def test_clean_run_exits_zero_and_rebuild_swaps_the_alias(tmp_path):
+    src = tmp_path / "good.jsonl"
+    src.write_text("\n".join(json.dumps(p) for p in GOOD) + "\n")
+    target = str(tmp_path / "engine")
+    first = _run(str(src), "--es", target)
+    assert first.exit_code == 0, first.output
+    assert "chunks -> chunks-v1" in first.output
+    second = _run(str(src), "--es", target, "--rebuild")
+    assert second.exit_code == 0
+    assert "chunks -> chunks-v2" in second.output
+    es = embedded_client(target)
+    assert list(es.indices.get_alias(name="chunks").body) == ["chunks-v2"]
+    assert not es.indices.exists(index="chunks-v1")  # the retired version is dropped
+    assert es.count(index="chunks")["count"] == 5
+
+
+def test_unknown_format_is_a_clear_error(tmp_path):
+    src = tmp_path / "good.jsonl"
+    src.write_text(json.dumps(GOOD[0]) + "\n")
+    result = _run(str(src), "--format", "csv", "--es", str(tmp_path / "e"))
+    assert result.exit_code == 2
+    assert "unknown --format 'csv'" in result.output and "'qasper'" in result.output
+
+
+def _qasper() -> Path | None:
+    root = Path(os.environ.get("SCHOLAR_ES_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+    path = root / "qasper" / "papers_validation.jsonl"
+    return path if path.exists() else None
+
+
+def test_qasper_subset_gets_exactly_the_reference_chunk_ids(tmp_path):
+    path = _qasper()
+    if path is None:
+        pytest.skip("QASPER data not found (../shared/data or SCHOLAR_ES_DATA)")
+    subset = tmp_path / "papers_validation.jsonl"
+    with path.open() as f:
+        lines = [next(f) for _ in range(3)]
+    subset.write_text("".join(lines))
+    paper_ids = {json.loads(x)["paper_id"] for x in lines}
+    expected = set()
+    with (path.parent / "chunks_validation.jsonl").open() as f:
+        for line in f:
+            row = json.loads(line)
+            if row["paper_id"] in paper_ids:
+                expected.add(row["_id"])
+    result = _run(str(subset), "--es", str(tmp_path / "engine"), "--chunking", "paragraph")
+    assert result.exit_code == 0, result.output
+    es = embedded_client(tmp_path / "engine")
+    got = {h["_id"] for h in es.search(index="chunks", size=1000, _source=False)["hits"]["hits"]}
+    assert got == expected
