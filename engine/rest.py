@@ -380,10 +380,9 @@ def _search_params(params: dict, body: dict) -> dict:
 
 def search_one(engine, index: str, body: dict) -> dict:
     names = engine.resolve(index)
-    if not names:
-        return SearchRun.empty_response() if hasattr(SearchRun, "empty_response") else {
-            "took": 0, "timed_out": False, "_shards": {"total": 0, "successful": 0, "skipped": 0, "failed": 0},
-            "hits": {"total": {"value": 0, "relation": "eq"}, "max_score": None, "hits": []}}
+    if not names:  # a wildcard that matched nothing: an empty answer, as Elasticsearch gives
+        return {"took": 0, "timed_out": False, "_shards": {"total": 0, "successful": 0, "skipped": 0, "failed": 0},
+                "hits": {"total": {"value": 0, "relation": "eq"}, "max_score": None, "hits": []}}
     if len(names) > 1:
         raise illegal_argument(f"searching several indices at once ({', '.join(names)}) is not supported by the "
                                "embedded engine; search one index or alias at a time")

@@ -43,7 +43,9 @@ class EmbeddingCache:
 
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(path, check_same_thread=False)
+        # several processes (an eval run, an index run) may share the cache: wait for locks
+        self._db = sqlite3.connect(path, check_same_thread=False, timeout=120)
+        self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("CREATE TABLE IF NOT EXISTS emb (key BLOB PRIMARY KEY, vec BLOB NOT NULL)")
         self._lock = threading.Lock()
 

@@ -80,3 +80,26 @@ def index_cmd(sources, fmt, target, chunking, model, batch_size, prefix, rebuild
     click.echo(summary.line())
     click.echo(f"indices: {', '.join(f'{prefix}{k} -> {v}' for k, v in summary.indices.items())} ({target})")
     sys.exit(1 if summary.rejected else 0)
+
+
+@main.command("console")
+@click.argument("file", required=False, type=click.File("r"), default="-")
+@click.option("--es", "target", default=None, help=TARGET_HELP)
+def console_cmd(file, target) -> None:
+    """Run Kibana dev console requests from FILE (default: standard input).
+
+    Each request is a ``METHOD path`` line followed by an optional JSON body (NDJSON for
+    _bulk and _msearch); it ends at a blank line, the next request line or the end of the
+    input, runs at once, and its response is printed as one JSON line (errors included).
+    The same file runs against the embedded engine and a real cluster. The exit status is 1
+    when any request failed.
+    """
+    from engine.console import run_console
+    from scholar_es.client import connect
+
+    try:
+        es = connect(target or default_target())
+    except ScholarEsError as e:
+        _fail(str(e))
+        return
+    sys.exit(1 if run_console(es, file, sys.stdout) else 0)
