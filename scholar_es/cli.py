@@ -103,3 +103,7 @@ def console_cmd(file, target) -> None:
         _fail(str(e))
         return
     sys.exit(1 if run_console(es, file, sys.stdout) else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,43 @@
+"""The searches ``make demo`` runs on the indexed demo papers.
+
+Each question is ranked inside the engine by the hybrid, section-aware query; the output
+shows paper, section type, score and a snippet per hit, then the Kibana console text of
+the first query.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from indexer.embedder import Embedder
+from querybuilder.run import search
+from scholar_es.client import connect
+
+QUESTIONS = [
+    ("How do models handle documents longer than their context length?", "sections"),
+    ("Which benchmarks were used to evaluate hybrid retrieval?", "sections"),
+    ("overview of retrieval-augmented generation for scientific QA", "hybrid"),
+]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--es", default="./.scholar-es-demo", help="engine directory or cluster URL")
+    args = ap.parse_args()
+    es = connect(args.es)
+    embedder = Embedder()
+    for question, strategy in QUESTIONS:
+        result = search(es, question, strategy=strategy, embedder=embedder, size=5)
+        print(f"\n=== {question}\n    strategy={strategy} intent={result.intent_rule} "
+              f"search_type={result.search_type} ({result.took_ms} ms)")
+        for rank, hit in enumerate(result.hits, start=1):
+            print(f"{rank:2}. {hit.score:7.4f}  [{hit.section_type:<12}] {hit.paper_id}  {hit.title[:60]}")
+            print(f"      {hit.snippet[:150]}")
+    from querybuilder.render import to_console
+
+    print("\n=== Kibana dev console text of the last query:\n")
+    print(to_console(result.request, index=result.index))
+
+
+if __name__ == "__main__":
+    main()
