@@ -49,7 +49,7 @@ class FieldSpec:
 
     name: str
     type: str
-    analyzer: str = "standard"
+    analyzer: str = "default"  # the index's default analyzer, else standard
     search_analyzer: str | None = None
     dims: int | None = None
     similarity: str | None = None
@@ -59,7 +59,10 @@ class FieldSpec:
 
     @property
     def query_analyzer(self) -> str:
-        return self.search_analyzer or self.analyzer
+        """search_analyzer, else the field's analyzer, else the index's default_search/default."""
+        if self.search_analyzer:
+            return self.search_analyzer
+        return self.analyzer if self.analyzer != "default" else "default_search"
 
     @property
     def is_numeric(self) -> bool:
@@ -115,7 +118,7 @@ class Mapping:
                 raise mapper_error(f"normalizer [{spec['normalizer']}] on field [{name}] is not supported by the embedded engine")
             fs = FieldSpec(
                 name=name, type=ftype,
-                analyzer=spec.get("analyzer", "standard"),
+                analyzer=spec.get("analyzer", "default"),
                 search_analyzer=spec.get("search_analyzer"),
                 ignore_above=spec.get("ignore_above"),
                 index=bool(spec.get("index", True)),
