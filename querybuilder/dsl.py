@@ -1,0 +1,204 @@
+"""QueryPlan + query vector -> ``elasticsearch.dsl.Search`` (two of them for ``rrf-client``).
+
+Every query is an ``elasticsearch.dsl`` object (``Search``, ``Q``, ``SF``); JSON exists only as
+``to_dict()`` output. Builders return new objects and never change their inputs. The
+Elasticsearch version each construct needs is noted where it is built (checked against the
+reference pages named in the comments; "Basic" = the free default license):
+
+* ``multi_match`` best_fields + ``tie_breaker``, ``bool``, ``term``/``terms``/``range``,
+  ``match_none``: all 8.x/9.x.
+* ``script_score`` query with the predefined Painless function ``saturation(value, k)`` =
+  value / (k + value): 7.x+ (reference/query-dsl-script-score-query.html, "Predefined functions").
+* ``knn`` query: 8.12+ (reference/8.12/query-dsl-knn-query.html); its ``k`` parameter 8.15+
+  (elastic/elasticsearch#110233, closes #108473). Filters go INTO the knn clause (its ``filter``
+  parameter) as well as into ``bool.filter``: Elasticsearch pre-filters a kNN search only with
+  the clause's own filter; a ``bool.filter`` beside it post-filters the top k ("Pre-filtering only
+  happens when the filter is part of the kNN clause itself", docs/solutions/search/vector/knn/
+  filtered-knn-search; auto pre-filtering, elastic/elasticsearch#138989, covers semantic_text
+  only), which would leave within-paper searches with no kNN hits at all.
+* ``function_score`` with ``filter`` + ``weight`` functions, score_mode ``max``: 7.x+.
+* ``collapse`` on a keyword field with ``inner_hits``: 7.x+ (reference/collapse-search-results.html).
+* ``retriever`` with ``rrf``/``standard``/``knn``: 8.14 technical preview, GA 8.16
+  (docs/solutions/search/retrievers-overview); RRF needs an Enterprise license.
+* ``linear`` retriever with per-retriever ``weight`` and ``normalizer: minmax``: 8.18 / 9.0
+  (reference/8.18/retrievers-overview.html, docs/reference/elasticsearch/rest-apis/retrievers/
+  linear-retriever); Enterprise license like RRF.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from elasticsearch.dsl import SF, Q, Search
+from elasticsearch.dsl.query import Query
+
+from querybuilder.plan import MAX_RESULT_WINDOW, QueryPlan, get_strategy
+from scholar_es.errors import ConfigError
+
+VECTOR_FIELD = "vector"
+SOURCE_FIELDS = ("chunk_id", "paper_id", "title", "section_type", "section_heading", "chunk_text", "year",
+                 "venue", "position")
+INNER_HITS_NAME = "best_chunks"
+#: The BM25 part of hybrid, bounded to [0, w): ``w * _score / (_score + k)``.
+SATURATION_SCRIPT = "saturation(_score, params.k) * params.w"
+
+
+def as_query_vector(vector: Sequence[float] | np.ndarray) -> list[float]:
+    """The vector as a JSON-ready list (shortest float32 spellings); must be 1-D, finite, non-zero."""
+    arr = np.asarray(vector, dtype=np.float32)
+    if arr.ndim != 1 or arr.size == 0:
+        raise ConfigError(f"the query vector must be a flat list of numbers, got shape {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise ConfigError("the query vector holds NaN or infinite values; check the embedding model")
+    if not np.any(arr):
+        raise ConfigError("the query vector is all zeros, which cosine similarity cannot score; check the "
+                          "embedding model")
+    return [float(str(x)) for x in arr]
+
+
+def field_list(boosts: dict[str, float]) -> list[str]:
+    """``{"title": 3, "chunk_text": 1}`` -> ``["title^3", "chunk_text"]``."""
+    return [f if b == 1 else f"{f}^{b:g}" for f, b in boosts.items()]
+
+
+def text_query(plan: QueryPlan) -> Query:
+    """The BM25 part: multi_match best_fields on the search type's fields, plus expansions as
+    lower-weight should clauses (all their words in one field); match_none without text."""
+    if not plan.has_text:
+        return Q("match_none")
+    fields = field_list(plan.field_boosts)
+    tie = plan.profile.tie_breaker
+    main = Q("multi_match", query=plan.text, fields=fields, type="best_fields", tie_breaker=tie)
+    if not plan.expansions:
+        return main
+    extra = [Q("multi_match", query=e, fields=fields, type="best_fields", operator="and", tie_breaker=tie,
+               boost=plan.profile.expansion_weight) for e in plan.expansions]
+    return Q("bool", should=[main, *extra])
+
+
+def filter_clauses(plan: QueryPlan) -> list[Query]:
+    f = plan.filters
+    out: list[Query] = []
+    if f.year_min is not None or f.year_max is not None:
+        bounds = {k: v for k, v in (("gte", f.year_min), ("lte", f.year_max)) if v is not None}
+        out.append(Q("range", year=bounds))
+    for field, values in (("venue", f.venues), ("paper_id", f.paper_ids), ("section_type", f.section_types)):
+        if values:
+            out.append(Q("terms", **{field: list(values)}))
+    return out
+
+
+def _knn_sizes(plan: QueryPlan, k: int | None) -> tuple[int, int]:
+    k = plan.knn_k if k is None else min(k, MAX_RESULT_WINDOW)
+    return k, min(max(plan.num_candidates, k), MAX_RESULT_WINDOW)
+
+
+def knn_clause(plan: QueryPlan, vector: list[float], *, boost: float | None = None,
+               with_filter: bool = False, k: int | None = None) -> Query:
+    """The knn query (8.12+; ``k`` 8.15+). ``with_filter``: its own pre-filter (when no enclosing
+    bool carries the filters). ``k`` defaults to the plan's (at least the number of hits asked)."""
+    k, candidates = _knn_sizes(plan, k)
+    params: dict = {"field": VECTOR_FIELD, "query_vector": vector, "k": k, "num_candidates": candidates}
+    filters = filter_clauses(plan) if with_filter else []
+    if filters:
+        params["filter"] = filters
+    if boost is not None:
+        params["boost"] = boost
+    return Q("knn", **params)
+
+
+def bm25_query(plan: QueryPlan) -> Query:
+    filters = filter_clauses(plan)
+    text = text_query(plan)
+    return Q("bool", must=[text], filter=filters) if filters else text
+
+
+def hybrid_query(plan: QueryPlan, vector: list[float]) -> Query:
+    """``bool.should = [saturated BM25, knn]``; filters in ``bool.filter`` (for the text part) and
+    in the knn clause (its pre-filter). minimum_should_match 1 is explicit: with a filter clause
+    Elasticsearch's default would be 0 (every filtered doc would match with score 0)."""
+    should: list[Query] = []
+    if plan.has_text:
+        should.append(Q("script_score", query=text_query(plan), script={
+            "source": SATURATION_SCRIPT,
+            "params": {"k": plan.profile.saturation_k, "w": plan.profile.bm25_weight}}))
+    should.append(knn_clause(plan, vector, boost=plan.profile.knn_weight, with_filter=True))
+    filters = filter_clauses(plan)
+    return Q("bool", should=should, filter=filters, minimum_should_match=1) if filters else \
+        Q("bool", should=should, minimum_should_match=1)
+
+
+def with_section_multipliers(plan: QueryPlan, query: Query) -> Query:
+    """``function_score`` lifting the intent's section types: the factor is the largest matching
+    weight (score_mode max; 1 when no function matches), multiplied into the score."""
+    if not plan.section_multipliers:
+        return query
+    functions = [SF({"filter": Q("term", section_type=s), "weight": m})
+                 for s, m in plan.section_multipliers.items()]
+    return Q("function_score", query=query, functions=functions, score_mode="max", boost_mode="multiply")
+
+
+def _page(plan: QueryPlan, search: Search) -> Search:
+    search = search.extra(size=plan.fetch_size).source(list(SOURCE_FIELDS))
+    if plan.collapse and plan.cap > 0:
+        search = search.collapse("paper_id", inner_hits={"name": INNER_HITS_NAME, "size": plan.cap,
+                                                         "_source": list(SOURCE_FIELDS)})
+    return search
+
+
+def _retriever_legs(plan: QueryPlan, vector: list[float]) -> tuple[dict, dict]:
+    """(standard retriever, knn retriever) as dicts of dsl-built queries; filters on both legs."""
+    filters = [f.to_dict() for f in filter_clauses(plan)]
+    standard: dict = {"query": text_query(plan).to_dict()}
+    k, candidates = _knn_sizes(plan, plan.rank_window_size)
+    knn: dict = {"field": VECTOR_FIELD, "query_vector": vector, "k": k, "num_candidates": candidates}
+    if filters:
+        standard["filter"] = filters
+        knn["filter"] = filters
+    return {"standard": standard}, {"knn": knn}
+
+
+def build_search(plan: QueryPlan, query_vector: Sequence[float] | np.ndarray | None = None
+                 ) -> Search | tuple[Search, Search]:
+    """The search for ``plan``; for ``rrf-client`` the pair (BM25 search, kNN search)."""
+    strategy = get_strategy(plan.strategy)
+    vector: list[float] = []
+    if strategy.uses_vector:
+        if query_vector is None:
+            raise ConfigError(f"strategy {plan.strategy!r} needs a query vector (embed the question)")
+        vector = as_query_vector(query_vector)
+    base = Search(index=plan.index)
+    name = plan.strategy
+    if name == "bm25":
+        return _page(plan, base.query(bm25_query(plan)))
+    if name == "dense":
+        return _page(plan, base.query(knn_clause(plan, vector, with_filter=True)))
+    if name in ("hybrid", "sections", "expanded"):
+        return _page(plan, base.query(with_section_multipliers(plan, hybrid_query(plan, vector))))
+    if name == "rrf-client":
+        window = plan.rank_window_size
+        lexical = base.query(bm25_query(plan)).extra(size=window).source(list(SOURCE_FIELDS))
+        dense = base.query(knn_clause(plan, vector, with_filter=True, k=window)).extra(size=window) \
+            .source(list(SOURCE_FIELDS))
+        return lexical, dense
+    standard, knn = _retriever_legs(plan, vector)
+    if name == "rrf":
+        retriever = {"rrf": {"retrievers": [standard, knn], "rank_constant": plan.profile.rank_constant,
+                             "rank_window_size": plan.rank_window_size}}
+    elif name == "linear":
+        retriever = {"linear": {"retrievers": [
+            {"retriever": standard, "weight": plan.profile.bm25_weight, "normalizer": "minmax"},
+            {"retriever": knn, "weight": plan.profile.knn_weight, "normalizer": "minmax"}],
+            "rank_window_size": plan.rank_window_size}}
+    else:  # pragma: no cover - STRATEGIES and this function list the same names
+        raise ConfigError(f"strategy {name!r} has no DSL builder")
+    return _page(plan, base.extra(retriever=retriever))
+
+
+def build_body(plan: QueryPlan, query_vector: Sequence[float] | np.ndarray | None = None) -> dict | list[dict]:
+    """``build_search(...).to_dict()``; for ``rrf-client`` the list of the two bodies."""
+    search = build_search(plan, query_vector)
+    if isinstance(search, tuple):
+        return [s.to_dict() for s in search]
+    return search.to_dict()

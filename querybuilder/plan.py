@@ -1,0 +1,233 @@
+"""A question turned into a :class:`QueryPlan`: everything the DSL builder needs, decided once.
+
+:func:`make_plan` is pure: question text + strategy + profile + filters -> a frozen plan
+(intent, search type, field boosts, section multipliers, expansions, filters, sizes). The
+plan does not hold the query vector; :func:`querybuilder.dsl.build_search` takes it.
+
+Question text. Any string is a valid question. :func:`clean_question` replaces what JSON or
+UTF-8 cannot carry (lone surrogates) and control characters with spaces, collapses
+whitespace and keeps at most :data:`MAX_QUERY_CHARS` characters (cut at a word boundary when
+there is one) for the text query -- this bounds the number of Lucene clauses one question can
+create (at most one term per character per field, below Elasticsearch's default limit of
+1024 clauses) and is far above the length of any real question. The text only ever goes into
+the ``query`` string of ``match``/``multi_match`` queries, never ``query_string``, so
+Lucene syntax such as ``title:(a OR b)~2`` is just words. A question without any letter or
+digit (empty, punctuation, emoji) has no text part: the text query is ``match_none`` (the
+``bm25`` strategy then returns no hits, ``hybrid`` returns the kNN neighbours alone). An
+all-stop-word question ("what is the") does have text, which the english analyzer turns into
+no terms: Elasticsearch's ``zero_terms_query: none`` makes it match nothing, with the same
+effect.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from indexer.models import SECTION_TYPES
+from querybuilder.expansion import Synonyms, expand
+from querybuilder.intent import Intent, IntentTerms, analyze, words
+from querybuilder.profiles import SEARCH_TYPES, Profile, load_profile
+from scholar_es.errors import ConfigError, choices
+
+MAX_QUERY_CHARS = 300
+MAX_RESULT_WINDOW = 10_000  # Elasticsearch's index.max_result_window default
+
+
+class Strategy(BaseModel):
+    """How one strategy ranks, and what it needs from the cluster."""
+
+    model_config = ConfigDict(frozen=True)
+    name: str
+    summary: str
+    uses_text: bool
+    uses_vector: bool
+    sections: bool = False  # applies the intent's section multipliers
+    expansion: bool = False  # always expands (otherwise: when the profile says so)
+    collapse: bool = True  # per-paper cap by collapse in Elasticsearch (else applied client-side)
+    requires: str = ""  # Elasticsearch version and license
+
+
+STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
+    Strategy(name="bm25", summary="multi_match (best_fields) only", uses_text=True, uses_vector=False,
+             requires="any 8.x/9.x, Basic license"),
+    Strategy(name="dense", summary="knn query only", uses_text=False, uses_vector=True,
+             requires="8.15+ (knn query 8.12+, its k parameter 8.15+), Basic license"),
+    Strategy(name="hybrid", summary="bool.should of saturated BM25 (script_score) and a knn query",
+             uses_text=True, uses_vector=True, requires="8.15+, Basic license"),
+    Strategy(name="sections", summary="hybrid inside function_score with the intent's section multipliers",
+             uses_text=True, uses_vector=True, sections=True, requires="8.15+, Basic license"),
+    Strategy(name="expanded", summary="sections plus acronym/synonym should clauses", uses_text=True,
+             uses_vector=True, sections=True, expansion=True, requires="8.15+, Basic license"),
+    Strategy(name="rrf", summary="rrf retriever over a standard (BM25) and a knn retriever (opt-in)",
+             uses_text=True, uses_vector=True, collapse=False,
+             requires="8.16+ (retrievers GA; 8.14-8.15 technical preview), Enterprise license"),
+    Strategy(name="rrf-client", summary="client-side RRF (k=60) over one _msearch of a BM25 and a knn search",
+             uses_text=True, uses_vector=True, collapse=False, requires="8.15+, Basic license"),
+    Strategy(name="linear", summary="linear retriever, minmax-normalized weighted sum of BM25 and knn (opt-in)",
+             uses_text=True, uses_vector=True, collapse=False, requires="8.18+/9.0+, Enterprise license"),
+)}
+
+
+def get_strategy(name: str) -> Strategy:
+    if name not in STRATEGIES:
+        raise ConfigError(f"unknown strategy {name!r}; valid strategies: {choices(STRATEGIES)}")
+    return STRATEGIES[name]
+
+
+class Filters(BaseModel):
+    """Restrictions applied as ``bool.filter`` (and so as kNN pre-filters)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    year_min: int | None = None
+    year_max: int | None = None
+    venues: tuple[str, ...] = ()
+    paper_ids: tuple[str, ...] = ()
+    section_types: tuple[str, ...] = ()
+
+    @field_validator("section_types")
+    @classmethod
+    def _sections(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        for s in v:
+            if s not in SECTION_TYPES:
+                raise ConfigError(f"unknown section type {s!r} in filters; valid section types: "
+                                  f"{choices(SECTION_TYPES)}")
+        return v
+
+    @model_validator(mode="after")
+    def _years(self) -> Filters:
+        if self.year_min is not None and self.year_max is not None and self.year_min > self.year_max:
+            raise ConfigError(f"year range {self.year_min}-{self.year_max} is empty; the first year must not "
+                              "be after the last")
+        return self
+
+    @classmethod
+    def parse(cls, value: Filters | dict | None) -> Filters:
+        """Filters from a dict (keys as the fields) or ``None``; errors become ConfigError."""
+        if value is None:
+            return cls()
+        if isinstance(value, Filters):
+            return value
+        if not isinstance(value, dict):
+            raise ConfigError(f"filters must be a dict, got {type(value).__name__}")
+        for key in value:
+            if key not in cls.model_fields:
+                raise ConfigError(f"unknown filter {key!r}; valid filters: {choices(cls.model_fields)}")
+        data = {k: ((v,) if isinstance(v, str) else tuple(v)) if k in ("venues", "paper_ids", "section_types")
+                else v for k, v in value.items() if v is not None}
+        try:
+            return cls(**data)
+        except ValidationError as e:
+            err = e.errors()[0]
+            raise ConfigError(f"filter {'.'.join(map(str, err['loc']))} = {err.get('input')!r}: {err['msg']}") from None
+
+    def is_empty(self) -> bool:
+        return self == Filters()
+
+
+class QueryPlan(BaseModel):
+    """Everything :func:`querybuilder.dsl.build_search` needs except the query vector."""
+
+    model_config = ConfigDict(frozen=True)
+    question: str  # the cleaned question (what gets embedded)
+    text: str  # the text of the text query ("" = none: match_none)
+    intent: Intent
+    strategy: str
+    search_type: str
+    field_boosts: dict[str, float]
+    section_multipliers: dict[str, float]  # empty unless the strategy applies them
+    expansions: tuple[str, ...]
+    filters: Filters
+    size: int = Field(ge=1, le=MAX_RESULT_WINDOW)
+    cap: int = Field(ge=0)  # most chunks per paper; 0 = no cap
+    papers: bool = False  # paper-level view: top `size` papers, each with its best chunks
+    collapse: bool = True  # cap by collapse in Elasticsearch (False: fetch more, cap client-side)
+    index: str = "chunks"
+    profile: Profile
+
+    @property
+    def has_text(self) -> bool:
+        return bool(self.text)
+
+    @property
+    def fetch_size(self) -> int:
+        """Hits to request: ``size``, or size x cap when the cap is applied client-side."""
+        if self.collapse or self.cap == 0:
+            return self.size
+        return min(self.size * self.cap, MAX_RESULT_WINDOW)
+
+    @property
+    def knn_k(self) -> int:
+        return min(max(self.profile.knn_k, self.fetch_size), MAX_RESULT_WINDOW)
+
+    @property
+    def num_candidates(self) -> int:
+        return min(max(self.profile.num_candidates, self.knn_k), MAX_RESULT_WINDOW)
+
+    @property
+    def rank_window_size(self) -> int:
+        return min(max(self.profile.rank_window_size, self.fetch_size), MAX_RESULT_WINDOW)
+
+    def with_changes(self, **changes: Any) -> QueryPlan:
+        """A copy with ``changes`` (validated); the plan itself is unchanged."""
+        return QueryPlan(**{**dict(self), **changes})
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def clean_question(question: str) -> tuple[str, str]:
+    """(cleaned question, text for the text query) -- see the module doc."""
+    if not isinstance(question, str):
+        raise ConfigError(f"the question must be a string, got {type(question).__name__}")
+    q = _SURROGATE.sub(" ", question)
+    q = "".join(" " if unicodedata.category(c) in ("Cc", "Cs") else c for c in q)
+    q = " ".join(q.split())
+    text = q
+    if len(text) > MAX_QUERY_CHARS:
+        cut = text[:MAX_QUERY_CHARS]
+        space = cut.rfind(" ")
+        text = cut[:space] if space > MAX_QUERY_CHARS // 2 else cut
+    if not words(text):
+        text = ""
+    return q, text
+
+
+def choose_search_type(intent: Intent, text: str, configured: str = "auto") -> str:
+    """The profile's search type, or for ``auto``: survey for overview questions, section for
+    questions with a form or with method/evaluation terms, keyword for short keyword queries (at
+    most 4 words, no question form), balanced otherwise."""
+    if configured != "auto":
+        return configured
+    if intent.survey:
+        return "survey"
+    if intent.form != "other" or intent.intents & {"method", "evaluation"}:
+        return "section"
+    return "keyword" if len(words(text)) <= 4 else "balanced"
+
+
+def make_plan(question: str, *, strategy: str = "hybrid", profile: Profile | str | None = None, size: int = 10,
+              papers: bool = False, filters: Filters | dict | None = None, prefix: str = "",
+              search_type: str | None = None, intents: IntentTerms | None = None,
+              synonyms: Synonyms | None = None) -> QueryPlan:
+    """The plan for one question (pure; raises ConfigError for bad options, never for the text)."""
+    strat = get_strategy(strategy)
+    prof = profile if isinstance(profile, Profile) else load_profile(profile)
+    if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= MAX_RESULT_WINDOW:
+        raise ConfigError(f"size must be an integer from 1 to {MAX_RESULT_WINDOW}, got {size!r}")
+    if search_type is not None and search_type not in SEARCH_TYPES:
+        raise ConfigError(f"unknown search type {search_type!r}; valid search types: {choices(SEARCH_TYPES)}")
+    cleaned, text = clean_question(question)
+    intent = analyze(text, intents)
+    stype = search_type or choose_search_type(intent, text, prof.search_type)
+    expand_now = strat.uses_text and bool(text) and (strat.expansion or prof.expansion)
+    return QueryPlan(
+        question=cleaned, text=text, intent=intent, strategy=strat.name, search_type=stype,
+        field_boosts=dict(prof.field_boosts[stype]),
+        section_multipliers=dict(prof.section_multipliers[intent.rule]) if strat.sections else {},
+        expansions=expand(text, synonyms) if expand_now else (),
+        filters=Filters.parse(filters), size=size, cap=prof.per_paper_cap, papers=papers,
+        collapse=strat.collapse and prof.per_paper_cap > 0, index=f"{prefix}chunks", profile=prof)
