@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import fnmatch
+import functools
 import json
+import re
 
 import numpy as np
 
@@ -150,8 +152,13 @@ def _as_list(v) -> list:
     return [v] if isinstance(v, str) else list(v or [])
 
 
+@functools.lru_cache(maxsize=256)
+def _pattern(patterns: tuple[str, ...]) -> re.Pattern:
+    return re.compile("|".join(fnmatch.translate(p) for p in patterns))
+
+
 def _matches(path: str, patterns: list) -> bool:
-    return any(fnmatch.fnmatchcase(path, p) for p in patterns)
+    return bool(patterns) and _pattern(tuple(patterns)).match(path) is not None
 
 
 def _filter(obj: dict, prefix: str, includes: list, excludes: list) -> dict:

@@ -12,6 +12,7 @@ import numpy as np
 
 from engine import similarity as sim
 from engine.errors import illegal_argument, parsing_error, unsupported
+from engine.hits import order_by_score
 from engine.queries import Ctx, Node, _check_params, _float, expl
 
 KNN_PARAMS = {"field", "query_vector", "k", "num_candidates", "filter", "similarity", "boost", "_name",
@@ -68,13 +69,17 @@ def _query_vector(spec: dict) -> np.ndarray:
 
 
 class KnnNode(Node):
-    """The exact top-k neighbours (among pre-filtered docs), scored by similarity x boost."""
+    """The exact top-k neighbours among the docs its own ``filter`` allows, scored by similarity x boost.
+
+    Only the clause's own filter pre-filters: a ``bool`` filter beside a knn query applies
+    after the top k are chosen ("Filter approximate kNN results": pre-filtering only happens
+    when the filter is part of the kNN clause itself).
+    """
 
     def __init__(self, field: str, qv: np.ndarray, k: int | None, num_candidates: int | None,
                  filters: list[Node], threshold: float | None, boost: float) -> None:
         self.field, self.qv, self.k, self.num_candidates = field, qv, k, num_candidates
         self.filters, self.threshold, self.boost = filters, threshold, boost
-        self.prefilters: list[tuple[Node, bool]] = []  # from an enclosing bool: (node, negate)
 
     def _run(self, ctx: Ctx):
         k = self.k if self.k is not None else ctx.default_k
@@ -84,9 +89,6 @@ class KnnNode(Node):
         allowed = present.copy()
         for f in self.filters:
             allowed &= f.run(ctx)[0]
-        for f, negate in self.prefilters:
-            m = f.run(ctx)[0]
-            allowed &= ~m if negate else m
         if self.threshold is not None:
             allowed &= (np.sqrt(raw) <= self.threshold) if kind == "l2_norm" else (raw >= self.threshold)
         score = sim.knn_score(kind, raw).astype(np.float32).astype(np.float64)
@@ -94,9 +96,8 @@ class KnnNode(Node):
             score = np.maximum(score, 0.0)  # Lucene clamps (1 + cos) / 2 at 0
         cand = np.flatnonzero(allowed)
         if len(cand) > k:
-            # highest score first, ties by doc order (stable sort on the negated score)
-            order = np.argsort(-score[cand], kind="stable")[:k]
-            cand = np.sort(cand[order])
+            # highest score first, ties by doc order; argpartition-based, O(n) rather than a full sort
+            cand = np.sort(order_by_score(cand, score, k))
         mask = np.zeros(ctx.n, dtype=bool)
         mask[cand] = True
         self._raw, self._kind = raw, kind

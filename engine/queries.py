@@ -576,12 +576,6 @@ class QueryParser:
             msm = min_should_match(len(should), spec)
         else:
             msm = 1 if should and not must and not filter_ else 0  # BoolQueryBuilder default
-        # "auto pre-filtering" (BoolQueryBuilder#collectPrefilters): a knn clause finds its
-        # neighbours among the docs that the bool's other required clauses allow.
-        for clause in must + should:
-            if hasattr(clause, "prefilters"):
-                clause.prefilters = ([(q, False) for q in filter_] + [(q, True) for q in must_not]
-                                     + [(q, False) for q in must if q is not clause])
         return BoolNode(must, should, filter_, must_not, msm, _float("bool", "boost", p.get("boost", 1.0)))
 
     def _q_dis_max(self, p):

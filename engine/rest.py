@@ -479,5 +479,10 @@ def render_template_route(engine, params, body):
     return 200, {"template_output": render_template(engine, body or {})}
 
 
+@route("GET|POST", "/_render/template/{script_id}")
+def render_stored_template(engine, params, body, script_id):
+    return render_template_route(engine, params, {**(body or {}), "id": script_id})
+
+
 def dumps(obj) -> bytes:
     return json.dumps(obj, ensure_ascii=False).encode("utf-8")

@@ -41,6 +41,9 @@ def validate_body(body: dict) -> None:
             raise unsupported(key)
         if key not in SEARCH_KEYS:
             raise parsing_error(f"Unknown key for a START_OBJECT in [{key}].", line=1, col=1)
+    if "retriever" in body and "collapse" in body:
+        raise unsupported("collapse with a retriever", "put collapse inside a standard retriever on a cluster, "
+                                                       "or collapse client-side")
     if "retriever" in body and ("query" in body or "knn" in body):
         raise parsing_error("cannot specify [retriever] and [query]" if "query" in body
                             else "cannot specify [retriever] and [knn]")
