@@ -105,5 +105,93 @@ def console_cmd(file, target) -> None:
     sys.exit(1 if run_console(es, file, sys.stdout) else 0)
 
 
+
+def _filters(year_from, year_to, venues, paper_ids, sections) -> dict | None:
+    f: dict = {}
+    if year_from is not None:
+        f["year_min"] = year_from
+    if year_to is not None:
+        f["year_max"] = year_to
+    if venues:
+        f["venues"] = list(venues)
+    if paper_ids:
+        f["paper_ids"] = list(paper_ids)
+    if sections:
+        f["section_types"] = list(sections)
+    return f or None
+
+
+def _search_options(fn):
+    """Options shared by ``query`` and ``search``."""
+    opts = [
+        click.option("--strategy", default="hybrid", show_default=True,
+                     help="bm25, dense, hybrid, sections, expanded, rrf, rrf-client or linear "
+                          "(rrf/linear need an Enterprise license on a cluster)."),
+        click.option("--profile", "profile", default=None, help="A profile JSON file (see querybuilder/profiles.py)."),
+        click.option("--size", default=10, show_default=True, type=int, help="Hits (or papers with --papers)."),
+        click.option("--papers", is_flag=True, help="Paper-level view: top papers, each with its best chunks."),
+        click.option("--prefix", default="", help="Prefix of the index aliases."),
+        click.option("--year-from", type=int, default=None, help="Only papers from this year on."),
+        click.option("--year-to", type=int, default=None, help="Only papers up to this year."),
+        click.option("--venue", "venues", multiple=True, help="Only these venues (repeatable)."),
+        click.option("--paper-id", "paper_ids", multiple=True, help="Only these papers (repeatable)."),
+        click.option("--section", "sections", multiple=True, help="Only these section types (repeatable)."),
+    ]
+    for opt in reversed(opts):
+        fn = opt(fn)
+    return fn
+
+
+@main.command("query")
+@click.argument("question")
+@_search_options
+@click.option("--format", "fmt", default="json", show_default=True, help="json, console or template.")
+@click.option("--es", "target", default=None,
+              help="Embed with the model recorded in this target's index (checks it); default: the default model.")
+def query_cmd(question, strategy, profile, size, papers, prefix, year_from, year_to, venues, paper_ids, sections,
+              fmt, target) -> None:
+    """Print the Elasticsearch DSL for QUESTION (nothing is searched).
+
+    --format console prints Kibana dev console text (``GET chunks/_search`` + body) that
+    ``scholar-es console`` runs too; --format template prints a stored mustache search template
+    that a backend calls with the question text, its vector and a size.
+    """
+    from querybuilder.profiles import load_profile
+    from querybuilder.render import show_query
+    from scholar_es.client import connect
+
+    try:
+        es = connect(target) if target else None
+        click.echo(show_query(question, strategy=strategy, fmt=fmt, profile=load_profile(profile), es=es,
+                              size=size, papers=papers, prefix=prefix,
+                              filters=_filters(year_from, year_to, venues, paper_ids, sections)), nl=False)
+    except ScholarEsError as e:
+        _fail(str(e))
+
+
+@main.command("search")
+@click.argument("question")
+@_search_options
+@click.option("--es", "target", default=None, help=TARGET_HELP)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.option("--explain", is_flag=True, help="Show each hit's score parts (BM25 per field, kNN, section multiplier).")
+def search_cmd(question, strategy, profile, size, papers, prefix, year_from, year_to, venues, paper_ids, sections,
+               target, as_json, explain) -> None:
+    """Search QUESTION and print ranked results: paper, section type, score and a snippet."""
+    from querybuilder.profiles import load_profile
+    from querybuilder.render import format_results
+    from querybuilder.run import search
+    from scholar_es.client import connect
+
+    try:
+        result = search(connect(target or default_target()), question, strategy=strategy,
+                        profile=load_profile(profile), size=size, papers=papers, explain=explain, prefix=prefix,
+                        filters=_filters(year_from, year_to, venues, paper_ids, sections))
+    except ScholarEsError as e:
+        _fail(str(e))
+        return
+    click.echo(result.model_dump_json(indent=2) if as_json else format_results(result, explain=explain))
+
+
 if __name__ == "__main__":
     main()
