@@ -363,10 +363,12 @@ class _Registry:
 
     def analyzer(self, name: str) -> Analyzer:
         defs = self._defs("analyzer")
-        if name.startswith("_"):
+        if name in defs and name.startswith("_"):
             raise illegal_argument(f"analyzer name must not start with '_'. got \"{name}\"")
         if name in defs:
             conf = defs[name]
+            if not isinstance(conf, Mapping):
+                raise illegal_argument(f"analyzer [{name}] must be an object")
             kind = conf.get("type") or ("custom" if conf.get("tokenizer") is not None else None)
             if kind is None:
                 raise illegal_argument(f"analyzer [{name}] must specify either an analyzer type, or a tokenizer")
