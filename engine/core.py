@@ -66,28 +66,35 @@ class IndexHandle:
             if self._segment is None:
                 self._generation = self.engine.generation
                 seg = Segment.load(self.cache_dir, self.mapping) or Segment(self.mapping)
-                self._catch_up(seg)
-                self._segment = seg
+                self._segment = self._catch_up(seg)
             elif self._generation != self.engine.generation:
                 self._generation = self.engine.generation
-                self._catch_up(self._segment)
+                self._segment = self._catch_up(self._segment)
             self._segment.ensure_built()
             return self._segment
 
-    def _catch_up(self, seg: Segment) -> None:
-        """Apply deletes and new documents that the store has and the segment lacks."""
+    def _catch_up(self, seg: Segment) -> Segment:
+        """Apply deletes and new documents that the store has and the segment lacks.
+
+        Returns the segment to use: a fresh one when another process committed rows older
+        than ours (a race), since the segment must keep seq order for tie-breaking.
+        """
         seg.ensure_built()
         live = self.store.live_seqs(self.name)
         dead = seg.seqs[~np.isin(seg.seqs, live)]
+        missing = live[~np.isin(live, seg.seqs)]
+        last = int(seg.seqs.max()) if len(seg.seqs) else 0
+        if len(missing) and int(missing.min()) < last:
+            seg, dead, last = Segment(self.mapping), seg.seqs[:0], 0
         for s in dead:
             seg.delete(int(s))
-        last = int(seg.seqs.max()) if len(seg.seqs) else 0
         for seq, doc_id, source, vectors in self.store.docs_after(self.name, last):
             seg.add(parse_document(self.mapping, self.analysis, seq, doc_id, json.loads(source),
                                    unpack_vectors(vectors)))
             self._saved = False
         if len(dead):
             self._saved = False
+        return seg
 
     def save(self) -> None:
         with self._lock:

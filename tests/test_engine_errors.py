@@ -1,0 +1,245 @@
+"""Every unsupported or invalid construct gets an Elasticsearch-shaped error naming the clause:
+an ``elasticsearch.ApiError`` subclass whose body is ``{"error": {"root_cause", "type", "reason"}, "status"}``."""
+
+from __future__ import annotations
+
+import pytest
+from elasticsearch import ApiError, BadRequestError, NotFoundError, helpers
+
+
+@pytest.fixture(scope="module")
+def es(tmp_path_factory):
+    from engine.node import embedded_client
+
+    client = embedded_client(tmp_path_factory.mktemp("errors"))
+    client.indices.create(index="e", mappings={"properties": {
+        "title": {"type": "text"}, "tag": {"type": "keyword"}, "year": {"type": "integer"},
+        "vec": {"type": "dense_vector", "dims": 3, "similarity": "cosine"}}})
+    client.index(index="e", id="1", document={"title": "hello world", "tag": "a", "year": 2001, "vec": [1, 0, 0]})
+    client.index(index="e", id="2", document={"title": "hello there", "tag": "b", "year": 2002, "vec": [0, 1, 0]})
+    client.indices.refresh(index="e")
+    yield client
+    client.close()
+
+
+def check(exc: ApiError, status: int, type_: str, *in_reason: str) -> None:
+    body = exc.body
+    assert isinstance(body, dict) and body["status"] == status == exc.meta.status, body
+    err = body["error"]
+    assert err["type"] == type_, err
+    assert err["root_cause"] and err["root_cause"][0]["type"] == type_
+    for part in in_reason:
+        assert part in err["reason"], err["reason"]
+
+
+def bad_search(es, **body) -> BadRequestError:
+    with pytest.raises(BadRequestError) as e:
+        es.search(index="e", **body)
+    return e.value
+
+
+@pytest.mark.parametrize("query, name", [
+    ({"query_string": {"query": "title:hello"}}, "query_string"),
+    ({"simple_query_string": {"query": "hello"}}, "simple_query_string"),
+    ({"match_phrase": {"title": "hello world"}}, "match_phrase"),
+    ({"wildcard": {"tag": {"value": "a*"}}}, "wildcard"),
+    ({"prefix": {"tag": "a"}}, "prefix"),
+    ({"fuzzy": {"title": "helo"}}, "fuzzy"),
+    ({"nested": {"path": "x", "query": {"match_all": {}}}}, "nested"),
+    ({"bool": {"must": [{"regexp": {"tag": "a.*"}}]}}, "regexp"),  # nested inside bool too
+])
+def test_unsupported_queries(es, query, name):
+    check(bad_search(es, query=query), 400, "parsing_exception", f"[{name}]")
+
+
+def test_unknown_query_name(es):
+    check(bad_search(es, query={"frobnicate": {"title": "x"}}), 400, "parsing_exception", "unknown query [frobnicate]")
+
+
+def test_unknown_parameter_in_match(es):
+    check(bad_search(es, query={"match": {"title": {"query": "hello", "fuzzyness": 2}}}), 400, "parsing_exception",
+          "[match] query does not support [fuzzyness]")
+
+
+def test_unknown_parameter_in_other_clauses(es):
+    check(bad_search(es, query={"bool": {"must": [], "shoud": []}}), 400, "parsing_exception", "[bool]", "[shoud]")
+    check(bad_search(es, query={"multi_match": {"query": "x", "fields": ["title"], "slop": 1}}), 400,
+          "parsing_exception", "[multi_match]", "[slop]")
+    check(bad_search(es, query={"function_score": {"query": {"match_all": {}}, "functions": [], "bogus": 1}}),
+          400, "parsing_exception", "[function_score]", "[bogus]")
+
+
+@pytest.mark.parametrize("mtype", ["phrase", "cross_fields", "phrase_prefix", "bool_prefix"])
+def test_unsupported_multi_match_types(es, mtype):
+    check(bad_search(es, query={"multi_match": {"query": "hello", "fields": ["title"], "type": mtype}}), 400,
+          "parsing_exception", mtype)
+
+
+@pytest.mark.parametrize("key", ["aggs", "aggregations", "highlight", "rescore", "suggest", "search_after"])
+def test_unsupported_search_sections(es, key):
+    value = {"terms_agg": {"terms": {"field": "tag"}}} if key.startswith("agg") else {"fields": {"title": {}}}
+    if key == "search_after":
+        value = [1]
+    elif key in ("rescore", "suggest"):
+        value = {"window_size": 10} if key == "rescore" else {"s": {"text": "helo", "term": {"field": "title"}}}
+    with pytest.raises(BadRequestError) as e:
+        es.search(index="e", body={"query": {"match_all": {}}, key: value})
+    check(e.value, 400, "parsing_exception", f"[{key}]")
+
+
+def test_unknown_top_level_key(es):
+    with pytest.raises(BadRequestError) as e:
+        es.search(index="e", body={"query": {"match_all": {}}, "qurey": {}})
+    check(e.value, 400, "parsing_exception", "qurey")
+
+
+@pytest.mark.parametrize("source", [
+    "for (int i = 0; i < 10; i++) { }",
+    "while (true) { }",
+    "Runtime.getRuntime().exec('ls')",
+])
+def test_script_outside_the_expression_subset(es, source):
+    e = bad_search(es, query={"script_score": {"query": {"match_all": {}}, "script": {"source": source}}})
+    check(e, 400, "script_exception")
+    assert e.body["error"].get("script") == source
+
+
+def test_knn_query_vector_of_wrong_dimension(es):
+    e = bad_search(es, knn={"field": "vec", "query_vector": [1, 0], "k": 1, "num_candidates": 2})
+    check(e, 400, "illegal_argument_exception", "different number of dimensions [2]", "[3]")
+    e = bad_search(es, query={"knn": {"field": "vec", "query_vector": [1, 0, 0, 0], "k": 1}})
+    check(e, 400, "illegal_argument_exception", "[4]", "[3]")
+    e = bad_search(es, query={"script_score": {"query": {"match_all": {}}, "script": {
+        "source": "cosineSimilarity(params.q, 'vec') + 1.0", "params": {"q": [1, 0]}}}})
+    assert e.body["error"]["type"] in ("illegal_argument_exception", "script_exception")
+    assert "dimension" in str(e.body)
+
+
+def test_knn_parameter_errors(es):
+    check(bad_search(es, knn={"field": "vec", "query_vector": [1, 0, 0], "k": 0, "num_candidates": 2}), 400,
+          "illegal_argument_exception", "[k] must be greater than 0")
+    check(bad_search(es, knn={"field": "vec", "query_vector": [1, 0, 0], "k": 1, "num_candidates": 10_001}), 400,
+          "illegal_argument_exception", "[num_candidates] cannot exceed [10000]")
+    check(bad_search(es, knn={"field": "title", "query_vector": [1, 0, 0], "k": 1}), 400,
+          "illegal_argument_exception", "[title]")
+    check(bad_search(es, knn={"field": "vec", "query_vector": [1, 0, 0], "k": 1, "foo": 1}), 400,
+          "parsing_exception", "[knn]", "[foo]")
+
+
+def test_missing_index(es):
+    with pytest.raises(NotFoundError) as e:
+        es.search(index="no-such-index", query={"match_all": {}})
+    check(e.value, 404, "index_not_found_exception", "no such index [no-such-index]")
+    assert e.value.body["error"]["index"] == "no-such-index"
+    with pytest.raises(NotFoundError):
+        es.get(index="no-such-index", id="1")
+    with pytest.raises(NotFoundError):
+        es.indices.delete(index="no-such-index")
+    assert not es.indices.exists(index="no-such-index")
+
+
+def test_create_index_twice(es):
+    es.indices.create(index="twice")
+    with pytest.raises(BadRequestError) as e:
+        es.indices.create(index="twice")
+    check(e.value, 400, "resource_already_exists_exception", "index [twice/", "already exists")
+
+
+def test_invalid_index_name(es):
+    with pytest.raises(BadRequestError) as e:
+        es.indices.create(index="Upper")
+    check(e.value, 400, "invalid_index_name_exception", "[Upper]", "must be lowercase")
+
+
+def test_bad_mapping(es):
+    with pytest.raises(BadRequestError) as e:
+        es.indices.create(index="badmap", mappings={"properties": {"x": {"type": "sparkly"}}})
+    check(e.value, 400, "mapper_parsing_exception", "[sparkly]", "[x]")
+
+
+def test_msearch_one_bad_item_among_good_ones(es):
+    resp = es.msearch(searches=[
+        {"index": "e"}, {"query": {"match": {"title": "hello"}}},
+        {"index": "e"}, {"query": {"query_string": {"query": "x"}}},
+        {"index": "missing"}, {"query": {"match_all": {}}},
+        {"index": "e"}, {"query": {"term": {"tag": "b"}}},
+    ])
+    r = resp["responses"]
+    assert len(r) == 4
+    assert r[0]["status"] == 200 and {h["_id"] for h in r[0]["hits"]["hits"]} == {"1", "2"}
+    assert r[1]["status"] == 400 and r[1]["error"]["type"] == "parsing_exception"
+    assert "[query_string]" in r[1]["error"]["reason"] and r[1]["error"]["root_cause"]
+    assert r[2]["status"] == 404 and r[2]["error"]["type"] == "index_not_found_exception"
+    assert r[3]["status"] == 200 and [h["_id"] for h in r[3]["hits"]["hits"]] == ["2"]
+
+
+def test_bulk_one_bad_doc_among_good_ones(tmp_engine):
+    es = tmp_engine
+    es.indices.create(index="b", mappings={"properties": {"year": {"type": "integer"}, "title": {"type": "text"},
+                                                          "vec": {"type": "dense_vector", "dims": 2}}})
+    resp = es.bulk(operations=[
+        {"index": {"_index": "b", "_id": "1"}}, {"title": "one", "year": 2001},
+        {"index": {"_index": "b", "_id": "2"}}, {"title": "two", "year": "not a year"},
+        {"index": {"_index": "b", "_id": "3"}}, {"title": "three", "vec": [1, 2, 3]},
+        {"create": {"_index": "b", "_id": "1"}}, {"title": "again"},
+        {"index": {"_index": "b", "_id": "4"}}, {"title": "four", "year": 2004},
+    ], refresh=True)
+    assert resp["errors"] is True
+    items = [next(iter(i.values())) for i in resp["items"]]
+    assert [i["status"] for i in items] == [201, 400, 400, 409, 201]
+    assert items[1]["error"]["type"] in ("mapper_parsing_exception", "document_parsing_exception")
+    assert "[year]" in items[1]["error"]["reason"]
+    assert "[vec]" in items[2]["error"]["reason"] and "dimensions" in items[2]["error"]["reason"]
+    assert items[3]["error"]["type"] == "version_conflict_engine_exception"
+    assert es.count(index="b")["count"] == 2
+    assert sorted(h["_id"] for h in es.search(index="b")["hits"]["hits"]) == ["1", "4"]
+    assert es.get(index="b", id="1")["_source"] == {"title": "one", "year": 2001}
+    # helpers.bulk reports the failed items as BulkIndexError, after indexing the good ones
+    with pytest.raises(helpers.BulkIndexError) as e:
+        helpers.bulk(es, [{"_index": "b", "_id": "5", "_source": {"year": 5}},
+                          {"_index": "b", "_id": "6", "_source": {"year": "six"}}], refresh=True)
+    assert len(e.value.errors) == 1 and es.count(index="b")["count"] == 3
+
+
+def test_strict_mapping_rejects_unknown_fields(tmp_engine):
+    es = tmp_engine
+    es.indices.create(index="strict", mappings={"dynamic": "strict", "properties": {"a": {"type": "keyword"}}})
+    with pytest.raises(BadRequestError) as e:
+        es.index(index="strict", id="1", document={"a": "x", "b": "y"})
+    check(e.value, 400, "strict_dynamic_mapping_exception", "[b]")
+
+
+def test_sort_and_collapse_on_text(es):
+    check(bad_search(es, query={"match_all": {}}, sort=[{"title": "asc"}]), 400, "illegal_argument_exception",
+          "[title]")
+    check(bad_search(es, query={"match_all": {}}, collapse={"field": "title"}), 400, "illegal_argument_exception",
+          "collapse field `title`")
+
+
+def test_unknown_retriever_and_field(es):
+    check(bad_search(es, retriever={"magic": {}}), 400, "parsing_exception", "[magic]")
+    check(bad_search(es, retriever={"standard": {"query": {"match_all": {}}}}, query={"match_all": {}}), 400,
+          "parsing_exception", "[retriever]")
+
+
+def test_result_window(es):
+    check(bad_search(es, query={"match_all": {}}, from_=9_999, size=2), 400, "illegal_argument_exception",
+          "Result window is too large")
+
+
+def test_malformed_query_values(es):
+    check(bad_search(es, query={"match": {"title": {"query": "x", "operator": "xor"}}}), 400,
+          "illegal_argument_exception", "XOR")
+    check(bad_search(es, query={"bool": {"minimum_should_match": "lots", "should": [{"match_all": {}}]}}), 400,
+          "parsing_exception", "[minimum_should_match]")
+    check(bad_search(es, query={"function_score": {"query": {"match_all": {}}, "score_mode": "median"}}), 400,
+          "parsing_exception", "score_mode")
+    check(bad_search(es, query={"term": {"year": "abc"}}), 400, "query_shard_exception", "abc")
+
+
+def test_unknown_route(es):
+    with pytest.raises(ApiError) as e:
+        es.perform_request("GET", "/_nodes/hot_threads", headers={"accept": "application/json"})
+    assert e.value.meta.status == 400
+    assert e.value.body["error"]["type"] == "illegal_argument_exception"
+    assert "/_nodes/hot_threads" in e.value.body["error"]["reason"]
