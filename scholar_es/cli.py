@@ -126,7 +126,8 @@ def _search_options(fn):
     opts = [
         click.option("--strategy", default="hybrid", show_default=True,
                      help="bm25, dense, hybrid, sections, expanded, rrf, rrf-client or linear "
-                          "(rrf/linear need an Enterprise license on a cluster)."),
+                          "(rrf/linear need an Enterprise license on a cluster); search also takes "
+                          "multisection."),
         click.option("--profile", "profile", default=None, help="A profile JSON file (see querybuilder/profiles.py)."),
         click.option("--size", default=10, show_default=True, type=int, help="Hits (or papers with --papers)."),
         click.option("--papers", is_flag=True, help="Paper-level view: top papers, each with its best chunks."),
@@ -175,15 +176,31 @@ def query_cmd(question, strategy, profile, size, papers, prefix, year_from, year
 @click.option("--es", "target", default=None, help=TARGET_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.option("--explain", is_flag=True, help="Show each hit's score parts (BM25 per field, kNN, section multiplier).")
+@click.option("--show-plan", is_flag=True,
+              help="multisection: print the sections, each sub-query as console text and its candidates.")
+@click.option("--crossencoder", default=None, help="multisection: re-score with this sentence-transformers CrossEncoder.")
 def search_cmd(question, strategy, profile, size, papers, prefix, year_from, year_to, venues, paper_ids, sections,
-               target, as_json, explain) -> None:
-    """Search QUESTION and print ranked results: paper, section type, score and a snippet."""
+               target, as_json, explain, show_plan, crossencoder) -> None:
+    """Search QUESTION and print ranked results: paper, section type, score and a snippet.
+
+    --strategy multisection splits the question into 1-5 focused sections, sends them in one
+    _msearch, re-scores the merged candidates against the original question inside the engine,
+    and prints the top papers (--size of them), each with up to 3 supporting chunks.
+    """
     from querybuilder.profiles import load_profile
     from querybuilder.render import format_results
     from querybuilder.run import search
     from scholar_es.client import connect
 
     try:
+        if strategy == "multisection":
+            from multisection.flow import multisection_search, render_result
+
+            ms = multisection_search(connect(target or default_target()), question, profile=load_profile(profile),
+                                     prefix=prefix, filters=_filters(year_from, year_to, venues, paper_ids, sections),
+                                     papers=size, show_plan=show_plan, crossencoder=crossencoder)
+            click.echo(ms.model_dump_json(indent=2) if as_json else render_result(ms, show_plan=show_plan))
+            return
         result = search(connect(target or default_target()), question, strategy=strategy,
                         profile=load_profile(profile), size=size, papers=papers, explain=explain, prefix=prefix,
                         filters=_filters(year_from, year_to, venues, paper_ids, sections))

@@ -8,6 +8,7 @@ the first query.
 from __future__ import annotations
 
 import argparse
+import re
 
 from indexer.embedder import Embedder
 from querybuilder.run import search
@@ -35,8 +36,12 @@ def main() -> None:
             print(f"      {hit.snippet[:150]}")
     from querybuilder.render import to_console
 
-    print("\n=== Kibana dev console text of the last query:\n")
-    print(to_console(result.request, index=result.index))
+    text = to_console(result.request, index=result.index)
+    # the 384-number query vector would fill the screen: show its first numbers only
+    text = re.sub(r'("query_vector": \[)([^\]]*)\]',
+                  lambda m: m[1] + ", ".join(m[2].split(", ")[:3]) + ", ...]", text)
+    print("\n=== Kibana dev console text of the last query (`scholar-es query --format console` prints it whole):\n")
+    print(text)
 
 
 if __name__ == "__main__":
