@@ -118,6 +118,8 @@ def execute(es, method: str, path: str, body: Any) -> tuple[dict | list | str | 
         return {"error": err_body if err_body not in (None, "") else str(e.message), "status": e.meta.status}, False
     except TransportError as e:
         return _error_line("transport_error", str(e), None), False
+    except Exception as e:  # noqa: BLE001 - one bad request must not end the session
+        return _error_line("client_exception", f"{type(e).__name__}: {e}", None), False
     if method == "HEAD":
         return {"status": resp.meta.status}, 200 <= resp.meta.status < 300
     return resp.body, True

@@ -23,6 +23,7 @@ from engine.mapping import Mapping
 from engine.segment import Segment, parse_document
 from engine.store import Store, pack_vectors, unpack_vectors
 
+MAX_ID_BYTES = 512  # IndexRequest: "id is too long, must be no longer than 512 bytes"
 _INDEX_SETTINGS = {"number_of_shards", "number_of_replicas", "refresh_interval", "analysis",
                    "max_result_window", "similarity", "codec", "mapping"}
 
@@ -120,6 +121,11 @@ class IndexHandle:
                 exists_in_batch[op[1]] = False
                 continue
             _, doc_id, source, op_type = op
+            if len(doc_id.encode("utf-8", "surrogatepass")) > MAX_ID_BYTES:
+                results[i] = _item_error(illegal_argument(
+                    f"id [{doc_id[:40]}...] is too long, must be no longer than {MAX_ID_BYTES} bytes but was: "
+                    f"{len(doc_id.encode('utf-8', 'surrogatepass'))}"))
+                continue
             if op_type == "create" and exists_in_batch.get(doc_id, self.store.get(self.name, doc_id) is not None):
                 results[i] = _item_error(EsError(409, "version_conflict_engine_exception",
                                                  f"[{doc_id}]: version conflict, document already exists "
@@ -163,6 +169,10 @@ class IndexHandle:
                                "_seq_no": int(seq or 0), "_primary_term": 1})
         if writes:
             self._saved = False
+        for op, res in zip(ops, results, strict=True):
+            if res is not None:
+                res.setdefault("_index", self.name)
+                res.setdefault("_id", op[1])
         return results  # type: ignore[return-value]
 
     def _stored_source(self, source: dict) -> dict:

@@ -19,6 +19,9 @@ KEYWORD = "keyword"
 VECTOR = "dense_vector"
 NUMERIC_TYPES = {"long", "integer", "short", "byte", "double", "float", "half_float", "scaled_float"}
 INTEGER_TYPES = {"long", "integer", "short", "byte"}
+INTEGER_RANGES = {"long": (-(2**63), 2**63 - 1), "integer": (-(2**31), 2**31 - 1),
+                  "short": (-(2**15), 2**15 - 1), "byte": (-128, 127)}
+MAX_TERM_BYTES = 32766  # Lucene's IndexWriter.MAX_TERM_LENGTH
 FIELD_TYPES = {TEXT, KEYWORD, VECTOR, "boolean", "date", "object", *NUMERIC_TYPES}
 VECTOR_SIMILARITIES = ("cosine", "dot_product", "l2_norm", "max_inner_product")
 
@@ -239,7 +242,14 @@ def _coerce(fs: FieldSpec, v: Any) -> Any:
         if fs.type == KEYWORD:
             if isinstance(v, (dict, list)):
                 raise ValueError("object or array where a string was expected")
-            return v if isinstance(v, str) else _json_scalar_text(v)
+            text = v if isinstance(v, str) else _json_scalar_text(v)
+            size = len(text.encode("utf-8", "surrogatepass"))
+            if size > MAX_TERM_BYTES and (fs.ignore_above is None or len(text) <= fs.ignore_above):
+                raise EsError(400, "illegal_argument_exception",
+                              f"Document contains at least one immense term in field=\"{fs.name}\" (whose UTF8 "
+                              f"encoding is longer than the max length {MAX_TERM_BYTES}), all of which were skipped. "
+                              f"The prefix of the first immense term is: '{text[:30]}...'; set ignore_above")
+            return text
         if fs.type == "boolean":
             if isinstance(v, bool):
                 return 1.0 if v else 0.0
@@ -254,6 +264,9 @@ def _coerce(fs: FieldSpec, v: Any) -> Any:
             f = float(v)
             if not math.isfinite(f):
                 raise ValueError(f"[{fs.type}] supports only finite values, but got [{v}]")
+            lo, hi = INTEGER_RANGES[fs.type]
+            if not lo <= math.trunc(f) <= hi:
+                raise ValueError(f"Value [{v}] is out of range for {'an' if fs.type == 'integer' else 'a'} {fs.type}")
             return float(math.trunc(f))  # ES coerces 1.5 → 1 for integer types
         if fs.type in NUMERIC_TYPES:
             if isinstance(v, bool):

@@ -20,6 +20,7 @@ from engine.errors import EsError, illegal_argument, parsing_error, unsupported
 from engine.mapping import KEYWORD, TEXT, VECTOR, parse_date
 from engine.segment import Segment
 
+MAX_NESTED_DEPTH = 30  # Elasticsearch's indices.query.max_nested_depth default
 SUPPORTED_QUERIES = ("match_all", "match_none", "match", "multi_match", "term", "terms", "range", "exists",
                      "ids", "bool", "dis_max", "constant_score", "function_score", "script_score", "knn")
 _UNSUPPORTED_KNOWN = {"query_string", "simple_query_string", "match_phrase", "match_phrase_prefix",
@@ -287,7 +288,19 @@ class QueryParser:
         self._function_parser = function_parser
         self._knn_parser = knn_parser
 
+    _depth = 0
+
     def parse(self, body) -> Node:
+        self._depth += 1
+        try:
+            if self._depth > MAX_NESTED_DEPTH:
+                raise parsing_error("The nested depth of the query exceeds the maximum nested depth for queries set "
+                                    f"in [indices.query.max_nested_depth] ({MAX_NESTED_DEPTH})")
+            return self._parse(body)
+        finally:
+            self._depth -= 1
+
+    def _parse(self, body) -> Node:
         if not isinstance(body, dict) or not body:
             raise parsing_error("query malformed, empty clause found" if body == {} else
                                 f"[_na] query malformed, expected an object but found [{body}]")
@@ -572,10 +585,9 @@ class QueryParser:
         must, should = self._clauses(p.get("must")), self._clauses(p.get("should"))
         filter_, must_not = self._clauses(p.get("filter")), self._clauses(p.get("must_not"))
         spec = p.get("minimum_should_match")
-        if spec is not None:
-            msm = min_should_match(len(should), spec)
-        else:
-            msm = 1 if should and not must and not filter_ else 0  # BoolQueryBuilder default
+        msm = min_should_match(len(should), spec) if spec is not None else 0
+        if should and not must and not filter_:
+            msm = max(msm, 1)  # a should-only BooleanQuery still needs one clause to match
         return BoolNode(must, should, filter_, must_not, msm, _float("bool", "boost", p.get("boost", 1.0)))
 
     def _q_dis_max(self, p):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import sqlite3
 import uuid
 from collections.abc import Callable
 from urllib.parse import unquote
@@ -50,6 +51,17 @@ def handle(engine: Engine, method: str, path: str, params: dict, body) -> tuple[
             try:
                 return fn(engine, params=params, body=body, **args)
             except EsError as e:
+                return e.status, e.to_body()
+            except RecursionError:
+                e = parsing_error("query is nested too deeply for the embedded engine")
+                return e.status, e.to_body()
+            except (ValueError, TypeError, AttributeError, KeyError, IndexError) as exc:
+                # A value of the wrong JSON type deep in a request: answer as Elasticsearch would
+                # (a 400 naming the problem) rather than crash the caller.
+                e = parsing_error(f"malformed request: {type(exc).__name__}: {exc}")
+                return e.status, e.to_body()
+            except sqlite3.OperationalError as exc:  # another process holds the write lock
+                e = EsError(429, "es_rejected_execution_exception", f"the engine store is busy ({exc}); retry")
                 return e.status, e.to_body()
     if allowed:
         return 405, {"error": f"Incorrect HTTP method for uri [{path}] and method [{method}], allowed: "

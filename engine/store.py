@@ -61,7 +61,8 @@ class Store:
     def __init__(self, root: Path) -> None:
         root.mkdir(parents=True, exist_ok=True)
         self.path = root / "engine.sqlite3"
-        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        # several processes may write one engine: wait for the lock rather than fail at once
+        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=60)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(SCHEMA)
@@ -91,7 +92,7 @@ class Store:
 
     def delete_index(self, name: str) -> None:
         with self._lock:
-            self._db.execute("BEGIN")
+            self._db.execute("BEGIN IMMEDIATE")
             self._db.execute("DELETE FROM docs WHERE index_name = ?", (name,))
             self._db.execute("DELETE FROM aliases WHERE index_name = ?", (name,))
             self._db.execute("DELETE FROM indices WHERE name = ?", (name,))
@@ -106,7 +107,7 @@ class Store:
                             removes: Sequence[tuple[str, str]], remove_indices: Sequence[str]) -> None:
         """All alias changes of one ``_aliases`` request in one transaction (atomic swap)."""
         with self._lock:
-            self._db.execute("BEGIN")
+            self._db.execute("BEGIN IMMEDIATE")
             try:
                 for alias, index in removes:
                     self._db.execute("DELETE FROM aliases WHERE alias = ? AND index_name = ?", (alias, index))
@@ -128,7 +129,7 @@ class Store:
         transaction; returns (new seq or None, version) per op (version 0: not found)."""
         out: list[tuple[int | None, int]] = []
         with self._lock:
-            self._db.execute("BEGIN")
+            self._db.execute("BEGIN IMMEDIATE")
             try:
                 for op in ops:
                     row = self._db.execute("SELECT version FROM docs WHERE index_name = ? AND id = ?",
