@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import sqlite3
 import threading
 from collections.abc import Sequence
@@ -25,6 +26,11 @@ _PACKAGED_ALIASES = {"all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2
 
 def default_cache_dir() -> Path:
     return Path(os.environ.get("SCHOLAR_ES_CACHE", Path.home() / ".cache" / "scholar-es"))
+
+
+def model_key(name: str | None) -> str | None:
+    """The name two spellings of one model share ("sentence-transformers/x" and "x")."""
+    return None if name is None else re.sub(r"^sentence-transformers/", "", str(name))
 
 
 def resolve_model(name: str) -> str:
@@ -109,7 +115,7 @@ class Embedder:
         """Normalized float32 vectors, one row per text, served from the cache when possible."""
         if not texts:
             return np.zeros((0, self.dims), dtype=np.float32)
-        keys = [EmbeddingCache.key(self.name, t) for t in texts] if self._cache else []
+        keys = [EmbeddingCache.key(model_key(self.name), t) for t in texts] if self._cache else []
         found = self._cache.get_many(keys) if self._cache else {}
         missing = [i for i, k in enumerate(keys) if k not in found] if self._cache else list(range(len(texts)))
         out: list[np.ndarray | None] = [found.get(k) for k in keys] if self._cache else [None] * len(texts)

@@ -13,6 +13,7 @@ import json
 import re
 from importlib import resources
 
+from indexer.embedder import model_key
 from scholar_es.errors import ConfigError, ModelMismatchError
 
 INDEX_KINDS = ("papers", "chunks")
@@ -48,20 +49,24 @@ def next_version(es, alias: str) -> str:
     return f"{alias}-v{max(versions, default=0) + 1}"
 
 
-def check_meta(es, index: str, model: str, dims: int) -> None:
-    """Refuse to mix vectors of another model or dimension into an existing index."""
+def check_meta(es, index: str, model: str, dims: int, chunking: str) -> None:
+    """Refuse to mix vectors of another model, dimension or chunking into an existing index."""
     body = es.indices.get_mapping(index=index).body
     meta = next(iter(body.values()))["mappings"].get("_meta", {})
-    if meta.get("embedding_model") not in (None, model) or meta.get("dims") not in (None, dims):
+    if model_key(meta.get("embedding_model")) not in (None, model_key(model)) or meta.get("dims") not in (None, dims):
         raise ModelMismatchError(
             f"index {index!r} holds vectors of model {meta.get('embedding_model')!r} ({meta.get('dims')} dims), "
             f"but this run embeds with {model!r} ({dims} dims); pass --model {meta.get('embedding_model')} "
             "or rebuild the index with --rebuild")
+    if meta.get("chunking") not in (None, chunking):
+        raise ConfigError(
+            f"index {index!r} holds {meta['chunking']!r} chunks, but this run makes {chunking!r} chunks; mixing them "
+            f"would index the same text twice. Pass --chunking {meta['chunking']} or rebuild with --rebuild")
 
 
-def prepare(es, prefix: str, model: str, dims: int, meta: dict, rebuild: bool) -> dict[str, str]:
-    """The physical index to write for each kind (created if needed)."""
-    targets = {}
+def prepare(es, prefix: str, model: str, dims: int, meta: dict, rebuild: bool) -> tuple[dict[str, str], bool]:
+    """The physical index to write for each kind, and whether they are new (created now)."""
+    targets, created = {}, False
     for kind in INDEX_KINDS:
         alias = alias_name(prefix, kind)
         current = physical_indices(es, alias)
@@ -71,27 +76,45 @@ def prepare(es, prefix: str, model: str, dims: int, meta: dict, rebuild: bool) -
         if current and not rebuild:
             if len(current) != 1:
                 raise ConfigError(f"alias {alias!r} points to several indices {current}; fix it with _aliases")
-            check_meta(es, current[0], model, dims)
+            check_meta(es, current[0], model, dims, meta.get("chunking", "paragraph"))
             targets[kind] = current[0]
             continue
         name = next_version(es, alias)
         es.indices.create(index=name, **index_body(kind, dims, meta))
         targets[kind] = name
-    return targets
+        created = True
+    return targets, created
 
 
-def publish(es, prefix: str, targets: dict[str, str], drop_old: bool = True) -> list[str]:
-    """Point each alias at its target in one atomic ``_aliases`` call; returns retired indices."""
-    actions, retired = [], []
+def discard(es, targets: dict[str, str]) -> None:
+    """Delete indices a failed run created (they were never published)."""
+    for index in targets.values():
+        if es.indices.exists(index=index) and not es.indices.get_alias(index=index).body.get(index, {}).get("aliases"):
+            es.indices.delete(index=index)
+
+
+def publish(es, prefix: str, targets: dict[str, str]) -> list[str]:
+    """Point each alias at its target in one atomic ``_aliases`` call.
+
+    The version the alias pointed to before is kept (so a bad rebuild can be undone by moving
+    the alias back); older versions are deleted. Returns the deleted indices.
+    """
+    actions = []
     for kind, index in targets.items():
         alias = alias_name(prefix, kind)
         for old in physical_indices(es, alias):
             if old != index:
                 actions.append({"remove": {"index": old, "alias": alias}})
-                retired.append(old)
         actions.append({"add": {"index": index, "alias": alias}})
     es.indices.update_aliases(actions=actions)
-    if drop_old and retired:
-        for old in retired:
-            es.indices.delete(index=old)
-    return retired
+    deleted = []
+    pattern = re.compile(r"-v(\d+)$")
+    for kind, index in targets.items():
+        alias = alias_name(prefix, kind)
+        existing = es.indices.get(index=f"{alias}-v*", allow_no_indices=True, expand_wildcards="all").body
+        older = sorted((int(m[1]), name) for name in existing
+                       if (m := pattern.search(name)) and name != index and name.startswith(f"{alias}-v"))
+        for _, name in older[:-1]:  # keep the most recent previous version
+            es.indices.delete(index=name)
+            deleted.append(name)
+    return deleted

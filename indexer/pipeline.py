@@ -9,7 +9,6 @@ counted, and cost nothing else.
 from __future__ import annotations
 
 import time
-from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +20,7 @@ from indexer.chunker import chunk_paper
 from indexer.embedder import Embedder
 from indexer.models import Chunk, Paper
 from indexer.readers import read_papers
-from scholar_es.errors import InputError
+from scholar_es.errors import ConfigError, InputError
 
 EMBED_BATCH = 64  # chunks embedded per model call: large enough to keep the model busy
 
@@ -64,7 +63,7 @@ def paper_doc(paper: Paper, chunks: list[Chunk], vector) -> dict:
     return {"paper_id": paper.id, "title": paper.title, "abstract": paper.abstract, "authors": paper.authors,
             "year": paper.year, "venue": paper.venue,
             "section_types": sorted({c.section_type for c in chunks}), "n_chunks": len(chunks),
-            "vector": [float(x) for x in vector]}
+            "chunk_ids": [c.id for c in chunks], "vector": [float(x) for x in vector]}
 
 
 class IndexRun:
@@ -79,20 +78,25 @@ class IndexRun:
         self.on_error = on_error or (lambda msg: None)
         self.on_progress = on_progress or (lambda papers, chunks: None)
         self.summary = IndexSummary()
-        self._in_flight: deque[tuple[str, str]] = deque()  # (doc id, where it came from)
+        self._in_flight: dict[tuple[str, str], str] = {}  # (index, doc id) -> where it came from
+        self._seen: dict[str, str] = {}  # paper id -> the source that gave it first
+        self._fresh = False  # indices created by this run hold no earlier chunks
 
     def reject(self, message: str) -> None:
         self.summary.rejected += 1
         self.summary.errors.append(message)
         self.on_error(message)
 
-    def papers(self, sources: Iterable[str | Path], fmt: str) -> Iterator[tuple[Paper, str]]:
-        for source in sources:
-            for item in read_papers(source, fmt):
+    def papers(self, readers: Iterable[tuple[str, Iterable]]) -> Iterator[tuple[Paper, str]]:
+        for source, items in readers:
+            for item in items:
                 if isinstance(item, InputError):
                     self.reject(str(item))
+                elif item.id in self._seen:  # the reader checks one file; this checks the whole run
+                    self.reject(f"{source}: duplicate id {item.id!r}, first seen in {self._seen[item.id]}; skipped")
                 else:
-                    yield item, str(source)
+                    self._seen[item.id] = source
+                    yield item, source
 
     def actions(self, papers: Iterable[tuple[Paper, str]], targets: dict[str, str]) -> Iterator[dict]:
         """Bulk actions in batches: every chunk embedded once, then written with a stable id."""
@@ -112,6 +116,15 @@ class IndexRun:
         if batch:
             yield from self._batch_actions(batch, targets)
 
+    def _previous_chunks(self, batch, targets) -> dict[str, set[str]]:
+        """Chunk ids the papers of this batch had in the index before (none in a fresh index)."""
+        if self._fresh:
+            return {}
+        ids = [paper.id for paper, _, _ in batch]
+        resp = self.es.search(index=targets["papers"], query={"ids": {"values": ids}}, size=len(ids),
+                              _source=["chunk_ids"])
+        return {h["_id"]: set(h["_source"].get("chunk_ids") or []) for h in resp["hits"]["hits"]}
+
     def _batch_actions(self, batch, targets) -> Iterator[dict]:
         texts = []
         for paper, chunks, _ in batch:
@@ -119,36 +132,55 @@ class IndexRun:
             texts.append(head or (embedding_text(chunks[0], paper) if chunks else paper.id))
             texts.extend(embedding_text(c, paper) for c in chunks)
         vectors = self.embedder.encode(texts)
+        previous = self._previous_chunks(batch, targets)
         i = 0
         for paper, chunks, source in batch:
             paper_vec = vectors[i]
             i += 1
             for chunk in chunks:
-                self._in_flight.append((chunk.id, source))
+                self._in_flight[(targets["chunks"], chunk.id)] = source
                 yield {"_index": targets["chunks"], "_id": chunk.id, "_source": chunk_doc(chunk, paper, vectors[i])}
                 i += 1
-            self._in_flight.append((paper.id, source))
+            # a paper that now has fewer chunks must not keep its old ones
+            for stale in sorted(previous.get(paper.id, set()) - {c.id for c in chunks}):
+                self._in_flight[(targets["chunks"], stale)] = source
+                yield {"_op_type": "delete", "_index": targets["chunks"], "_id": stale}
+            self._in_flight[(targets["papers"], paper.id)] = source
             yield {"_index": targets["papers"], "_id": paper.id, "_source": paper_doc(paper, chunks, paper_vec)}
             self.summary.papers += 1
             self.summary.chunks += len(chunks)
             self.on_progress(self.summary.papers, self.summary.chunks)
 
     def run(self, sources: list[str | Path], fmt: str = "auto") -> IndexSummary:
+        """Index ``sources``; bad paths or options raise before anything is written."""
         start = time.perf_counter()
+        readers = [(str(source), read_papers(source, fmt)) for source in sources]  # ConfigError now, not midway
         meta = {"embedding_model": self.embedder.name, "dims": self.embedder.dims, "chunking": self.chunking}
-        targets = layout.prepare(self.es, self.prefix, self.embedder.name, self.embedder.dims, meta, self.rebuild)
+        targets, self._fresh = layout.prepare(self.es, self.prefix, self.embedder.name, self.embedder.dims, meta,
+                                              self.rebuild)
         self.summary.indices = targets
-        for ok, item in helpers.streaming_bulk(self.es, self.actions(self.papers(sources, fmt), targets),
-                                               chunk_size=self.bulk_size, raise_on_error=False,
-                                               max_retries=5, initial_backoff=1):
-            doc_id, source = self._in_flight.popleft() if self._in_flight else ("?", "?")
-            if not ok:
-                op = next(iter(item.values()))
-                err = op.get("error", {})
-                reason = err.get("reason", err) if isinstance(err, dict) else err
-                self.reject(f"{source}: document {doc_id!r} refused by the index: {reason}")
-        self.es.indices.refresh(index=",".join(targets.values()))
+        try:
+            self._write(readers, targets)
+            if self._fresh and self.summary.papers == 0:
+                raise ConfigError("no paper was indexed (every record was rejected or the input was empty); "
+                                  "the aliases were left as they were")
+        except BaseException:
+            if self._fresh:
+                layout.discard(self.es, targets)
+            raise
         layout.publish(self.es, self.prefix, targets)
         self.summary.seconds = time.perf_counter() - start
         self.summary.encode_seconds = self.embedder.encode_seconds
         return self.summary
+
+    def _write(self, readers, targets: dict[str, str]) -> None:
+        for ok, item in helpers.streaming_bulk(self.es, self.actions(self.papers(readers), targets),
+                                               chunk_size=self.bulk_size, raise_on_error=False,
+                                               max_retries=5, initial_backoff=1):
+            op_type, op = next(iter(item.items()))
+            source = self._in_flight.pop((op.get("_index", ""), op.get("_id", "")), "?")
+            if not ok and not (op_type == "delete" and op.get("status") == 404):
+                err = op.get("error", {})
+                reason = err.get("reason", err) if isinstance(err, dict) else err
+                self.reject(f"{source}: document {op.get('_id')!r} refused by the index: {reason}")
+        self.es.indices.refresh(index=",".join(targets.values()))

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 import numpy as np
 from pydantic import BaseModel
 
+from indexer.embedder import model_key
 from querybuilder.dsl import INNER_HITS_NAME, build_search
 from querybuilder.plan import STRATEGIES, Filters, QueryPlan, make_plan
 from querybuilder.profiles import Profile
@@ -105,15 +106,11 @@ def index_meta(es, index: str) -> dict:
     return metas[0]
 
 
-def _model_key(name: str | None) -> str | None:
-    return None if name is None else re.sub(r"^sentence-transformers/", "", str(name))
-
-
 def check_model(meta: dict, *, model: str | None = None, dims: int | None = None) -> None:
     """Raise ModelMismatchError when ``model``/``dims`` differ from the index's ``_meta``."""
     index, imodel, idims = meta.get("index", "?"), meta.get("embedding_model"), meta.get("dims")
     fix = f"embed the question with {imodel!r} (--model {imodel}) or rebuild the index with your model"
-    if model is not None and imodel is not None and _model_key(model) != _model_key(imodel):
+    if model is not None and imodel is not None and model_key(model) != model_key(imodel):
         raise ModelMismatchError(f"index {index!r} holds vectors of model {imodel!r} ({idims} dims), but the "
                                  f"question is embedded with {model!r}; {fix}")
     if dims is not None and idims is not None and int(dims) != int(idims):

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from scholar_es.client import default_target
+from scholar_es.client import default_target, display_target, is_url
 from scholar_es.errors import ScholarEsError
 
 TARGET_HELP = ("http(s):// URL of an Elasticsearch cluster, or a directory for the embedded engine "
@@ -16,6 +16,33 @@ TARGET_HELP = ("http(s):// URL of an Elasticsearch cluster, or a directory for t
 def _fail(message: str) -> None:
     click.echo(f"error: {message}", err=True)
     sys.exit(2)
+
+
+def _cluster_error(e: Exception) -> str | None:
+    """A one-line message for an Elasticsearch or connection error, else None."""
+    from elasticsearch import ApiError, TransportError
+
+    if isinstance(e, ApiError):
+        err = e.body.get("error") if isinstance(e.body, dict) else None
+        if isinstance(err, dict):
+            return f"Elasticsearch answered {e.meta.status} {err.get('type')}: {err.get('reason')}"
+        return f"Elasticsearch answered {e.meta.status}: {e.message}"
+    if isinstance(e, TransportError):
+        return f"cannot reach the cluster ({type(e).__name__}: {e.message}); check --es / $SCHOLAR_ES_URL"
+    return None
+
+
+def _run(fn):
+    """Run a command body: our errors and cluster errors become one line and exit status 2."""
+    try:
+        return fn()
+    except ScholarEsError as e:
+        _fail(str(e))
+    except Exception as e:
+        message = _cluster_error(e)
+        if message is None:
+            raise
+        _fail(message)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -55,7 +82,8 @@ def index_cmd(sources, fmt, target, chunking, model, batch_size, prefix, rebuild
     if chunking not in CHUNKING_MODES:
         _fail(f"unknown --chunking {chunking!r}; use one of {choices(CHUNKING_MODES)}")
     target = target or default_target()
-    bar = tqdm(unit=" papers", disable=quiet, file=sys.stderr, dynamic_ncols=True)
+    # the bar appears once the target answered, so a connection error prints no empty bar
+    bar = tqdm(unit=" papers", disable=True, file=sys.stderr)
 
     def progress(papers: int, chunks: int) -> None:
         bar.update(papers - bar.n)
@@ -66,19 +94,23 @@ def index_cmd(sources, fmt, target, chunking, model, batch_size, prefix, rebuild
         click.echo(f"rejected: {message}", err=True)
         bar.refresh()
 
-    try:
+    def body():
+        nonlocal bar
         es = connect(target)
+        es.info()  # an unreachable cluster fails now, before the model loads
         embedder = Embedder(model or DEFAULT_MODEL, batch_size=batch_size)
+        bar = tqdm(unit=" papers", disable=quiet, file=sys.stderr, dynamic_ncols=True)
         run = IndexRun(es, embedder, prefix=prefix, chunking=chunking, rebuild=rebuild,
                        on_error=report, on_progress=progress)
-        summary = run.run(list(sources), fmt)
-    except ScholarEsError as e:
-        bar.close()
-        _fail(str(e))
-        return
-    bar.close()
+        try:
+            return run.run(list(sources), fmt)
+        finally:
+            bar.close()
+
+    summary = _run(body)
     click.echo(summary.line())
-    click.echo(f"indices: {', '.join(f'{prefix}{k} -> {v}' for k, v in summary.indices.items())} ({target})")
+    click.echo(f"indices: {', '.join(f'{prefix}{k} -> {v}' for k, v in summary.indices.items())} "
+               f"({display_target(target)})")
     sys.exit(1 if summary.rejected else 0)
 
 
@@ -97,11 +129,7 @@ def console_cmd(file, target) -> None:
     from engine.console import run_console
     from scholar_es.client import connect
 
-    try:
-        es = connect(target or default_target())
-    except ScholarEsError as e:
-        _fail(str(e))
-        return
+    es = _run(lambda: connect(target or default_target(), must_exist=not is_url(target or default_target())))
     sys.exit(1 if run_console(es, file, sys.stdout) else 0)
 
 
@@ -161,13 +189,13 @@ def query_cmd(question, strategy, profile, size, papers, prefix, year_from, year
     from querybuilder.render import show_query
     from scholar_es.client import connect
 
-    try:
-        es = connect(target) if target else None
-        click.echo(show_query(question, strategy=strategy, fmt=fmt, profile=load_profile(profile), es=es,
-                              size=size, papers=papers, prefix=prefix,
-                              filters=_filters(year_from, year_to, venues, paper_ids, sections)), nl=False)
-    except ScholarEsError as e:
-        _fail(str(e))
+    def body():
+        es = connect(target, must_exist=True) if target else None
+        return show_query(question, strategy=strategy, fmt=fmt, profile=load_profile(profile), es=es,
+                          size=size, papers=papers, prefix=prefix,
+                          filters=_filters(year_from, year_to, venues, paper_ids, sections))
+
+    click.echo(_run(body), nl=False)
 
 
 @main.command("search")
@@ -192,22 +220,20 @@ def search_cmd(question, strategy, profile, size, papers, prefix, year_from, yea
     from querybuilder.run import search
     from scholar_es.client import connect
 
-    try:
+    def body():
+        es = connect(target or default_target(), must_exist=True)
+        filters = _filters(year_from, year_to, venues, paper_ids, sections)
         if strategy == "multisection":
             from multisection.flow import multisection_search, render_result
 
-            ms = multisection_search(connect(target or default_target()), question, profile=load_profile(profile),
-                                     prefix=prefix, filters=_filters(year_from, year_to, venues, paper_ids, sections),
+            ms = multisection_search(es, question, profile=load_profile(profile), prefix=prefix, filters=filters,
                                      papers=size, show_plan=show_plan, crossencoder=crossencoder)
-            click.echo(ms.model_dump_json(indent=2) if as_json else render_result(ms, show_plan=show_plan))
-            return
-        result = search(connect(target or default_target()), question, strategy=strategy,
-                        profile=load_profile(profile), size=size, papers=papers, explain=explain, prefix=prefix,
-                        filters=_filters(year_from, year_to, venues, paper_ids, sections))
-    except ScholarEsError as e:
-        _fail(str(e))
-        return
-    click.echo(result.model_dump_json(indent=2) if as_json else format_results(result, explain=explain))
+            return ms.model_dump_json(indent=2) if as_json else render_result(ms, show_plan=show_plan)
+        result = search(es, question, strategy=strategy, profile=load_profile(profile), size=size, papers=papers,
+                        explain=explain, prefix=prefix, filters=filters)
+        return result.model_dump_json(indent=2) if as_json else format_results(result, explain=explain)
+
+    click.echo(_run(body))
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 from scholar_es.errors import ConfigError
 
@@ -21,11 +22,25 @@ def default_target() -> str:
 
 
 def is_url(target: str) -> bool:
-    return target.startswith(("http://", "https://"))
+    return target.lower().startswith(("http://", "https://"))
 
 
-def connect(target: str | None = None):
-    """An ``elasticsearch.Elasticsearch`` client for TARGET (see module doc); no request is sent."""
+def display_target(target: str) -> str:
+    """TARGET for messages: a URL without its user:password part."""
+    if not is_url(target):
+        return target
+    parts = urlsplit(target)
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def connect(target: str | None = None, *, must_exist: bool = False):
+    """An ``elasticsearch.Elasticsearch`` client for TARGET (see module doc); no request is sent.
+
+    With ``must_exist``, a directory must already hold an engine (so a mistyped path is an
+    error instead of a new, empty engine).
+    """
     target = target or default_target()
     if is_url(target):
         from elasticsearch import Elasticsearch
@@ -47,5 +62,12 @@ def connect(target: str | None = None):
     path = Path(target).expanduser()
     if path.exists() and not path.is_dir():
         raise ConfigError(f"target {target!r} is a file; the embedded engine needs a directory")
+    if must_exist and not (path / "engine.sqlite3").exists():
+        raise ConfigError(f"no embedded engine at {target!r}; index papers there first (scholar-es index ... "
+                          f"--es {target}) or pass --es with the right directory or URL")
     from engine.node import embedded_client
-    return embedded_client(path)
+    try:
+        return embedded_client(path)
+    except OSError as e:
+        raise ConfigError(f"cannot open an embedded engine at {target!r}: {e.strerror or e}; "
+                          "use a writable directory") from None

@@ -20,23 +20,23 @@ ES_IMAGE = os.environ.get("SCHOLAR_ES_IMAGE", "docker.elastic.co/elasticsearch/e
 
 
 def _cluster():
-    """A client for a real cluster, or a skip reason."""
+    """(client, container to stop or None, skip reason or None) for a real cluster."""
     url = os.environ.get("SCHOLAR_ES_URL")
     if url:
         from scholar_es.client import connect
-        return connect(url), None
+        return connect(url), None, None
     if not shutil.which("docker"):
-        return None, "no SCHOLAR_ES_URL and no docker client; real-cluster contract tests skipped"
+        return None, None, "no SCHOLAR_ES_URL and no docker client; real-cluster contract tests skipped"
     try:
         import docker
         docker.from_env().ping()
     except Exception as e:  # noqa: BLE001 - any failure means no engine to talk to
-        return None, f"no SCHOLAR_ES_URL and no reachable Docker engine ({type(e).__name__}); skipped"
+        return None, None, f"no SCHOLAR_ES_URL and no reachable Docker engine ({type(e).__name__}); skipped"
     from testcontainers.elasticsearch import ElasticSearchContainer
     container = ElasticSearchContainer(ES_IMAGE, mem_limit="2g").with_env("xpack.security.enabled", "false")
     container.start()
     from elasticsearch import Elasticsearch
-    return Elasticsearch(container.get_url()), None
+    return Elasticsearch(container.get_url()), container, None
 
 
 @pytest.fixture(scope="module", params=["embedded", pytest.param("cluster", marks=pytest.mark.integration)])
@@ -44,11 +44,13 @@ def es(request, tmp_path_factory):
     if request.param == "embedded":
         yield embedded_client(tmp_path_factory.mktemp("engine"))
         return
-    client, reason = _cluster()
+    client, container, reason = _cluster()
     if client is None:
         print(f"\n[contract] {reason}")
         pytest.skip(reason)
     yield client
+    if container is not None:
+        container.stop()
 
 
 @pytest.fixture(scope="module")

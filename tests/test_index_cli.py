@@ -76,8 +76,51 @@ def test_clean_run_exits_zero_and_rebuild_swaps_the_alias(tmp_path):
     assert "chunks -> chunks-v2" in second.output
     es = embedded_client(target)
     assert list(es.indices.get_alias(name="chunks").body) == ["chunks-v2"]
-    assert not es.indices.exists(index="chunks-v1")  # the retired version is dropped
+    assert es.indices.exists(index="chunks-v1")  # the previous version is kept, to roll back to
     assert es.count(index="chunks")["count"] == 5
+    third = _run(str(src), "--es", target, "--rebuild")
+    assert "chunks -> chunks-v3" in third.output
+    assert not es.indices.exists(index="chunks-v1") and es.indices.exists(index="chunks-v2")
+
+
+def test_rebuild_from_empty_input_keeps_the_good_index(tmp_path):
+    src = tmp_path / "good.jsonl"
+    src.write_text("\n".join(json.dumps(p) for p in GOOD) + "\n")
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    target = str(tmp_path / "engine")
+    assert _run(str(src), "--es", target).exit_code == 0
+    bad = _run(str(empty), "--es", target, "--rebuild")
+    assert bad.exit_code == 2 and "no paper was indexed" in bad.output
+    es = embedded_client(target)
+    assert list(es.indices.get_alias(name="chunks").body) == ["chunks-v1"]
+    assert es.count(index="chunks")["count"] == 5
+    assert not es.indices.exists(index="chunks-v2")  # the failed version is discarded
+
+
+def test_reindex_drops_chunks_a_paper_no_longer_has_and_refuses_other_chunking(tmp_path):
+    target = str(tmp_path / "engine")
+    src = tmp_path / "p.jsonl"
+    src.write_text(json.dumps(GOOD[1]) + "\n")  # abstract + 2 paragraphs
+    assert _run(str(src), "--es", target).exit_code == 0
+    shorter = {**GOOD[1], "sections": [{"heading": "4 Results", "text": "F1 improves by three points."}]}
+    src.write_text(json.dumps(shorter) + "\n")
+    assert _run(str(src), "--es", target).exit_code == 0
+    es = embedded_client(target)
+    ids = sorted(h["_id"] for h in es.search(index="chunks", size=10)["hits"]["hits"])
+    assert ids == ["g2#0.0", "g2#abs"]
+    other = _run(str(src), "--es", target, "--chunking", "window")
+    assert other.exit_code == 2 and "'paragraph' chunks" in other.output and "--rebuild" in other.output
+
+
+def test_same_id_in_two_files_is_indexed_once_and_reported(tmp_path):
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    a.write_text(json.dumps(GOOD[0]) + "\n")
+    b.write_text(json.dumps({**GOOD[0], "title": "another paper reusing the id"}) + "\n")
+    result = _run(str(a), str(b), "--es", str(tmp_path / "engine"))
+    assert result.exit_code == 1
+    assert "duplicate id 'g1', first seen in" in result.output and "a.jsonl" in result.output
+    assert "indexed 1 papers" in result.output
 
 
 def test_unknown_format_is_a_clear_error(tmp_path):
