@@ -79,7 +79,8 @@ def get_strategy(name: str) -> Strategy:
 
 
 class Filters(BaseModel):
-    """Restrictions applied as ``bool.filter`` (and so as kNN pre-filters)."""
+    """Restrictions applied as ``bool.filter`` and inside every knn clause's own ``filter`` (the
+    only place Elasticsearch pre-filters a kNN search)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     year_min: int | None = None

@@ -195,7 +195,8 @@ def format_results(result, explain: bool = False) -> str:
                 if value is not None:
                     parts.append(f"{name}={value:.4f}")
             parts += [f"rank[{k}]={v}" for k, v in e.ranks.items()]
-            out.append("      = " + ", ".join(parts))
+            # retrievers (rrf, linear) return no explanation to take apart
+            out.append("      = " + (", ".join(parts) if parts else "(no score breakdown for this strategy)"))
         return out
 
     if result.papers:

@@ -2,7 +2,7 @@
 
 Each question is ranked inside the engine by the hybrid, section-aware query; the output
 shows paper, section type, score and a snippet per hit, then the Kibana console text of
-the first query.
+the last query.
 """
 
 from __future__ import annotations
