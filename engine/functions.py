@@ -10,8 +10,9 @@ from __future__ import annotations
 import numpy as np
 
 from engine.errors import EsError, parsing_error, unsupported
+from engine.nodes import ConstNode, Ctx, Node, _boosted, expl
 from engine.painless import compile_script
-from engine.queries import ConstNode, Ctx, Node, _boosted, _check_params, _float, expl
+from engine.queries import _check_params, _float
 
 SCORE_MODES = ("multiply", "sum", "avg", "first", "max", "min")
 BOOST_MODES = ("multiply", "replace", "sum", "avg", "max", "min")

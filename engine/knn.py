@@ -13,7 +13,8 @@ import numpy as np
 from engine import similarity as sim
 from engine.errors import illegal_argument, parsing_error, unsupported
 from engine.hits import order_by_score
-from engine.queries import Ctx, Node, _check_params, _float, expl
+from engine.nodes import Ctx, Node, expl
+from engine.queries import _check_params, _float
 
 KNN_PARAMS = {"field", "query_vector", "k", "num_candidates", "filter", "similarity", "boost", "_name",
               "query_vector_builder", "inner_hits", "rescore_vector"}

@@ -11,7 +11,8 @@ from engine.errors import EsError, illegal_argument, parsing_error, unsupported
 from engine.functions import parse_function_score
 from engine.hits import SortSpec, collapse_values, filter_source, order_by_score, stored_source, total_hits
 from engine.knn import knn_query, parse_knn
-from engine.queries import Ctx, Node, QueryParser, expl
+from engine.nodes import Ctx, Node, expl
+from engine.queries import QueryParser
 
 SEARCH_KEYS = {"query", "knn", "size", "from", "_source", "sort", "collapse", "track_total_hits", "explain",
                "min_score", "retriever", "post_filter", "timeout", "track_scores", "version", "stats",
