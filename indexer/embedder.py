@@ -121,13 +121,17 @@ class Embedder:
         out: list[np.ndarray | None] = [found.get(k) for k in keys] if self._cache else [None] * len(texts)
         if missing:
             import time
+            # a text repeated within one call (a BEIR abstract is both the paper's and its
+            # chunk's text) is embedded once
+            unique = list(dict.fromkeys(texts[i] for i in missing))
             t0 = time.perf_counter()
-            vecs = self._load().encode([texts[i] for i in missing], batch_size=self.batch_size,
+            vecs = self._load().encode(unique, batch_size=self.batch_size,
                                        normalize_embeddings=True, convert_to_numpy=True,
                                        show_progress_bar=False).astype(np.float32)
             self.encode_seconds += time.perf_counter() - t0
-            for i, v in zip(missing, vecs, strict=True):
-                out[i] = v
+            by_text = dict(zip(unique, vecs, strict=True))
+            for i in missing:
+                out[i] = by_text[texts[i]]
             if self._cache:
-                self._cache.put_many([(keys[i], v) for i, v in zip(missing, vecs, strict=True)])
+                self._cache.put_many([(EmbeddingCache.key(model_key(self.name), t), v) for t, v in by_text.items()])
         return np.vstack(out).astype(np.float32)
