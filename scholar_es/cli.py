@@ -7,7 +7,7 @@ import sys
 import click
 
 from scholar_es.client import default_target, display_target, is_url
-from scholar_es.errors import ScholarEsError
+from scholar_es.errors import ConfigError, ScholarEsError
 
 TARGET_HELP = ("http(s):// URL of an Elasticsearch cluster, or a directory for the embedded engine "
                "[default: $SCHOLAR_ES_URL, else ./.scholar-es]")
@@ -154,8 +154,9 @@ def _search_options(fn):
     opts = [
         click.option("--strategy", default="hybrid", show_default=True,
                      help="bm25, dense, hybrid, sections, expanded, rrf, rrf-client or linear "
-                          "(rrf/linear need an Enterprise license on a cluster); search also takes "
-                          "multisection."),
+                          "(rrf/linear need an Enterprise license on a cluster); direct, multihead and "
+                          "multihead-hybrid route the question through trained heads (--heads); search "
+                          "also takes multisection."),
         click.option("--profile", "profile", default=None, help="A profile JSON file (see querybuilder/profiles.py)."),
         click.option("--size", default=10, show_default=True, type=int, help="Hits (or papers with --papers)."),
         click.option("--papers", is_flag=True, help="Paper-level view: top papers, each with its best chunks."),
@@ -165,6 +166,9 @@ def _search_options(fn):
         click.option("--venue", "venues", multiple=True, help="Only these venues (repeatable)."),
         click.option("--paper-id", "paper_ids", multiple=True, help="Only these papers (repeatable)."),
         click.option("--section", "sections", multiple=True, help="Only these section types (repeatable)."),
+        click.option("--heads", "heads", default=None,
+                     help="Heads for the multihead strategies (trained with `scholar-es heads train`) "
+                          "[default: 'default']."),
     ]
     for opt in reversed(opts):
         fn = opt(fn)
@@ -178,7 +182,7 @@ def _search_options(fn):
 @click.option("--es", "target", default=None,
               help="Embed with the model recorded in this target's index (checks it); default: the default model.")
 def query_cmd(question, strategy, profile, size, papers, prefix, year_from, year_to, venues, paper_ids, sections,
-              fmt, target) -> None:
+              heads, fmt, target) -> None:
     """Print the Elasticsearch DSL for QUESTION (nothing is searched).
 
     --format console prints Kibana dev console text (``GET chunks/_search`` + body) that
@@ -190,7 +194,23 @@ def query_cmd(question, strategy, profile, size, papers, prefix, year_from, year
     from scholar_es.client import connect
 
     def body():
+        from projection.search import STRATEGIES as PROJECTED
+
         es = connect(target, must_exist=True) if target else None
+        if strategy in PROJECTED:
+            from projection.search import build_request
+            from querybuilder.render import to_console, to_json
+
+            if es is None:
+                raise ConfigError(f"--strategy {strategy} needs --es: the heads are stored in the engine")
+            request = build_request(es, question, strategy=strategy, heads=heads, prefix=prefix,
+                                    profile=load_profile(profile), size=size, papers=papers,
+                                    filters=_filters(year_from, year_to, venues, paper_ids, sections))
+            if fmt == "template":
+                raise ConfigError("the multihead strategies project each question's vector at query time; "
+                                  "use --format json or console")
+            search_ = request.search()
+            return (to_console(search_, index=f"{prefix}chunks") if fmt == "console" else to_json(search_)) + "\n"
         return show_query(question, strategy=strategy, fmt=fmt, profile=load_profile(profile), es=es,
                           size=size, papers=papers, prefix=prefix,
                           filters=_filters(year_from, year_to, venues, paper_ids, sections))
@@ -208,7 +228,7 @@ def query_cmd(question, strategy, profile, size, papers, prefix, year_from, year
               help="multisection: print the sections, each sub-query as console text and its candidates.")
 @click.option("--crossencoder", default=None, help="multisection: re-score with this sentence-transformers CrossEncoder.")
 def search_cmd(question, strategy, profile, size, papers, prefix, year_from, year_to, venues, paper_ids, sections,
-               target, as_json, explain, show_plan, crossencoder) -> None:
+               heads, target, as_json, explain, show_plan, crossencoder) -> None:
     """Search QUESTION and print ranked results: paper, section type, score and a snippet.
 
     --strategy multisection splits the question into 1-5 focused sections, sends them in one
@@ -229,12 +249,131 @@ def search_cmd(question, strategy, profile, size, papers, prefix, year_from, yea
             ms = multisection_search(es, question, profile=load_profile(profile), prefix=prefix, filters=filters,
                                      papers=size, show_plan=show_plan, crossencoder=crossencoder)
             return ms.model_dump_json(indent=2) if as_json else render_result(ms, show_plan=show_plan)
-        result = search(es, question, strategy=strategy, profile=load_profile(profile), size=size, papers=papers,
-                        explain=explain, prefix=prefix, filters=filters)
+        from projection.search import STRATEGIES as PROJECTED
+
+        if strategy in PROJECTED:
+            from projection.search import search as projected_search
+
+            projected = projected_search(es, question, strategy=strategy, heads=heads, prefix=prefix, size=size,
+                                         papers=papers, filters=filters, profile=load_profile(profile),
+                                         explain=explain)
+            result = projected.result
+        else:
+            result = search(es, question, strategy=strategy, profile=load_profile(profile), size=size,
+                            papers=papers, explain=explain, prefix=prefix, filters=filters)
         return result.model_dump_json(indent=2) if as_json else format_results(result, explain=explain)
 
     click.echo(_run(body))
 
+
+
+@main.command("eval")
+@click.argument("dataset", type=click.Path(exists=True))
+@click.option("--format", "fmt", default="auto", show_default=True, help="beir or qasper (auto detects).")
+@click.option("--split", default=None,
+              help="The qrels split to evaluate; needed when the dataset has several (they are listed).")
+@click.option("--strategy", "strategies", default="bm25,dense,hybrid", show_default=True,
+              help="Comma-separated strategies to compare.")
+@click.option("--es", "target", default=None, help=TARGET_HELP)
+@click.option("--scope", default="corpus", show_default=True,
+              help="corpus (search everything) or paper (QASPER: each question within its own paper).")
+@click.option("--limit", type=int, default=None, help="Evaluate the first N judged queries only.")
+@click.option("--json", "json_out", default=None, help="Write {strategy: {metric: value}} here.")
+@click.option("--plot", "plot_out", default=None, help="Write a PNG comparison plot here.")
+@click.option("--profile", default=None, help="A profile JSON file (e.g. from scholar-es tune).")
+@click.option("--prefix", default=None,
+              help="Index alias prefix [default: <name>-<split>- for QASPER, <name>- for BEIR].")
+def eval_cmd(dataset, fmt, split, strategies, target, scope, limit, json_out, plot_out, profile, prefix) -> None:
+    """Evaluate strategies on a judged DATASET: nDCG@10, MRR@10, P@1/3/10, Recall@10/100, latency.
+
+    The dataset is indexed into the target the first time and reused afterwards; queries with
+    no judgments are skipped and counted, never averaged in as zero.
+    """
+    from evaluation.command import run_eval
+
+    _run(lambda: run_eval(dataset, fmt=fmt, split=split, strategies=strategies, target=target, scope=scope,
+                          limit=limit, json_out=json_out, plot_out=plot_out, profile=profile, prefix=prefix))
+
+
+@main.command("tune")
+@click.argument("dataset", type=click.Path(exists=True))
+@click.option("--format", "fmt", default="auto", show_default=True, help="beir or qasper (auto detects).")
+@click.option("--split", default="train", show_default=True, help="The split to tune on (train only, by design).")
+@click.option("--es", "target", default=None, help=TARGET_HELP)
+@click.option("--scope", default="corpus", show_default=True, help="corpus or paper (QASPER).")
+@click.option("--limit", type=int, default=None, help="Tune on the first N judged queries only.")
+@click.option("--papers", type=int, default=None, help="QASPER: tune on the first N papers of the split.")
+@click.option("--folds", type=int, default=5, show_default=True, help="Cross-validation folds for the report.")
+@click.option("--profile", default=None, help="The profile to start from.")
+@click.option("--out", "out_profile", default=None, help="Write the tuned profile JSON here.")
+@click.option("--name", default=None, help="Name of the tuned profile.")
+def tune_cmd(dataset, fmt, split, target, scope, limit, papers, folds, profile, out_profile, name) -> None:
+    """Tune profile parameters (hybrid weights, BM25 saturation, section multipliers) on a train split.
+
+    Prints cross-validated gains and writes a profile that search, query and eval accept
+    with --profile. Report the tuned profile on a split it did not see.
+    """
+    from evaluation.command import run_tune
+
+    _run(lambda: run_tune(dataset, fmt=fmt, split=split, target=target, scope=scope, limit=limit, papers=papers,
+                          folds=folds, profile=profile, out_profile=out_profile, name=name))
+
+
+@main.group("heads")
+def heads_group() -> None:
+    """Multi-head query projection: train, list and delete heads stored in the engine."""
+
+
+@heads_group.command("train")
+@click.argument("dataset", type=click.Path(exists=True))
+@click.option("--format", "fmt", default="auto", show_default=True, help="beir or qasper.")
+@click.option("--split", default="train", show_default=True, help="The judged split whose pairs train the heads.")
+@click.option("--es", "target", default=None, help=TARGET_HELP)
+@click.option("--name", default="default", show_default=True, help="Name of the heads.")
+@click.option("--prefix", default=None, help="Alias prefix of the indexed corpus [default: <dataset>-<split>-].")
+@click.option("--tau", type=float, default=0.1, show_default=True, help="Softmax temperature of the routing.")
+@click.option("--threshold", type=float, default=None,
+              help="Confidence fallback: below this best-centroid similarity the direct vector is used.")
+@click.option("--alpha", type=float, default=1.0, show_default=True,
+              help="Fallback blend: alpha*q + (1-alpha)*projected (1.0 = the direct vector).")
+@click.option("--tune", is_flag=True, help="Tune the threshold on the training pairs (no-harm rule).")
+def heads_train_cmd(dataset, fmt, split, target, name, prefix, tau, threshold, alpha, tune) -> None:
+    """Train heads from the (question, answer) pairs of a judged DATASET and store them in the engine."""
+    from projection.train import train_heads
+    from scholar_es.client import connect
+
+    def body():
+        es = connect(target or default_target())
+        return train_heads(es, dataset, fmt=fmt, split=split, name=name, prefix=prefix, tau=tau,
+                           threshold=threshold, alpha=alpha, tune=tune,
+                           on_warning=lambda m: click.echo(f"warning: {m}", err=True))
+
+    click.echo(_run(body).line())
+
+
+@heads_group.command("list")
+@click.option("--es", "target", default=None, help=TARGET_HELP)
+@click.option("--prefix", default="", help="Alias prefix.")
+def heads_list_cmd(target, prefix) -> None:
+    """List the heads stored in the target."""
+    from projection.store import list_heads
+    from scholar_es.client import connect
+
+    for name in _run(lambda: list_heads(connect(target or default_target(), must_exist=True), prefix)):
+        click.echo(name)
+
+
+@heads_group.command("delete")
+@click.argument("name")
+@click.option("--es", "target", default=None, help=TARGET_HELP)
+@click.option("--prefix", default="", help="Alias prefix.")
+def heads_delete_cmd(name, target, prefix) -> None:
+    """Delete the heads NAME (every stored version)."""
+    from projection.store import delete_heads
+    from scholar_es.client import connect
+
+    deleted = _run(lambda: delete_heads(connect(target or default_target(), must_exist=True), name, prefix))
+    click.echo(f"deleted {', '.join(deleted) if deleted else 'nothing'}")
 
 if __name__ == "__main__":
     main()
