@@ -46,6 +46,7 @@ from pydantic import BaseModel, ConfigDict
 
 from querybuilder.intent import analyze, default_intents, words
 from querybuilder.plan import clean_question
+from scholar_es.datafiles import read_json
 from scholar_es.errors import ConfigError, choices
 
 DEFAULT_PROMPTS_PATH = Path(__file__).with_name("prompts.json")
@@ -141,12 +142,7 @@ def _parse_prompts(data: object, where: str, base: dict | None) -> Prompts:
 
 
 def _read(path: Path) -> object:
-    try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as e:
-        raise ConfigError(f"cannot read prompts file {str(path)!r}: {e.strerror or e}") from None
-    except json.JSONDecodeError as e:
-        raise ConfigError(f"{path}: not valid JSON ({e.msg} at line {e.lineno}, column {e.colno})") from None
+    return read_json(path, "prompts")
 
 
 @functools.lru_cache(maxsize=1)

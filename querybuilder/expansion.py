@@ -10,12 +10,12 @@ the limit also bounds the number of Lucene clauses a question can create).
 from __future__ import annotations
 
 import functools
-import json
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
 from querybuilder.intent import words
+from scholar_es.datafiles import read_json
 from scholar_es.errors import ConfigError, choices
 
 DEFAULT_SYNONYMS_PATH = Path(__file__).with_name("synonyms.json")
@@ -49,12 +49,7 @@ def _parse(data: object, where: str, base: Synonyms | None) -> Synonyms:
 
 
 def _read(path: Path) -> object:
-    try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as e:
-        raise ConfigError(f"cannot read synonyms file {str(path)!r}: {e.strerror or e}") from None
-    except json.JSONDecodeError as e:
-        raise ConfigError(f"{path}: not valid JSON ({e.msg} at line {e.lineno}, column {e.colno})") from None
+    return read_json(path, "synonyms")
 
 
 @functools.lru_cache(maxsize=1)

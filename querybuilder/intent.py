@@ -19,13 +19,13 @@ see :mod:`querybuilder.profiles`). Rules are tried in this order, the first that
 from __future__ import annotations
 
 import functools
-import json
 import re
 import unicodedata
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
+from scholar_es.datafiles import read_json
 from scholar_es.errors import ConfigError, choices
 
 DEFAULT_INTENTS_PATH = Path(__file__).with_name("intents.json")
@@ -136,12 +136,7 @@ def _parse(data: object, where: str, base: IntentTerms | None) -> IntentTerms:
 
 
 def _read(path: Path) -> object:
-    try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as e:
-        raise ConfigError(f"cannot read intents file {str(path)!r}: {e.strerror or e}") from None
-    except json.JSONDecodeError as e:
-        raise ConfigError(f"{path}: not valid JSON ({e.msg} at line {e.lineno}, column {e.colno})") from None
+    return read_json(path, "intents")
 
 
 @functools.lru_cache(maxsize=1)
