@@ -270,6 +270,10 @@ def embed_questions(dataset: Dataset, embedder, progress: bool = True) -> dict[s
     return vectors
 
 
+#: strategies evaluated by their own flow rather than by one query builder request
+EXTRA_STRATEGIES = ("multisection",)
+
+
 def check_options(dataset: Dataset, strategies: Sequence[str], scope: str) -> list[str]:
     from querybuilder.plan import get_strategy
 
@@ -282,7 +286,8 @@ def check_options(dataset: Dataset, strategies: Sequence[str], scope: str) -> li
     if not names:
         raise ConfigError("no strategy given; pass e.g. --strategy bm25,dense,hybrid")
     for s in names:
-        get_strategy(s)
+        if s not in EXTRA_STRATEGIES:
+            get_strategy(s)
     return list(dict.fromkeys(names))
 
 
@@ -305,11 +310,15 @@ def run_evaluation(dataset: Dataset, strategies: Sequence[str], es, embedder, *,
     data = dataset.limited(limit)
     prof = eval_profile(profile)
     info = ensure_index(es, data, embedder, prefix=prefix, chunking=chunking, progress=progress)
-    if vectors is None and any(get_strategy(s).uses_vector for s in names):
+    if vectors is None and any(s in EXTRA_STRATEGIES or get_strategy(s).uses_vector for s in names):
         vectors = embed_questions(data, embedder, progress=progress)
     runs: dict[str, StrategyRun] = {}
     for name in names:
-        search = make_searcher(es, name, prof, info.prefix, vectors or {})
+        if name == "multisection":  # its own flow: decomposition, one _msearch, re-scoring
+            from multisection.flow import eval_searcher
+            search = eval_searcher(es, prefix=info.prefix, embedder=embedder, profile=prof)
+        else:
+            search = make_searcher(es, name, prof, info.prefix, vectors or {})
         runs[name] = run_queries(data, search, scope=scope, label=name, progress=progress)
         runs[name].strategy = name
         m = runs[name].metrics

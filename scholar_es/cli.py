@@ -273,7 +273,7 @@ def search_cmd(question, strategy, profile, size, papers, prefix, year_from, yea
 @click.option("--split", default=None,
               help="The qrels split to evaluate; needed when the dataset has several (they are listed).")
 @click.option("--strategy", "strategies", default="bm25,dense,hybrid", show_default=True,
-              help="Comma-separated strategies to compare.")
+              help="Comma-separated strategies to compare (any search strategy, multisection included).")
 @click.option("--es", "target", default=None, help=TARGET_HELP)
 @click.option("--scope", default="corpus", show_default=True,
               help="corpus (search everything) or paper (QASPER: each question within its own paper).")

@@ -205,3 +205,16 @@ def test_parse_strategies():
     assert parse_strategies("bm25, dense,,hybrid") == ["bm25", "dense", "hybrid"]
     assert parse_strategies(["bm25,dense", "rrf-client"]) == ["bm25", "dense", "rrf-client"]
     assert parse_strategies(None) == ["bm25", "dense", "hybrid"]
+
+
+def test_multisection_is_evaluated_by_its_own_flow(beir, tmp_engine):
+    from multisection.flow import multisection_search
+
+    ds = load_dataset(beir)
+    emb = FakeEmbedder()
+    ev = run_evaluation(ds, ["multisection"], tmp_engine, emb, progress=False)
+    run = ev.runs["multisection"]
+    assert len(run.latencies_ms) == 4
+    for q in ds.queries[:2]:
+        res = multisection_search(tmp_engine, q.text, embedder=emb, profile=eval_profile(None), prefix=ev.index.prefix)
+        assert run.rankings[q.id] == list(dict.fromkeys(h.paper_id for h in res.hits))[:100]
