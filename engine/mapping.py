@@ -258,23 +258,18 @@ def _coerce(fs: FieldSpec, v: Any) -> Any:
             raise ValueError(f"Failed to parse value [{v}] as only [true] or [false] are allowed.")
         if fs.type == "date":
             return parse_date(v)
-        if fs.type in INTEGER_TYPES:
-            if isinstance(v, bool):
-                raise ValueError(f"Current token (VALUE_{str(v).upper()}) not numeric")
-            f = float(v)
-            if not math.isfinite(f):
-                raise ValueError(f"[{fs.type}] supports only finite values, but got [{v}]")
-            lo, hi = INTEGER_RANGES[fs.type]
-            if not lo <= math.trunc(f) <= hi:
-                raise ValueError(f"Value [{v}] is out of range for {'an' if fs.type == 'integer' else 'a'} {fs.type}")
-            return float(math.trunc(f))  # ES coerces 1.5 → 1 for integer types
         if fs.type in NUMERIC_TYPES:
             if isinstance(v, bool):
                 raise ValueError(f"Current token (VALUE_{str(v).upper()}) not numeric")
             f = float(v)
             if not math.isfinite(f):
                 raise ValueError(f"[{fs.type}] supports only finite values, but got [{v}]")
-            return f
+            if fs.type not in INTEGER_TYPES:
+                return f
+            lo, hi = INTEGER_RANGES[fs.type]
+            if not lo <= math.trunc(f) <= hi:
+                raise ValueError(f"Value [{v}] is out of range for {'an' if fs.type == 'integer' else 'a'} {fs.type}")
+            return float(math.trunc(f))  # ES coerces 1.5 → 1 for integer types
     except (TypeError, ValueError) as exc:
         raise mapper_error(f"failed to parse field [{fs.name}] of type [{fs.type}]. Preview of field's value: '{v}'"
                            f" ({exc})") from None
