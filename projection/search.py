@@ -109,33 +109,10 @@ def resolve_heads(es, heads: Heads | str | None, prefix: str = "") -> Heads:
 
 
 def execute(es, plan, vector: np.ndarray, strategy_name: str, explain: bool = False):
-    """Run the query builder's search for ``plan`` with ``vector``; a ``SearchResult`` (as
-    ``querybuilder.run.search`` makes it for the one-request strategies)."""
-    from querybuilder.dsl import INNER_HITS_NAME, build_search
-    from querybuilder.run import PaperHit, SearchResult, cap_hits, group_papers, to_hit
+    """Run the query builder's request for ``plan`` with the routed ``vector``."""
+    from querybuilder.run import run_plan
 
-    if explain and plan.collapse:  # Elasticsearch explains only each group's top hit: cap client-side
-        plan = plan.with_changes(collapse=False)
-    built = build_search(plan, vector)
-    body = built.extra(explain=True).to_dict() if explain else built.to_dict()
-    resp = es.search(index=plan.index, body=body).body
-    raw_hits = resp["hits"]["hits"]
-    total = resp.get("hits", {}).get("total")
-    common = {"question": plan.question, "strategy": strategy_name, "intent_rule": plan.intent.rule,
-              "search_type": plan.search_type, "index": plan.index, "took_ms": int(resp.get("took", 0)),
-              "total": total.get("value") if isinstance(total, dict) else total, "request": body}
-    if plan.collapse and plan.cap > 0:  # flatten the collapsed groups
-        papers = []
-        for raw in raw_hits:
-            inner = raw.get("inner_hits", {}).get(INNER_HITS_NAME, {}).get("hits", {}).get("hits", [])
-            top = to_hit(raw)
-            papers.append(PaperHit(paper_id=top.paper_id, title=top.title, score=top.score,
-                                   chunks=[to_hit(h) for h in inner] or [top]))
-        flat = sorted((h for p in papers for h in p.chunks), key=lambda h: -h.score)
-        return SearchResult(**common, hits=flat[:plan.size], papers=papers if plan.papers else [])
-    hits = [to_hit(h) for h in raw_hits]
-    return SearchResult(**common, hits=cap_hits(hits, plan.size, plan.cap),
-                        papers=group_papers(hits, plan.size, plan.cap) if plan.papers else [])
+    return run_plan(es, plan, vector, explain=explain, strategy_name=strategy_name)
 
 
 @dataclass

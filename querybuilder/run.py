@@ -268,11 +268,21 @@ def search(es, question: str, *, strategy: str = "hybrid", profile: Profile | st
     plan = make_plan(question, strategy=strategy, profile=profile, size=size, papers=papers, filters=filters,
                      prefix=prefix, search_type=search_type)
     vector = embed_question(es, plan, embedder) if STRATEGIES[plan.strategy].uses_vector else None
-    if explain and plan.collapse:
+    return run_plan(es, plan, vector, explain=explain)
+
+
+def run_plan(es, plan: QueryPlan, vector=None, *, explain: bool = False,
+             strategy_name: str | None = None) -> SearchResult:
+    """Send ``plan``'s request with an already made ``vector`` and shape the answer.
+
+    ``strategy_name`` is what the result reports (callers that route the vector themselves,
+    such as the multi-head strategies, name theirs; default: the plan's strategy).
+    """
+    if explain and plan.collapse:  # Elasticsearch explains only each group's top hit: cap client-side
         plan = plan.with_changes(collapse=False)
     built = build_search(plan, vector)
-    common = {"question": plan.question, "strategy": plan.strategy, "intent_rule": plan.intent.rule,
-              "search_type": plan.search_type, "index": plan.index}
+    common = {"question": plan.question, "strategy": strategy_name or plan.strategy,
+              "intent_rule": plan.intent.rule, "search_type": plan.search_type, "index": plan.index}
     if isinstance(built, tuple):  # rrf-client: one _msearch, fused here
         bodies = [s.extra(explain=True).to_dict() if explain else s.to_dict() for s in built]
         resp = es.msearch(index=plan.index, searches=[x for b in bodies for x in ({}, b)]).body
@@ -305,7 +315,7 @@ def search(es, question: str, *, strategy: str = "hybrid", profile: Profile | st
         if plan.collapse and plan.cap > 0:
             flat, paper_hits = _collapsed(plan, raw_hits)
             return SearchResult(**common, total=total, took_ms=took, hits=flat,
-                                papers=paper_hits if papers else [], request=request)
+                                papers=paper_hits if plan.papers else [], request=request)
         hits = [to_hit(h) for h in raw_hits]
     return SearchResult(**common, total=total, took_ms=took, hits=cap_hits(hits, plan.size, plan.cap),
-                        papers=group_papers(hits, plan.size, plan.cap) if papers else [], request=request)
+                        papers=group_papers(hits, plan.size, plan.cap) if plan.papers else [], request=request)
