@@ -89,35 +89,6 @@ def _log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-class UniqueTextEmbedder:
-    """Wraps an embedder so a call embeds each distinct text once. The indexer embeds a BEIR
-    document twice per batch (the paper's ``title + abstract`` and its only chunk, the same
-    text), which this halves; vectors are identical either way."""
-
-    def __init__(self, inner) -> None:
-        self.inner = inner
-
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    @property
-    def dims(self) -> int:
-        return self.inner.dims
-
-    @property
-    def encode_seconds(self) -> float:
-        return getattr(self.inner, "encode_seconds", 0.0)
-
-    def encode(self, texts: Sequence[str]) -> np.ndarray:
-        unique = list(dict.fromkeys(texts))
-        if len(unique) == len(texts):
-            return self.inner.encode(texts)
-        vectors = self.inner.encode(unique)
-        row = {t: i for i, t in enumerate(unique)}
-        return vectors[[row[t] for t in texts]]
-
-
 # --- the index ---------------------------------------------------------------------------------
 def index_exists(es, prefix: str) -> bool:
     return all(es.indices.exists_alias(name=f"{prefix}{kind}") for kind in ("papers", "chunks"))
@@ -170,7 +141,7 @@ def ensure_index(es, dataset: Dataset, embedder, *, prefix: str | None = None, c
         bar.clear()
         _log(f"rejected: {message}")
 
-    run = IndexRun(es, UniqueTextEmbedder(embedder), prefix=prefix, chunking=chunking, on_progress=on_progress,
+    run = IndexRun(es, embedder, prefix=prefix, chunking=chunking, on_progress=on_progress,
                    on_error=on_error)
     summary = run.run([dataset.corpus], dataset.format)
     bar.close()

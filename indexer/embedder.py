@@ -121,9 +121,7 @@ class Embedder:
         out: list[np.ndarray | None] = [found.get(k) for k in keys] if self._cache else [None] * len(texts)
         if missing:
             import time
-            # a text repeated within one call (a BEIR abstract is both the paper's and its
-            # chunk's text) is embedded once
-            unique = list(dict.fromkeys(texts[i] for i in missing))
+            unique = list(dict.fromkeys(texts[i] for i in missing))  # a repeated text costs one encode
             t0 = time.perf_counter()
             vecs = self._load().encode(unique, batch_size=self.batch_size,
                                        normalize_embeddings=True, convert_to_numpy=True,

@@ -131,7 +131,11 @@ class IndexRun:
             head = f"{paper.title}\n{paper.abstract}".strip()
             texts.append(head or (embedding_text(chunks[0], paper) if chunks else paper.id))
             texts.extend(embedding_text(c, paper) for c in chunks)
-        vectors = self.embedder.encode(texts)
+        # a BEIR paper's text and its only chunk's text are the same string: embed it once,
+        # whatever embedder is plugged in
+        unique = list(dict.fromkeys(texts))
+        row = {t: i for i, t in enumerate(unique)}
+        vectors = self.embedder.encode(unique)[[row[t] for t in texts]]
         previous = self._previous_chunks(batch, targets)
         i = 0
         for paper, chunks, source in batch:
