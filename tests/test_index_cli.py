@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -131,16 +130,8 @@ def test_unknown_format_is_a_clear_error(tmp_path):
     assert "unknown --format 'csv'" in result.output and "'qasper'" in result.output
 
 
-def _qasper() -> Path | None:
-    root = Path(os.environ.get("SCHOLAR_ES_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
-    path = root / "qasper" / "papers_validation.jsonl"
-    return path if path.exists() else None
-
-
-def test_qasper_subset_gets_exactly_the_reference_chunk_ids(tmp_path):
-    path = _qasper()
-    if path is None:
-        pytest.skip("QASPER data not found (../shared/data or SCHOLAR_ES_DATA)")
+def test_qasper_subset_gets_exactly_the_reference_chunk_ids(tmp_path, shared_data):
+    path = shared_data / "qasper" / "papers_validation.jsonl"
     subset = tmp_path / "papers_validation.jsonl"
     with path.open() as f:
         lines = [next(f) for _ in range(3)]
