@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from engine import similarity as sim
 from engine.errors import EsError, illegal_argument, index_not_found
 from engine.mapping import Mapping
 from engine.segment import Segment, parse_document
@@ -39,9 +40,14 @@ def _flat_index_settings(settings: dict) -> dict:
         if k.split(".")[0] not in _INDEX_SETTINGS:
             raise illegal_argument(f"unknown setting [index.{k}] please check that any required plugins are installed, "
                                    "or check the breaking changes documentation for removed settings")
-    if "similarity" in out:
-        raise illegal_argument("custom [index.similarity] settings are not supported by the embedded engine")
     return out
+
+
+def bm25_by_field(settings: dict, mapping: Mapping) -> dict[str, sim.BM25Params]:
+    """Each text/keyword field's BM25 parameters (index.similarity + the field's ``similarity``)."""
+    custom = sim.parse_similarities(settings.get("similarity"))
+    return {name: sim.field_similarity(fs.similarity, custom, name) for name, fs in mapping.fields.items()
+            if fs.type in ("text", "keyword")}
 
 
 class IndexHandle:
@@ -55,6 +61,10 @@ class IndexHandle:
         self._segment: Segment | None = None
         self._saved = True
         self._lock = threading.RLock()
+
+    def bm25(self) -> dict[str, sim.BM25Params]:
+        """BM25 parameters per text/keyword field of the current mapping (dynamic fields included)."""
+        return bm25_by_field(self.settings, self.mapping)
 
     @property
     def cache_dir(self) -> Path:
@@ -204,6 +214,7 @@ class IndexHandle:
         if "_meta" in body:
             merged["_meta"] = body["_meta"]
         mapping = Mapping(merged)
+        bm25_by_field(self.settings, mapping)  # an unknown similarity name fails before anything changes
         self.store.update_mappings(self.name, mapping.to_body())
         self.mapping = mapping
         if self._segment is not None:
@@ -277,6 +288,7 @@ class Engine:
             for an in (settings["analysis"].get("analyzer") or {}):
                 get_analyzer(an, settings["analysis"])  # fail now, not at the first document
         mapping = Mapping(body.get("mappings") or {})
+        bm25_by_field(settings, mapping)  # an unknown or unsupported similarity fails now
         for fs in mapping.fields.values():
             if fs.type == "text":
                 from engine.analysis import get_analyzer

@@ -125,6 +125,7 @@ class Mapping:
                 search_analyzer=spec.get("search_analyzer"),
                 ignore_above=spec.get("ignore_above"),
                 index=bool(spec.get("index", True)),
+                similarity=spec.get("similarity"),
                 raw=spec,
             )
         self.fields[name] = fs

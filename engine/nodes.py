@@ -7,7 +7,7 @@ keeps it, so ``explain`` can later describe any one document's score from the sa
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -23,6 +23,8 @@ class Ctx:
     analysis: dict | None
     index: str
     default_k: int = 10
+    #: BM25 parameters per field (index.similarity); fields not listed use Elasticsearch's defaults
+    bm25: dict[str, sim.BM25Params] = field(default_factory=dict)
 
     @property
     def n(self) -> int:
@@ -86,10 +88,11 @@ class TermNode(Node):
         if found is None or len(found[0]) == 0:
             return mask, scores
         docs, freqs = found
+        params = ctx.bm25.get(self.field, sim.DEFAULT_BM25)
         idf = sim.bm25_idf(len(docs), doc_count)
         avgdl = sim.bm25_avgdl(sttf, doc_count)
-        cache = sim.bm25_norm_cache(avgdl)
-        weight = sim.bm25_weight(self.boost, idf)
+        cache = sim.bm25_norm_cache(avgdl, params.k1, params.b)
+        weight = sim.bm25_weight(self.boost, idf, params.k1)
         if norm_bytes is None:
             norm_inv = np.full(len(docs), cache[1], dtype=np.float32)
             freqs = np.ones(len(docs), dtype=np.int32)
@@ -98,7 +101,7 @@ class TermNode(Node):
         mask[docs] = True
         scores[docs] = sim.bm25_scores(weight, freqs, norm_inv)
         self._stats = dict(docs=docs, freqs=freqs, idf=idf, avgdl=avgdl, n=len(docs), N=doc_count,
-                           norm_bytes=norm_bytes)
+                           norm_bytes=norm_bytes, params=params)
         return mask, scores
 
     def explain(self, pos: int) -> dict:
@@ -107,17 +110,18 @@ class TermNode(Node):
         freq = int(s["freqs"][i])
         dl = float(sim.LENGTH_TABLE[s["norm_bytes"][pos]]) if s["norm_bytes"] is not None else 1.0
         score = self.scores[pos]
-        tf = score / float(sim.bm25_weight(self.boost, s["idf"]))
+        p = s["params"]
+        tf = score / float(sim.bm25_weight(self.boost, s["idf"], p.k1))
         return expl(score, f"weight({self.field}:{self.term} in {pos}) [PerFieldSimilarity], result of:", [
             expl(score, f"score(freq={float(freq)}), computed as boost * idf * tf from:", [
-                expl(np.float32(self.boost) * np.float32(1 + sim.K1), "boost"),
+                expl(np.float32(self.boost) * np.float32(1 + p.k1), "boost"),
                 expl(s["idf"], "idf, computed as log(1 + (N - n + 0.5) / (n + 0.5)) from:", [
                     expl(s["n"], "n, number of documents containing term"),
                     expl(s["N"], "N, total number of documents with field")]),
                 expl(tf, "tf, computed as freq / (freq + k1 * (1 - b + b * dl / avgdl)) from:", [
                     expl(freq, "freq, occurrences of term within document"),
-                    expl(sim.K1, "k1, term saturation parameter"),
-                    expl(sim.B, "b, length normalization parameter"),
+                    expl(p.k1, "k1, term saturation parameter"),
+                    expl(p.b, "b, length normalization parameter"),
                     expl(dl, "dl, length of field" + (" (approximate)" if dl > 40 else "")),
                     expl(s["avgdl"], "avgdl, average length of field")])])])
 

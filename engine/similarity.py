@@ -8,11 +8,82 @@ cluster's to ~1e-6 relative.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
+from engine.errors import EsError, illegal_argument, unsupported
+
 K1 = 1.2  # Elasticsearch default BM25 k1 (index-modules-similarity)
 B = 0.75  # Elasticsearch default BM25 b
+
+
+@dataclass(frozen=True)
+class BM25Params:
+    """k1 and b of one BM25 similarity (``index.similarity.<name>`` of type ``BM25``)."""
+
+    k1: float = K1
+    b: float = B
+
+
+DEFAULT_BM25 = BM25Params()
+
+
+def parse_similarities(settings: object) -> dict[str, BM25Params]:
+    """``index.similarity`` -> name -> BM25 parameters, validated as Elasticsearch does.
+
+    Sources: index-modules-similarity ("Configuring a similarity"; the name ``default``
+    replaces the default similarity of every field without one); BM25SimilarityProvider and
+    Lucene's BM25Similarity constructor for the checks and their messages. Only type ``BM25``
+    is supported here (ES builds ``LegacyBM25Similarity(k1, b, discount_overlaps)`` from it);
+    ``discount_overlaps: false`` changes field lengths and is refused.
+    """
+    if settings is None:
+        return {}
+    if not isinstance(settings, dict):
+        raise illegal_argument(f"[index.similarity] must be an object, got [{settings!r}]")
+    out: dict[str, BM25Params] = {}
+    for name, spec in settings.items():
+        if not isinstance(spec, dict):
+            raise illegal_argument(f"[index.similarity.{name}] must be an object, got [{spec!r}]")
+        kind = spec.get("type")
+        if kind is None:
+            raise illegal_argument(f"Similarity [{name}] must have an associated type")
+        if kind != "BM25":
+            raise unsupported(f"similarity type [{kind}]", "only type [BM25] with k1/b is; see docs/es-semantics.md")
+        for key in spec:
+            if key not in ("type", "k1", "b", "discount_overlaps"):
+                raise illegal_argument(f"Unknown settings for similarity of type [BM25]: [{key}]")
+        if str(spec.get("discount_overlaps", True)).lower() != "true":
+            raise unsupported("similarity [discount_overlaps: false]")
+        k1, b = _setting_float(spec, "k1", K1), _setting_float(spec, "b", B)
+        if not (math.isfinite(k1) and k1 >= 0):
+            raise illegal_argument(f"illegal k1 value: {k1}, must be a non-negative finite value")
+        if not (math.isfinite(b) and 0 <= b <= 1):
+            raise illegal_argument(f"illegal b value: {b}, must be between 0 and 1")
+        out[name] = BM25Params(k1, b)
+    return out
+
+
+def _setting_float(spec: dict, key: str, default: float) -> float:
+    value = spec.get(key, default)
+    try:
+        return float(value)  # settings arrive as numbers or strings ("0.3")
+    except (TypeError, ValueError):
+        raise illegal_argument(f"Failed to parse value [{value}] for setting [{key}]") from None
+
+
+def field_similarity(name: str | None, custom: dict[str, BM25Params], field: str) -> BM25Params:
+    """The BM25 parameters of a field whose mapping names similarity ``name`` (None: default)."""
+    if name is None:
+        return custom.get("default", DEFAULT_BM25)
+    if name == "BM25":
+        return DEFAULT_BM25
+    if name in custom:
+        return custom[name]
+    if name == "boolean":
+        raise unsupported("similarity [boolean]", f"on field [{field}]")
+    raise EsError(400, "mapper_parsing_exception", f"Unknown Similarity type [{name}] for field [{field}]")
 
 
 # --- Lucene SmallFloat: the one-byte field-length norm -------------------------------

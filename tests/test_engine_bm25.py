@@ -12,6 +12,7 @@ byte4ToInt): exact up to 40, truncated above (45 → 44, 55 → 54, 100 → 96; 
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -23,8 +24,9 @@ def idf(n: int, N: int) -> float:
     return math.log(1 + (N - n + 0.5) / (n + 0.5))
 
 
-def bm25(freq: float, dl: float, avgdl: float, n: int, N: int, boost: float = 1.0) -> float:
-    return boost * (K1 + 1) * idf(n, N) * freq / (freq + K1 * (1 - B + B * dl / avgdl))
+def bm25(freq: float, dl: float, avgdl: float, n: int, N: int, boost: float = 1.0, k1: float = K1,
+         b: float = B) -> float:
+    return boost * (k1 + 1) * idf(n, N) * freq / (freq + k1 * (1 - b + b * dl / avgdl))
 
 
 def pad(k: int) -> str:
@@ -84,7 +86,7 @@ def es(tmp_path_factory):
 
 
 def scores(es, query, **kw) -> dict[str, float]:
-    resp = es.search(index="docs", query=query, size=kw.pop("size", 20), **kw)
+    resp = es.search(index=kw.pop("index", "docs"), query=query, size=kw.pop("size", 20), **kw)
     return {h["_id"]: h["_score"] for h in resp["hits"]["hits"]}
 
 
@@ -225,3 +227,55 @@ def test_term_on_text_field_is_not_analyzed(es):
 
 def test_unmapped_field_matches_nothing(es):
     assert scores(es, {"match": {"nope": "fox"}}) == {}
+
+
+# --- custom BM25 parameters: index.similarity ------------------------------------------------
+def test_custom_similarity_default_and_per_field(tmp_path):
+    from engine.node import embedded_client
+
+    es = embedded_client(tmp_path)
+    # "default" replaces every field's similarity; a field may name another one, or the built-in BM25
+    es.indices.create(index="sim", settings={"index": {"similarity": {
+        "default": {"type": "BM25", "b": 0.3}, "flat": {"type": "BM25", "k1": "0.9", "b": 0}}}},
+        mappings={"properties": {"body": {"type": "text", "analyzer": "english"},
+                                 "abstract": {"type": "text", "analyzer": "standard", "similarity": "flat"},
+                                 "title": {"type": "text", "similarity": "BM25"}}})
+    for doc_id, title, abstract, body, _tag in DOCS:
+        src = {k: v for k, v in (("title", title), ("abstract", abstract), ("body", body)) if v is not None}
+        es.index(index="sim", id=doc_id, document=src)
+    es.indices.refresh(index="sim")
+    got = scores(es, {"match": {"body": "fox"}}, index="sim")
+    assert got == approx({"1": bm25(1, DL45, B_AVG, 3, B_N, b=0.3), "3": bm25(1, DL100, B_AVG, 3, B_N, b=0.3),
+                          "5": bm25(1, DL55, B_AVG, 3, B_N, b=0.3)})
+    assert got["1"] != approx(bm25(1, DL45, B_AVG, 3, B_N))  # b matters here
+    # b = 0: no length normalization, k1 0.9 -> doc 5's five-token abstract scores as doc 4's two tokens
+    assert scores(es, {"match": {"abstract": "fox"}}, index="sim") == approx(
+        {d: bm25(1, 1, A_AVG, 3, A_N, k1=0.9, b=0) for d in ("1", "4", "5")})
+    assert scores(es, {"match": {"title": "fox"}}, index="sim") == approx({"1": fox_title(3), "5": fox_title(1)})
+    expl = es.search(index="sim", query={"match": {"body": "fox"}}, explain=True)["hits"]["hits"][0]["_explanation"]
+    assert "b, length normalization parameter" in json.dumps(expl) and "0.3" in json.dumps(expl)
+    es.close()
+
+
+@pytest.mark.parametrize(("settings", "mapping", "reason"), [
+    ({"s": {"type": "BM25", "b": 1.5}}, {}, "illegal b value: 1.5, must be between 0 and 1"),
+    ({"s": {"type": "BM25", "k1": -1}}, {}, "illegal k1 value: -1.0, must be a non-negative finite value"),
+    ({"s": {"type": "BM25", "b": "high"}}, {}, "Failed to parse value [high] for setting [b]"),
+    ({"s": {"type": "DFR"}}, {}, "[similarity type [DFR]] is not supported by the scholar-es embedded engine"),
+    ({"s": {"b": 0.5}}, {}, "Similarity [s] must have an associated type"),
+    ({"s": {"type": "BM25", "c": 1}}, {}, "Unknown settings for similarity of type [BM25]: [c]"),
+    ({}, {"similarity": "nope"}, "Unknown Similarity type [nope] for field [body]"),
+    ({}, {"similarity": "boolean"}, "[similarity [boolean]] is not supported"),
+])
+def test_bad_similarities_are_refused(tmp_path, settings, mapping, reason):
+    from elasticsearch import BadRequestError
+
+    from engine.node import embedded_client
+
+    es = embedded_client(tmp_path)
+    with pytest.raises(BadRequestError) as err:
+        es.indices.create(index="bad", settings={"similarity": settings} if settings else None,
+                          mappings={"properties": {"body": {"type": "text", **mapping}}})
+    assert reason in str(err.value)
+    assert not es.indices.exists(index="bad")
+    es.close()
