@@ -5,7 +5,7 @@ Every query is an ``elasticsearch.dsl`` object (``Search``, ``Q``, ``SF``); JSON
 Elasticsearch version each construct needs is noted where it is built (checked against the
 reference pages named in the comments; "Basic" = the free default license):
 
-* ``multi_match`` best_fields + ``tie_breaker``, ``bool``, ``term``/``terms``/``range``,
+* ``multi_match`` best_fields + ``tie_breaker`` and most_fields, ``bool``, ``term``/``terms``/``range``,
   ``match_none``: all 8.x/9.x.
 * ``script_score`` query with the predefined Painless function ``saturation(value, k)`` =
   value / (k + value): 7.x+ (reference/query-dsl-script-score-query.html, "Predefined functions").
@@ -63,17 +63,23 @@ def field_list(boosts: dict[str, float]) -> list[str]:
 
 
 def text_query(plan: QueryPlan) -> Query:
-    """The BM25 part: multi_match best_fields on the search type's fields, plus expansions as
-    lower-weight should clauses (all their words in one field); match_none without text."""
+    """The BM25 part: multi_match on the plan's fields (``best_fields`` with the profile's
+    tie_breaker; ``most_fields`` inside one paper, see :func:`querybuilder.plan.text_fields`),
+    plus expansions as lower-weight should clauses (all their words in one field); match_none
+    without text."""
     if not plan.has_text:
         return Q("match_none")
-    fields = field_list(plan.field_boosts)
-    tie = plan.profile.tie_breaker
-    main = Q("multi_match", query=plan.text, fields=fields, type="best_fields", tie_breaker=tie)
+
+    def multi_match(query: str, **extra) -> Query:
+        params = {"query": query, "fields": field_list(plan.field_boosts), "type": plan.match_type, **extra}
+        if plan.match_type == "best_fields":  # most_fields sums; a tie_breaker would override that
+            params["tie_breaker"] = plan.profile.tie_breaker
+        return Q("multi_match", **params)
+
+    main = multi_match(plan.text)
     if not plan.expansions:
         return main
-    extra = [Q("multi_match", query=e, fields=fields, type="best_fields", operator="and", tie_breaker=tie,
-               boost=plan.profile.expansion_weight) for e in plan.expansions]
+    extra = [multi_match(e, operator="and", boost=plan.profile.expansion_weight) for e in plan.expansions]
     return Q("bool", should=[main, *extra])
 
 

@@ -9,7 +9,10 @@ UTF-8 cannot carry (lone surrogates) and control characters with spaces, collaps
 whitespace and keeps at most :data:`MAX_QUERY_CHARS` characters (cut at a word boundary when
 there is one) for the text query -- this bounds the number of Lucene clauses one question can
 create (at most one term per character per field, below Elasticsearch's default limit of
-1024 clauses) and is far above the length of any real question. The text only ever goes into
+1024 clauses) and is far above the length of any real question. The profile's
+``drop_question_words`` (default on) then leaves the question words out of the text query
+(:func:`querybuilder.intent.content_text`); the intent is read, and the vector embedded, from
+the whole question. The text only ever goes into
 the ``query`` string of ``match``/``multi_match`` queries, never ``query_string``, so
 Lucene syntax such as ``title:(a OR b)~2`` is just words. A question without any letter or
 digit (empty, punctuation, emoji) has no text part: the text query is ``match_none`` (the
@@ -29,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from indexer.models import SECTION_TYPES
 from querybuilder.expansion import Synonyms, expand
-from querybuilder.intent import Intent, IntentTerms, analyze, words
+from querybuilder.intent import Intent, IntentTerms, analyze, content_text, words
 from querybuilder.profiles import SEARCH_TYPES, Profile, load_profile
 from scholar_es.errors import ConfigError, choices
 
@@ -134,11 +137,12 @@ class QueryPlan(BaseModel):
 
     model_config = ConfigDict(frozen=True)
     question: str  # the cleaned question (what gets embedded)
-    text: str  # the text of the text query ("" = none: match_none)
+    text: str  # the text of the text query, question words left out ("" = none: match_none)
     intent: Intent
     strategy: str
     search_type: str
     field_boosts: dict[str, float]
+    match_type: str = "best_fields"  # multi_match type of the text query (see text_fields)
     section_multipliers: dict[str, float]  # empty unless the strategy applies them
     expansions: tuple[str, ...]
     filters: Filters
@@ -210,19 +214,19 @@ def choose_search_type(intent: Intent, text: str, configured: str = "auto") -> s
     return "keyword" if len(words(text)) <= 4 else "balanced"
 
 
-def within_paper_boosts(boosts: dict[str, float], filters: Filters) -> dict[str, float]:
-    """The field boosts, minus title and abstract when the search stays inside one paper.
+def text_fields(profile: Profile, search_type: str, filters: Filters) -> tuple[dict[str, float], str]:
+    """(field boosts, multi_match type) of the text query.
 
-    Every chunk of a paper carries the same title and abstract, so inside one paper those
-    fields rank nothing and, as the best field of a dis_max, flatten the chunks' differences
-    (measured on QASPER validation, docs/evaluation.md). The heading takes their place.
+    Across papers: the search type's boosts, ``best_fields`` (the best field counts, the others
+    add ``tie_breaker`` times their score). Inside one paper (a single ``paper_ids`` filter):
+    the profile's ``paper_scope_boosts``, ``most_fields`` (scores add up). Every chunk of a
+    paper carries the same title and abstract, so inside one paper those fields rank nothing
+    and, as the best field, would flatten the chunks' differences; the heading takes their
+    place and adds to the paragraph's own text (measured on QASPER, docs/evaluation.md).
     """
-    if len(filters.paper_ids) != 1:
-        return dict(boosts)
-    out = {f: b for f, b in boosts.items() if f not in ("title", "abstract")}
-    out.setdefault("chunk_text", 1.0)
-    out.setdefault("section_heading", 1.0)
-    return out
+    if len(filters.paper_ids) == 1:
+        return dict(profile.paper_scope_boosts), "most_fields"
+    return dict(profile.field_boosts[search_type]), "best_fields"
 
 
 def make_plan(question: str, *, strategy: str = "hybrid", profile: Profile | str | None = None, size: int = 10,
@@ -239,11 +243,15 @@ def make_plan(question: str, *, strategy: str = "hybrid", profile: Profile | str
     cleaned, text = clean_question(question)
     intent = analyze(text, intents)
     stype = search_type or choose_search_type(intent, text, prof.search_type)
+    if text and prof.drop_question_words:
+        text = content_text(text, intents)
     expand_now = strat.uses_text and bool(text) and (strat.expansion or prof.expansion)
+    parsed = Filters.parse(filters)
+    boosts, match_type = text_fields(prof, stype, parsed)
     return QueryPlan(
         question=cleaned, text=text, intent=intent, strategy=strat.name, search_type=stype,
-        field_boosts=within_paper_boosts(prof.field_boosts[stype], Filters.parse(filters)),
+        field_boosts=boosts, match_type=match_type,
         section_multipliers=dict(prof.section_multipliers[intent.rule]) if strat.sections else {},
         expansions=expand(text, synonyms) if expand_now else (),
-        filters=Filters.parse(filters), size=size, cap=prof.per_paper_cap, papers=papers,
+        filters=parsed, size=size, cap=prof.per_paper_cap, papers=papers,
         collapse=strat.collapse and prof.per_paper_cap > 0, index=f"{prefix}chunks", profile=prof)

@@ -1,7 +1,8 @@
 """Named ranking profiles: every tunable number of the query builder in one JSON-savable object.
 
 A profile holds the field boosts of each search type, the section multipliers of each intent
-rule (:data:`querybuilder.intent.RULES`), the hybrid weights, the BM25 saturation pivot, the
+rule (:data:`querybuilder.intent.RULES`), the field boosts of a search inside one paper,
+whether question words leave the text query, the hybrid weights, the BM25 saturation pivot, the
 multi_match tie breaker, expansion, kNN sizes and the per-paper cap. ``--profile FILE`` loads
 one (:func:`load_profile`); :meth:`Profile.save` writes one. Missing keys take the values of
 the built-in ``default`` profile (so a file may hold only what it changes, nested dicts
@@ -36,6 +37,11 @@ DEFAULT_FIELD_BOOSTS: dict[str, dict[str, float]] = {
     "survey": {"title": 4.0, "abstract": 2.5, "chunk_text": 1.0},
     "balanced": {"title": 2.0, "abstract": 2.0, "chunk_text": 1.5},
 }
+#: Field boosts of a search inside one paper (a single ``paper_ids`` filter), summed over the
+#: fields (multi_match most_fields): every chunk of a paper has the same title and abstract, so
+#: those fields rank nothing there; a paragraph under a heading that matches gains on top of its
+#: own text. Chosen on QASPER train, scope paper (docs/evaluation.md).
+DEFAULT_PAPER_SCOPE_BOOSTS: dict[str, float] = {"chunk_text": 1.0, "section_heading": 1.0}
 DEFAULT_SECTION_MULTIPLIERS: dict[str, dict[str, float]] = {
     "what_method": {"method": 1.08},
     "how": {"method": 1.10, "experiments": 1.05},
@@ -54,6 +60,8 @@ class Profile(BaseModel):
     description: str = ""
     search_type: str = "auto"
     field_boosts: dict[str, dict[str, float]] = Field(default_factory=lambda: DEFAULT_FIELD_BOOSTS)
+    #: field boosts of a search inside one paper (they replace field_boosts there; summed)
+    paper_scope_boosts: dict[str, float] = Field(default_factory=lambda: DEFAULT_PAPER_SCOPE_BOOSTS)
     section_multipliers: dict[str, dict[str, float]] = Field(default_factory=lambda: DEFAULT_SECTION_MULTIPLIERS)
     #: hybrid: final = bm25_weight * saturation(bm25, saturation_k) + knn_weight * knn_score
     bm25_weight: float = Field(default=1.0, ge=0)
@@ -61,6 +69,8 @@ class Profile(BaseModel):
     #: BM25 score at which the saturated text part reaches half of bm25_weight
     saturation_k: float = Field(default=10.0, gt=0)
     tie_breaker: float = Field(default=0.3, ge=0, le=1)
+    #: leave the question words (querybuilder/intents.json) out of the text query
+    drop_question_words: bool = True
     #: expand acronyms/synonyms in every text strategy (the ``expanded`` strategy always does)
     expansion: bool = False
     expansion_weight: float = Field(default=0.4, ge=0)
@@ -99,6 +109,20 @@ class Profile(BaseModel):
                                       "must be greater than 0 (leave the field out instead)")
             out[search_type] = dict(boosts)
         return out
+
+    @field_validator("paper_scope_boosts")
+    @classmethod
+    def _paper_scope_boosts(cls, v: dict[str, float]) -> dict[str, float]:
+        if not v:
+            raise ConfigError(f"profile paper_scope_boosts is empty; give at least one of {choices(TEXT_FIELDS)}")
+        for field, boost in v.items():
+            if field not in TEXT_FIELDS:
+                raise ConfigError(f"profile paper_scope_boosts: unknown field {field!r}; valid fields: "
+                                  f"{choices(TEXT_FIELDS)}")
+            if not boost > 0:
+                raise ConfigError(f"profile paper_scope_boosts[{field!r}] = {boost!r}; boosts must be greater "
+                                  "than 0 (leave the field out instead)")
+        return dict(v)
 
     @field_validator("section_multipliers")
     @classmethod

@@ -38,5 +38,6 @@ def test_qasper_first_papers_scope_paper_end_to_end(shared_data, tmp_path):
         assert tuple(metrics) == ALL_METRICS
         # a paper has ~50 paragraphs and ~2 evidence paragraphs: chance nDCG@10 is about 0.1
         assert metrics["ndcg@10"] > 0.25, strategy
-        assert metrics["recall@100"] > 0.9, strategy  # scope paper: nearly every paragraph is returned
+        # scope paper: kNN returns (nearly) every paragraph; BM25 only those sharing a content word with the question
+        assert metrics["recall@100"] > (0.8 if strategy == "bm25" else 0.9), strategy
     assert again.metrics["bm25"]["ndcg@10"] == pytest.approx(ev.metrics["bm25"]["ndcg@10"])

@@ -313,9 +313,9 @@ def qasper_ranks(tmp_path, shared_data, embedder):
 
 def check_qasper(ranks):
     assert ranks["bm25"].index(QASPER_INTRO) < ranks["bm25"].index(QASPER_METHOD)
-    assert ranks["hybrid"].index(QASPER_INTRO) < ranks["hybrid"].index(QASPER_METHOD)
-    assert ranks["sections"][0] == QASPER_METHOD  # from 7th by BM25 to 1st
-    assert ranks["bm25"][0] == QASPER_INTRO
+    assert ranks["bm25"].index(QASPER_METHOD) >= 5
+    assert ranks["sections"][0] == QASPER_METHOD  # from 6th by BM25 to 1st
+    assert ranks["sections"].index(QASPER_INTRO) > ranks["hybrid"].index(QASPER_INTRO)  # the rival goes down
 
 
 def test_how_rule_on_real_qasper_chunks(tmp_path, shared_data):

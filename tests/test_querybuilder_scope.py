@@ -1,24 +1,66 @@
-"""Inside one paper, title and abstract (shared by all its chunks) are not searched."""
+"""Inside one paper: title and abstract (shared by all its chunks) are not searched, the
+chunk's text and heading are, their scores summed (multi_match most_fields); question words
+leave the text query everywhere."""
 
 from __future__ import annotations
 
+import pytest
+from test_querybuilder_engine import CORPUS, EMB, build_index
+
 from querybuilder.dsl import build_body
 from querybuilder.plan import make_plan
+from querybuilder.profiles import DEFAULT_PROFILE, Profile
+from querybuilder.run import search
+from scholar_es.errors import ConfigError
+
+QUESTION = "How is the tagger trained?"
+PAPER = {"paper_ids": ["ner-distant"]}
 
 
-def _fields(body: dict) -> list[str]:
-    return body["query"]["bool"]["must"][0]["multi_match"]["fields"]
-
-
-def test_single_paper_search_uses_the_chunk_text_and_heading():
-    plan = make_plan("How is the tagger trained?", strategy="bm25", filters={"paper_ids": ["p1"]})
-    assert "title" not in plan.field_boosts and "abstract" not in plan.field_boosts
-    assert set(plan.field_boosts) == {"chunk_text", "section_heading"}
-    assert plan.field_boosts["chunk_text"] == make_plan("How is the tagger trained?").field_boosts["chunk_text"]
-    assert set(_fields(build_body(plan))) == {"chunk_text^2", "section_heading"}
+def test_single_paper_search_body():
+    plan = make_plan(QUESTION, strategy="bm25", filters=PAPER)
+    assert plan.text == "the tagger trained?"
+    assert build_body(plan)["query"]["bool"]["must"] == [{"multi_match": {
+        "query": "the tagger trained?", "fields": ["chunk_text", "section_heading"], "type": "most_fields"}}]
 
 
 def test_several_papers_or_none_keep_the_profile_boosts():
     for filters in (None, {"paper_ids": ["p1", "p2"]}):
-        plan = make_plan("How is the tagger trained?", strategy="bm25", filters=filters)
-        assert {"title", "abstract", "chunk_text"} <= set(plan.field_boosts)
+        plan = make_plan(QUESTION, strategy="bm25", filters=filters)
+        assert plan.match_type == "best_fields"
+        assert plan.field_boosts == DEFAULT_PROFILE.field_boosts["section"]
+
+
+def test_single_paper_scores_are_text_plus_heading(tmp_engine):
+    build_index(tmp_engine, CORPUS)
+    profile = DEFAULT_PROFILE.with_changes(per_paper_cap=0)
+    hits = search(tmp_engine, QUESTION, strategy="bm25", embedder=EMB, profile=profile, filters=PAPER).hits
+    # the method paragraph's heading "Model and Training" matches "trained": it comes first
+    assert [h.chunk_id for h in hits][0] == "ner-distant#2"
+
+    def field_scores(field: str) -> dict[str, float]:
+        body = {"query": {"bool": {"must": [{"match": {field: "tagger trained"}}],
+                                   "filter": [{"term": {"paper_id": "ner-distant"}}]}}, "size": 10}
+        return {h["_id"]: h["_score"] for h in tmp_engine.search(index="chunks", body=body)["hits"]["hits"]}
+
+    text, heading = field_scores("chunk_text"), field_scores("section_heading")
+    assert heading and set(heading) < set(text)  # some headings match, not all
+    for h in hits:
+        assert h.score == pytest.approx(text.get(h.chunk_id, 0.0) + heading.get(h.chunk_id, 0.0), rel=1e-5)
+
+
+def test_question_words_can_be_kept():
+    keep = DEFAULT_PROFILE.with_changes(drop_question_words=False)
+    assert make_plan(QUESTION, profile=keep).text == QUESTION
+    assert make_plan(QUESTION).text == "the tagger trained?"
+    assert make_plan(QUESTION).intent.form == "how"  # the intent still reads the whole question
+
+
+@pytest.mark.parametrize(("boosts", "message"), [
+    ({}, "paper_scope_boosts is empty"),
+    ({"body": 1.0}, "unknown field 'body'; valid fields: "),
+    ({"chunk_text": 0}, "boosts must be greater than 0"),
+])
+def test_bad_paper_scope_boosts(boosts, message):
+    with pytest.raises(ConfigError, match=message):
+        Profile.from_dict({"paper_scope_boosts": boosts})
