@@ -2,7 +2,8 @@
 
 What is tuned (everything else stays the base profile's):
 
-1. the field boosts (a few variants, :data:`FIELD_BOOSTS`), the hybrid weights and the BM25
+1. the field boosts (a few variants, :data:`FIELD_BOOSTS`; with ``--scope paper`` the
+   single-paper boosts, :data:`PAPER_SCOPE_BOOSTS`), the hybrid weights and the BM25
    normalization: ``bm25_weight`` (``knn_weight`` stays 1 -- only the ratio matters) and
    ``saturation_k``, the BM25 score at which the text part reaches half its weight; objective
    nDCG@10 of the ``hybrid`` strategy;
@@ -66,8 +67,7 @@ SATURATION_KS = (1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0)
 STRENGTHS = (0.0, 0.5, 1.0, 2.0, 3.0, 5.0)
 EXPONENTS = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5)
 PRIOR_COUNT = 10.0
-#: field-boost variants (label -> Profile.field_boosts, None = the base profile's). Within one
-#: paper every chunk shares the title and abstract, so boosting them can only tie chunks.
+#: field-boost variants (label -> Profile.field_boosts, None = the base profile's).
 FIELD_BOOSTS: dict[str, dict[str, dict[str, float]] | None] = {
     "profile boosts": None,
     "chunk text only": {t: {"chunk_text": 1.0} for t in ("keyword", "section", "survey", "balanced")},
@@ -75,6 +75,14 @@ FIELD_BOOSTS: dict[str, dict[str, dict[str, float]] | None] = {
                              for t in ("keyword", "section", "survey", "balanced")},
     "chunk text + heading x1": {t: {"chunk_text": 1.0, "section_heading": 1.0}
                                 for t in ("keyword", "section", "survey", "balanced")},
+}
+#: the same for ``--scope paper``, where a single-paper search uses the profile's
+#: ``paper_scope_boosts`` (label -> paper_scope_boosts, None = the base profile's)
+PAPER_SCOPE_BOOSTS: dict[str, dict[str, float] | None] = {
+    "profile boosts": None,
+    "chunk text only": {"chunk_text": 1.0},
+    "chunk text + heading x0.5": {"chunk_text": 1.0, "section_heading": 0.5},
+    "chunk text + heading x2": {"chunk_text": 1.0, "section_heading": 2.0},
 }
 DEPTH = 100
 FIELDS = ["chunk_id", "paper_id", "paragraph_ids", "section_type"]
@@ -369,8 +377,9 @@ def tune(dataset: Dataset, es, embedder, *, scope: str = "corpus", profile=None,
          verify: bool = True, progress: bool = True) -> TuneResult:
     """Tune on ``dataset`` (a TRAIN split: the caller's promise) and return the tuned profile.
 
-    ``boost_variants``: field-boost settings to try, label -> ``field_boosts`` (None: the base
-    profile's); default :data:`FIELD_BOOSTS`. Each costs one pass of candidate collection.
+    ``boost_variants``: field-boost settings to try, label -> ``field_boosts`` (scope paper:
+    ``paper_scope_boosts``; None: the base profile's); default :data:`FIELD_BOOSTS`
+    (:data:`PAPER_SCOPE_BOOSTS`). Each costs one pass of candidate collection.
     ``lift_source``: learn the section lifts from this QASPER dataset's papers and qrels
     (:func:`paper_section_counts`: e.g. the whole train split when ``dataset`` is its first N
     papers) instead of from the candidates; cross-validation leaves the held-out questions out.
@@ -387,11 +396,15 @@ def tune(dataset: Dataset, es, embedder, *, scope: str = "corpus", profile=None,
     grid = [(f"bm25_weight={w:g} saturation_k={k:g}", Params(bm25_weight=w, knn_weight=base.knn_weight,
                                                                 saturation_k=k))
             for w, k in product(BM25_WEIGHTS, SATURATION_KS)]
-    variants = FIELD_BOOSTS if boost_variants is None else boost_variants
+    boost_key = "paper_scope_boosts" if scope == "paper" else "field_boosts"
+    if boost_variants is not None:
+        variants = boost_variants
+    else:
+        variants = PAPER_SCOPE_BOOSTS if scope == "paper" else FIELD_BOOSTS
     points: list[GridPoint] = []
     cands_of: dict[str, dict[str, Candidates]] = {}
     for variant, boosts in variants.items():
-        prof = base if boosts is None else base.with_changes(field_boosts=boosts)
+        prof = base if boosts is None else base.with_changes(**{boost_key: boosts})
         cands_of[variant] = collect_candidates(es, data, embedder, scope=scope, profile=prof, prefix=info.prefix,
                                                progress=progress)
         todo = ([("base profile", default)] if not points else []) + grid
@@ -449,7 +462,7 @@ def tune(dataset: Dataset, es, embedder, *, scope: str = "corpus", profile=None,
                "saturation_k": weights.params.saturation_k,
                "per_paper_cap": (profile_cap(profile))}
     if variants[weights.variant] is not None:
-        changes["field_boosts"] = variants[weights.variant]
+        changes[boost_key] = variants[weights.variant]
     if sect is not None:
         changes["section_multipliers"] = {r: chosen_mults.get(r, {}) for r in RULES}
     tuned = base.with_changes(**changes)
