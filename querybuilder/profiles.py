@@ -51,6 +51,19 @@ DEFAULT_SECTION_MULTIPLIERS: dict[str, dict[str, float]] = {
 }
 
 
+def _checked_boosts(where: str, boosts: dict[str, float]) -> dict[str, float]:
+    """One field -> boost dict of a profile, checked: known text fields, boosts above 0."""
+    if not boosts:
+        raise ConfigError(f"profile {where} is empty; give at least one of {choices(TEXT_FIELDS)}")
+    for field, boost in boosts.items():
+        if field not in TEXT_FIELDS:
+            raise ConfigError(f"profile {where}: unknown field {field!r}; valid fields: {choices(TEXT_FIELDS)}")
+        if not boost > 0:
+            raise ConfigError(f"profile {where}[{field!r}] = {boost!r}; boosts must be greater than 0 (leave the "
+                              "field out instead)")
+    return dict(boosts)
+
+
 class Profile(BaseModel):
     """All ranking parameters. Frozen: derive variants with :meth:`with_changes`."""
 
@@ -97,32 +110,13 @@ class Profile(BaseModel):
             if search_type not in SEARCH_TYPES:
                 raise ConfigError(f"profile field_boosts: unknown search type {search_type!r}; valid search "
                                   f"types: {choices(SEARCH_TYPES)}")
-            if not boosts:
-                raise ConfigError(f"profile field_boosts[{search_type!r}] is empty; give at least one of "
-                                  f"{choices(TEXT_FIELDS)}")
-            for field, boost in boosts.items():
-                if field not in TEXT_FIELDS:
-                    raise ConfigError(f"profile field_boosts[{search_type!r}]: unknown field {field!r}; valid "
-                                      f"fields: {choices(TEXT_FIELDS)}")
-                if not boost > 0:
-                    raise ConfigError(f"profile field_boosts[{search_type!r}][{field!r}] = {boost!r}; boosts "
-                                      "must be greater than 0 (leave the field out instead)")
-            out[search_type] = dict(boosts)
+            out[search_type] = _checked_boosts(f"field_boosts[{search_type!r}]", boosts)
         return out
 
     @field_validator("paper_scope_boosts")
     @classmethod
     def _paper_scope_boosts(cls, v: dict[str, float]) -> dict[str, float]:
-        if not v:
-            raise ConfigError(f"profile paper_scope_boosts is empty; give at least one of {choices(TEXT_FIELDS)}")
-        for field, boost in v.items():
-            if field not in TEXT_FIELDS:
-                raise ConfigError(f"profile paper_scope_boosts: unknown field {field!r}; valid fields: "
-                                  f"{choices(TEXT_FIELDS)}")
-            if not boost > 0:
-                raise ConfigError(f"profile paper_scope_boosts[{field!r}] = {boost!r}; boosts must be greater "
-                                  "than 0 (leave the field out instead)")
-        return dict(v)
+        return _checked_boosts("paper_scope_boosts", v)
 
     @field_validator("section_multipliers")
     @classmethod
