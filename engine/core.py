@@ -43,11 +43,12 @@ def _flat_index_settings(settings: dict) -> dict:
     return out
 
 
-def bm25_by_field(settings: dict, mapping: Mapping) -> dict[str, sim.BM25Params]:
-    """Each text/keyword field's BM25 parameters (index.similarity + the field's ``similarity``)."""
-    custom = sim.parse_similarities(settings.get("similarity"))
-    return {name: sim.field_similarity(fs.similarity, custom, name) for name, fs in mapping.fields.items()
-            if fs.type in ("text", "keyword")}
+def bm25_similarities(settings: dict, mapping: Mapping) -> sim.FieldSimilarities:
+    """The BM25 parameters of the index's text/keyword fields (index.similarity + each field's
+    ``similarity``); raises for an unknown or unsupported similarity."""
+    mapped = {name: fs.similarity for name, fs in mapping.fields.items()
+              if fs.type in ("text", "keyword") and fs.similarity is not None}
+    return sim.field_similarities(settings.get("similarity"), mapped)
 
 
 class IndexHandle:
@@ -58,13 +59,11 @@ class IndexHandle:
         self.settings = meta["settings"]
         self.analysis = self.settings.get("analysis")
         self.mapping = Mapping(meta["mappings"])
+        #: per-field BM25 parameters; follow put_mapping (dynamic fields name no similarity)
+        self.similarities = bm25_similarities(self.settings, self.mapping)
         self._segment: Segment | None = None
         self._saved = True
         self._lock = threading.RLock()
-
-    def bm25(self) -> dict[str, sim.BM25Params]:
-        """BM25 parameters per text/keyword field of the current mapping (dynamic fields included)."""
-        return bm25_by_field(self.settings, self.mapping)
 
     @property
     def cache_dir(self) -> Path:
@@ -214,9 +213,9 @@ class IndexHandle:
         if "_meta" in body:
             merged["_meta"] = body["_meta"]
         mapping = Mapping(merged)
-        bm25_by_field(self.settings, mapping)  # an unknown similarity name fails before anything changes
+        similarities = bm25_similarities(self.settings, mapping)  # fails before anything changes
         self.store.update_mappings(self.name, mapping.to_body())
-        self.mapping = mapping
+        self.mapping, self.similarities = mapping, similarities
         if self._segment is not None:
             self._segment.mapping = mapping
 
@@ -288,7 +287,7 @@ class Engine:
             for an in (settings["analysis"].get("analyzer") or {}):
                 get_analyzer(an, settings["analysis"])  # fail now, not at the first document
         mapping = Mapping(body.get("mappings") or {})
-        bm25_by_field(settings, mapping)  # an unknown or unsupported similarity fails now
+        bm25_similarities(settings, mapping)  # an unknown or unsupported similarity fails now
         for fs in mapping.fields.values():
             if fs.type == "text":
                 from engine.analysis import get_analyzer

@@ -7,7 +7,7 @@ keeps it, so ``explain`` can later describe any one document's score from the sa
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -23,8 +23,8 @@ class Ctx:
     analysis: dict | None
     index: str
     default_k: int = 10
-    #: BM25 parameters per field (index.similarity); fields not listed use Elasticsearch's defaults
-    bm25: dict[str, sim.BM25Params] = field(default_factory=dict)
+    #: BM25 parameters per field (index.similarity)
+    bm25: sim.FieldSimilarities = sim.FieldSimilarities()
 
     @property
     def n(self) -> int:
@@ -88,7 +88,7 @@ class TermNode(Node):
         if found is None or len(found[0]) == 0:
             return mask, scores
         docs, freqs = found
-        params = ctx.bm25.get(self.field, sim.DEFAULT_BM25)
+        params = ctx.bm25.get(self.field)
         idf = sim.bm25_idf(len(docs), doc_count)
         avgdl = sim.bm25_avgdl(sttf, doc_count)
         cache = sim.bm25_norm_cache(avgdl, params.k1, params.b)

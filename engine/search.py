@@ -66,7 +66,7 @@ class SearchRun:
                 f"was [{self.from_ + self.size}]. See the scroll api for a more efficient way to request large data "
                 "sets. This limit can be set by changing the [index.max_result_window] index level setting.")
         self.seg = handle.segment()
-        self.ctx = Ctx(self.seg, handle.analysis, handle.name, default_k=self.size, bm25=handle.bm25())
+        self.ctx = Ctx(self.seg, handle.analysis, handle.name, default_k=self.size, bm25=handle.similarities)
         self.parser = QueryParser(self.ctx, parse_function_score, knn_query)
 
     # --- scoring ---------------------------------------------------------------------

@@ -8,7 +8,7 @@ cluster's to ~1e-6 relative.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -73,17 +73,34 @@ def _setting_float(spec: dict, key: str, default: float) -> float:
         raise illegal_argument(f"Failed to parse value [{value}] for setting [{key}]") from None
 
 
-def field_similarity(name: str | None, custom: dict[str, BM25Params], field: str) -> BM25Params:
-    """The BM25 parameters of a field whose mapping names similarity ``name`` (None: default)."""
-    if name is None:
-        return custom.get("default", DEFAULT_BM25)
+@dataclass(frozen=True)
+class FieldSimilarities:
+    """The BM25 parameters of an index's fields: those whose mapping names a similarity, and the
+    index default (``index.similarity.default``, else Elasticsearch's) for every other field,
+    dynamically added ones included."""
+
+    default: BM25Params = DEFAULT_BM25
+    named: dict[str, BM25Params] = field(default_factory=dict)
+
+    def get(self, field_name: str) -> BM25Params:
+        return self.named.get(field_name, self.default)
+
+
+def field_similarities(settings: object, mapped: dict[str, str]) -> FieldSimilarities:
+    """``index.similarity`` settings + field -> similarity name (from the mapping), resolved."""
+    custom = parse_similarities(settings)
+    named = {f: _named_similarity(name, custom, f) for f, name in mapped.items()}
+    return FieldSimilarities(default=custom.get("default", DEFAULT_BM25), named=named)
+
+
+def _named_similarity(name: str, custom: dict[str, BM25Params], field_name: str) -> BM25Params:
     if name == "BM25":
         return DEFAULT_BM25
     if name in custom:
         return custom[name]
     if name == "boolean":
-        raise unsupported("similarity [boolean]", f"on field [{field}]")
-    raise EsError(400, "mapper_parsing_exception", f"Unknown Similarity type [{name}] for field [{field}]")
+        raise unsupported("similarity [boolean]", f"on field [{field_name}]")
+    raise EsError(400, "mapper_parsing_exception", f"Unknown Similarity type [{name}] for field [{field_name}]")
 
 
 # --- Lucene SmallFloat: the one-byte field-length norm -------------------------------

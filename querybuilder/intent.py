@@ -112,6 +112,13 @@ def _compile_term(raw: object, where: str) -> Term:
     return Term(text=raw.strip(), words=ws, prefix=prefix)
 
 
+def _single_words(value: object, where: str) -> list[str]:
+    """A JSON list of single words, casefolded; ConfigError naming ``where`` otherwise."""
+    if not isinstance(value, list) or not all(isinstance(w, str) and words(w) == [w.casefold()] for w in value):
+        raise ConfigError(f"{where} must be a list of single words, got {value!r}")
+    return [w.casefold() for w in value]
+
+
 def _parse(data: object, where: str, base: IntentTerms | None) -> IntentTerms:
     if not isinstance(data, dict):
         raise ConfigError(f"{where}: an intents file must hold a JSON object, got {type(data).__name__}")
@@ -127,13 +134,9 @@ def _parse(data: object, where: str, base: IntentTerms | None) -> IntentTerms:
         if form not in forms:
             raise ConfigError(f"{where}: unknown question form {form!r}; valid forms: "
                               f"{choices(f for f in FORMS if f != 'other')}")
-        if not isinstance(ws, list) or not all(isinstance(w, str) and words(w) == [w.casefold()] for w in ws):
-            raise ConfigError(f"{where}: question_forms[{form!r}] must be a list of single words, got {ws!r}")
-        forms[form] += [w.casefold() for w in ws if w.casefold() not in forms[form]]
-    qwords = data.get("question_words", [])
-    if not isinstance(qwords, list) or not all(isinstance(w, str) and words(w) == [w.casefold()] for w in qwords):
-        raise ConfigError(f"{where}: question_words must be a list of single words, got {qwords!r}")
-    question_words = (base.question_words if base else frozenset()) | {w.casefold() for w in qwords}
+        forms[form] += [w for w in _single_words(ws, f"{where}: question_forms[{form!r}]") if w not in forms[form]]
+    question_words = (base.question_words if base else frozenset()) | set(
+        _single_words(data.get("question_words", []), f"{where}: question_words"))
     intents = {name: list(base.intents.get(name, ())) if base else [] for name in INTENTS}
     for name, terms in (data.get("intents") or {}).items():
         if name not in intents:
