@@ -211,7 +211,7 @@ def run(n_docs: int, n_queries: int, out_path: Path | None, log=print, blas_thre
     import bm25s
     import Stemmer
 
-    from engine.node import embedded_client
+    from scholar_es.engine.node import embedded_client
 
     t0 = time.perf_counter()
     corpus = Corpus(n_docs)

@@ -23,7 +23,7 @@ def index_body(kind: str, dims: int, meta: dict) -> dict:
     """The create-index body for ``kind`` with the vector dimension and ``_meta`` filled in."""
     if kind not in INDEX_KINDS:
         raise ConfigError(f"unknown index kind {kind!r}; expected one of {INDEX_KINDS}")
-    body = json.loads(resources.files("mappings").joinpath(f"{kind}.json").read_text())
+    body = json.loads(resources.files("scholar_es.mappings").joinpath(f"{kind}.json").read_text())
     body = copy.deepcopy(body)
     body["mappings"]["properties"]["vector"]["dims"] = dims
     body["mappings"]["_meta"] = {**body["mappings"].get("_meta", {}), **meta}

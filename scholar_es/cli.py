@@ -126,7 +126,7 @@ def console_cmd(file, target) -> None:
     The same file runs against the embedded engine and a real cluster. The exit status is 1
     when any request failed.
     """
-    from engine.console import run_console
+    from scholar_es.engine.console import run_console
     from scholar_es.client import connect
 
     es = _run(lambda: connect(target or default_target(), must_exist=not is_url(target or default_target())))
@@ -194,11 +194,11 @@ def query_cmd(question, strategy, profile, size, papers, prefix, year_from, year
     from scholar_es.client import connect
 
     def body():
-        from projection.search import STRATEGIES as PROJECTED
+        from scholar_es.projection.search import STRATEGIES as PROJECTED
 
         es = connect(target, must_exist=True) if target else None
         if strategy in PROJECTED:
-            from projection.search import build_request
+            from scholar_es.projection.search import build_request
             from querybuilder.render import to_console, to_json
 
             if es is None:
@@ -244,15 +244,15 @@ def search_cmd(question, strategy, profile, size, papers, prefix, year_from, yea
         es = connect(target or default_target(), must_exist=True)
         filters = _filters(year_from, year_to, venues, paper_ids, sections)
         if strategy == "multisection":
-            from multisection.flow import multisection_search, render_result
+            from scholar_es.multisection.flow import multisection_search, render_result
 
             ms = multisection_search(es, question, profile=load_profile(profile), prefix=prefix, filters=filters,
                                      papers=size, show_plan=show_plan, crossencoder=crossencoder)
             return ms.model_dump_json(indent=2) if as_json else render_result(ms, show_plan=show_plan)
-        from projection.search import STRATEGIES as PROJECTED
+        from scholar_es.projection.search import STRATEGIES as PROJECTED
 
         if strategy in PROJECTED:
-            from projection.search import search as projected_search
+            from scholar_es.projection.search import search as projected_search
 
             projected = projected_search(es, question, strategy=strategy, heads=heads, prefix=prefix, size=size,
                                          papers=papers, filters=filters, profile=load_profile(profile),
@@ -289,7 +289,7 @@ def eval_cmd(dataset, fmt, split, strategies, target, scope, limit, json_out, pl
     The dataset is indexed into the target the first time and reused afterwards; queries with
     no judgments are skipped and counted, never averaged in as zero.
     """
-    from evaluation.command import run_eval
+    from scholar_es.evaluation.command import run_eval
 
     _run(lambda: run_eval(dataset, fmt=fmt, split=split, strategies=strategies, target=target, scope=scope,
                           limit=limit, json_out=json_out, plot_out=plot_out, profile=profile, prefix=prefix))
@@ -313,7 +313,7 @@ def tune_cmd(dataset, fmt, split, target, scope, limit, papers, folds, profile, 
     Prints cross-validated gains and writes a profile that search, query and eval accept
     with --profile. Report the tuned profile on a split it did not see.
     """
-    from evaluation.command import run_tune
+    from scholar_es.evaluation.command import run_tune
 
     _run(lambda: run_tune(dataset, fmt=fmt, split=split, target=target, scope=scope, limit=limit, papers=papers,
                           folds=folds, profile=profile, out_profile=out_profile, name=name))
@@ -339,7 +339,7 @@ def heads_group() -> None:
 @click.option("--tune", is_flag=True, help="Tune the threshold on the training pairs (no-harm rule).")
 def heads_train_cmd(dataset, fmt, split, target, name, prefix, tau, threshold, alpha, tune) -> None:
     """Train heads from the (question, answer) pairs of a judged DATASET and store them in the engine."""
-    from projection.train import train_heads
+    from scholar_es.projection.train import train_heads
     from scholar_es.client import connect
 
     def body():
@@ -356,7 +356,7 @@ def heads_train_cmd(dataset, fmt, split, target, name, prefix, tau, threshold, a
 @click.option("--prefix", default="", help="Alias prefix.")
 def heads_list_cmd(target, prefix) -> None:
     """List the heads stored in the target."""
-    from projection.store import list_heads
+    from scholar_es.projection.store import list_heads
     from scholar_es.client import connect
 
     for name in _run(lambda: list_heads(connect(target or default_target(), must_exist=True), prefix)):
@@ -369,7 +369,7 @@ def heads_list_cmd(target, prefix) -> None:
 @click.option("--prefix", default="", help="Alias prefix.")
 def heads_delete_cmd(name, target, prefix) -> None:
     """Delete the heads NAME (every stored version)."""
-    from projection.store import delete_heads
+    from scholar_es.projection.store import delete_heads
     from scholar_es.client import connect
 
     deleted = _run(lambda: delete_heads(connect(target or default_target(), must_exist=True), name, prefix))

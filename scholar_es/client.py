@@ -65,7 +65,7 @@ def connect(target: str | None = None, *, must_exist: bool = False):
     if must_exist and not (path / "engine.sqlite3").exists():
         raise ConfigError(f"no embedded engine at {target!r}; index papers there first (scholar-es index ... "
                           f"--es {target}) or pass --es with the right directory or URL")
-    from engine.node import embedded_client
+    from scholar_es.engine.node import embedded_client
     try:
         return embedded_client(path)
     except OSError as e:

@@ -13,7 +13,7 @@ REPO = Path(__file__).resolve().parents[1]
 @pytest.fixture
 def tmp_engine(tmp_path):
     """An ``elasticsearch.Elasticsearch`` client backed by a fresh embedded engine in ``tmp_path``."""
-    from engine.node import embedded_client
+    from scholar_es.engine.node import embedded_client
 
     es = embedded_client(tmp_path / "engine")
     yield es

@@ -11,7 +11,7 @@ import random
 
 import pytest
 
-from engine.analysis import (
+from scholar_es.engine.analysis import (
     BUILTIN_ANALYZERS,
     ENGLISH_STOP_WORDS,
     build_analyzer,
@@ -20,8 +20,8 @@ from engine.analysis import (
     lowercase,
     porter_stem,
 )
-from engine.errors import EsError
-from engine.tokenizer import letter_tokenize, standard_tokenize, whitespace_tokenize
+from scholar_es.engine.errors import EsError
+from scholar_es.engine.tokenizer import letter_tokenize, standard_tokenize, whitespace_tokenize
 
 DOC_TEXT = "The 2 QUICK Brown-Foxes jumped over the lazy dog's bone."
 

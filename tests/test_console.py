@@ -16,7 +16,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 
-from engine.console import run_console
+from scholar_es.engine.console import run_console
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -138,7 +138,7 @@ def _reader(stream, q: queue.Queue) -> None:
 
 
 def test_pipe_one_request_at_a_time(tmp_path):
-    code = ("import sys\nfrom engine.console import run_console\nfrom engine.node import embedded_client\n"
+    code = ("import sys\nfrom scholar_es.engine.console import run_console\nfrom scholar_es.engine.node import embedded_client\n"
             f"sys.exit(min(run_console(embedded_client({str(tmp_path / 'eng')!r}), sys.stdin, sys.stdout), 1))\n")
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -177,7 +177,7 @@ class _EsOverHttp(BaseHTTPRequestHandler):
     engine = None
 
     def _serve(self) -> None:
-        from engine.rest import handle
+        from scholar_es.engine.rest import handle
 
         parts = urlsplit(self.path)
         raw = self.rfile.read(int(self.headers.get("content-length") or 0))
@@ -213,8 +213,8 @@ def _strip_took(obj):
 def test_same_output_over_http(tmp_path):
     from elasticsearch import Elasticsearch
 
-    from engine.core import open_engine
-    from engine.node import embedded_client
+    from scholar_es.engine.core import open_engine
+    from scholar_es.engine.node import embedded_client
 
     handler = type("H", (_EsOverHttp,), {"engine": open_engine(tmp_path / "http")})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)

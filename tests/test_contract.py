@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.node import embedded_client
+from scholar_es.engine.node import embedded_client
 from indexer.embedder import Embedder
 from indexer.pipeline import IndexRun
 

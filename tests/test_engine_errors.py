@@ -9,7 +9,7 @@ from elasticsearch import ApiError, BadRequestError, NotFoundError, helpers
 
 @pytest.fixture(scope="module")
 def es(tmp_path_factory):
-    from engine.node import embedded_client
+    from scholar_es.engine.node import embedded_client
 
     client = embedded_client(tmp_path_factory.mktemp("errors"))
     client.indices.create(index="e", mappings={"properties": {

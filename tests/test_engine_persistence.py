@@ -34,7 +34,7 @@ def _hits(resp) -> list[tuple[str, float]]:
 
 def run_in_subprocess(path: Path, code: str) -> object:
     """Run ``code`` (which has ``es`` and must set ``out``) in a fresh interpreter; its ``out``."""
-    script = "import json, sys\nfrom engine.node import embedded_client\n" \
+    script = "import json, sys\nfrom scholar_es.engine.node import embedded_client\n" \
              f"es = embedded_client({str(path)!r})\n" + textwrap.dedent(code) + "\nprint(json.dumps(out))\n"
     env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120,
@@ -45,7 +45,7 @@ def run_in_subprocess(path: Path, code: str) -> object:
 
 @pytest.fixture
 def filled(tmp_path):
-    from engine.node import embedded_client
+    from scholar_es.engine.node import embedded_client
 
     path = tmp_path / "engine"
     es = embedded_client(path)
@@ -58,7 +58,7 @@ def filled(tmp_path):
 
 
 def test_new_client_same_results(filled):
-    from engine.node import embedded_client
+    from scholar_es.engine.node import embedded_client
 
     path, es = filled
     first = _hits(es.search(index="p", **SEARCH))

@@ -36,7 +36,7 @@ GRAPH = {"match": {"title": "graph"}}
 
 @pytest.fixture(scope="module")
 def es(tmp_path_factory):
-    from engine.node import embedded_client
+    from scholar_es.engine.node import embedded_client
 
     client = embedded_client(tmp_path_factory.mktemp("search"))
     client.indices.create(index="s", mappings={"properties": {
@@ -173,7 +173,7 @@ def test_source_filtering(es):
 def big(tmp_path_factory):
     from elasticsearch import helpers
 
-    from engine.node import embedded_client
+    from scholar_es.engine.node import embedded_client
 
     client = embedded_client(tmp_path_factory.mktemp("big"))
     client.indices.create(index="big", mappings={"properties": {"k": {"type": "keyword"}}})

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from evaluation.datasets import load_dataset, read_qrels
+from scholar_es.evaluation.datasets import load_dataset, read_qrels
 from scholar_es.errors import ConfigError, InputError
 
 

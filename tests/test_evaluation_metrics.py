@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from evaluation.metrics import (
+from scholar_es.evaluation.metrics import (
     ALL_METRICS,
     evaluate_rankings,
     latency_percentiles,

@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from evaluation.command import parse_strategies, run_eval
-from evaluation.datasets import load_dataset
-from evaluation.metrics import ALL_METRICS
-from evaluation.report import markdown_table, plot, to_json
-from evaluation.runner import ensure_index, eval_profile, evaluate, run_evaluation
+from scholar_es.evaluation.command import parse_strategies, run_eval
+from scholar_es.evaluation.datasets import load_dataset
+from scholar_es.evaluation.metrics import ALL_METRICS
+from scholar_es.evaluation.report import markdown_table, plot, to_json
+from scholar_es.evaluation.runner import ensure_index, eval_profile, evaluate, run_evaluation
 from scholar_es.errors import ConfigError, ModelMismatchError
 
 
@@ -208,7 +208,7 @@ def test_parse_strategies():
 
 
 def test_multisection_is_evaluated_by_its_own_flow(beir, tmp_engine):
-    from multisection.flow import multisection_search
+    from scholar_es.multisection.flow import multisection_search
 
     ds = load_dataset(beir)
     emb = FakeEmbedder()

@@ -2,9 +2,9 @@
 
 import pytest
 
-from evaluation.datasets import load_dataset
-from evaluation.metrics import ALL_METRICS
-from evaluation.runner import run_evaluation
+from scholar_es.evaluation.datasets import load_dataset
+from scholar_es.evaluation.metrics import ALL_METRICS
+from scholar_es.evaluation.runner import run_evaluation
 
 pytestmark = pytest.mark.slow
 
@@ -22,7 +22,7 @@ def test_shared_datasets_load_with_their_counts(shared_data):
 def test_qasper_first_papers_scope_paper_end_to_end(shared_data, tmp_path):
     """Five validation papers and their questions, indexed with the real model and searched in
     their own paper: lexical and dense retrieval must find evidence far above chance."""
-    from engine.node import embedded_client
+    from scholar_es.engine.node import embedded_client
     from indexer.embedder import Embedder
 
     ds = load_dataset(shared_data / "qasper", "qasper", "validation", check_corpus=False).first_papers(5, tmp_path)

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 from test_evaluation_runner import FakeEmbedder
 
-from evaluation.datasets import Dataset, EvalQuery, load_dataset
-from evaluation.runner import eval_profile, run_evaluation
-from evaluation.tune import (
+from scholar_es.evaluation.datasets import Dataset, EvalQuery, load_dataset
+from scholar_es.evaluation.runner import eval_profile, run_evaluation
+from scholar_es.evaluation.tune import (
     Candidates,
     Params,
     _freeze,
@@ -107,7 +107,7 @@ def test_tune_writes_a_profile_that_loads(qasper, tmp_engine, tmp_path):
 
 
 def test_cross_validation_picks_on_other_folds():
-    from evaluation.tune import GridPoint
+    from scholar_es.evaluation.tune import GridPoint
 
     # point A is perfect on q0 only, B on q1 only: each fold picks the point that wins the OTHER fold,
     # which scores 0 on the held-out query -> cross-validated 0, though both points average 0.5
@@ -122,7 +122,7 @@ def test_cross_validation_picks_on_other_folds():
 def test_run_tune_refuses_held_out_splits_and_writes_the_profile(qasper, tmp_path):
     import io
 
-    from evaluation.command import run_tune
+    from scholar_es.evaluation.command import run_tune
     from scholar_es.errors import ConfigError
 
     with pytest.raises(ConfigError, match="Tune on --split train"):
@@ -136,7 +136,7 @@ def test_run_tune_refuses_held_out_splits_and_writes_the_profile(qasper, tmp_pat
 
 
 def test_section_counts_from_papers_and_qrels(qasper):
-    from evaluation.tune import lifts_from_counts, paper_section_counts
+    from scholar_es.evaluation.tune import lifts_from_counts, paper_section_counts
 
     ds = load_dataset(qasper, "qasper", "train")
     counts = paper_section_counts(ds)
@@ -151,5 +151,5 @@ def test_section_counts_from_papers_and_qrels(qasper):
 
 @pytest.mark.parametrize("name", ["tuned-qasper-train", "tuned-scifact-train"])
 def test_shipped_tuned_profiles_load(name):
-    path = Path(__file__).resolve().parents[1] / "evaluation" / "profiles" / f"{name}.json"
+    path = Path(__file__).resolve().parents[1] / "scholar_es" / "evaluation" / "profiles" / f"{name}.json"
     assert load_profile(str(path)).name == name

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from engine.node import embedded_client
+from scholar_es.engine.node import embedded_client
 from scholar_es.cli import main
 
 pytestmark = pytest.mark.slow

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from multisection.decompose import (
+from scholar_es.multisection.decompose import (
     Breakdown,
     breakdown,
     build_prompt,

@@ -13,12 +13,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.console import run_console
+from scholar_es.engine.console import run_console
 from indexer.embedder import Embedder
 from indexer.pipeline import IndexRun
-from multisection.aggregate import MIN_QUOTE_CHARS
-from multisection.decompose import offline_breakdown
-from multisection.flow import (
+from scholar_es.multisection.aggregate import MIN_QUOTE_CHARS
+from scholar_es.multisection.decompose import offline_breakdown
+from scholar_es.multisection.flow import (
     eval_searcher,
     execute,
     multisection_search,
@@ -27,8 +27,8 @@ from multisection.flow import (
     render_result,
     to_search_result,
 )
-from multisection.merge import merge
-from multisection.msearch import SubSearch, run_msearch
+from scholar_es.multisection.merge import merge
+from scholar_es.multisection.msearch import SubSearch, run_msearch
 from querybuilder.dsl import build_search
 from querybuilder.intent import analyze
 from querybuilder.plan import make_plan
@@ -82,7 +82,7 @@ def embedder():
 @pytest.fixture(scope="session")
 def ms_engine(tmp_path_factory, shared_data, embedder):
     """An embedded engine holding QASPER papers, the demo corpus and the short-quote papers."""
-    from engine.node import embedded_client
+    from scholar_es.engine.node import embedded_client
 
     src = shared_data / "qasper" / "papers_validation.jsonl"
     if not src.is_file():

@@ -13,8 +13,8 @@ import time
 import numpy as np
 import pytest
 
-from engine.errors import EsError
-from engine.painless import CompiledScript, compile_script
+from scholar_es.engine.errors import EsError
+from scholar_es.engine.painless import CompiledScript, compile_script
 
 
 class ArrayScriptContext:

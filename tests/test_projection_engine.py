@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 
 from indexer.pipeline import IndexRun
-from projection import store
-from projection.heads import Heads
-from projection.routing import normalize
-from projection.search import base_strategy, build_request, knn_ids, project_vectors, search
-from projection.train import answer_texts, build_heads, read_pairs, train_heads
+from scholar_es.projection import store
+from scholar_es.projection.heads import Heads
+from scholar_es.projection.routing import normalize
+from scholar_es.projection.search import base_strategy, build_request, knn_ids, project_vectors, search
+from scholar_es.projection.train import answer_texts, build_heads, read_pairs, train_heads
 from scholar_es.errors import ConfigError, InputError, ModelMismatchError
 
 E = np.eye(6)
@@ -65,7 +65,7 @@ class FakeEmbedder:
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
-    from engine.node import embedded_client
+    from scholar_es.engine.node import embedded_client
 
     root = tmp_path_factory.mktemp("projection")
     data = root / "toy"
@@ -196,7 +196,7 @@ def test_training_errors_name_the_fix(world, tmp_path):
     es, emb, data = world
     with pytest.raises(ConfigError, match="qrels of split 'test' file .* does not exist; splits found: 'train'"):
         train_heads(es, data, fmt="beir", split="test", prefix="t-", embedder=emb)
-    from engine.node import embedded_client
+    from scholar_es.engine.node import embedded_client
 
     other = embedded_client(tmp_path / "e2")  # the corpus without the judged papers
     IndexRun(other, emb, prefix="t-").run([_corpus_without(tmp_path, data, "A", "B")], "beir")
@@ -243,7 +243,7 @@ def test_read_pairs_beir_and_qasper(world, tmp_path):
 
 
 def test_build_heads_is_pure_and_skips_answers_without_vectors():
-    from projection.train import Pair
+    from scholar_es.projection.train import Pair
 
     pairs = [Pair("a", "x", "D1"), Pair("b", "y", "D2"), Pair("c", "z", "D1")]
     Q = np.array([[1, 0, 0], [0, 1, 0], [0, 0, 1]], dtype=np.float32)
@@ -270,7 +270,7 @@ def test_tuned_training_stores_the_chosen_fallback(world, trained):
 
 
 def test_loaded_heads_are_reused_until_retrained(world, trained):
-    from projection.search import resolve_heads
+    from scholar_es.projection.search import resolve_heads
 
     es, emb, data = world
     first = resolve_heads(es, "toy", prefix="t-")

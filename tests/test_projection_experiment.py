@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from projection.experiment import Data, bootstrap, reciprocal_ranks, split_folds, top_k, tune
-from projection.routing import NO_THRESHOLD, normalize
-from projection.train import Pair
+from scholar_es.projection.experiment import Data, bootstrap, reciprocal_ranks, split_folds, top_k, tune
+from scholar_es.projection.routing import NO_THRESHOLD, normalize
+from scholar_es.projection.train import Pair
 from scholar_es.errors import ConfigError
 
 
@@ -70,7 +70,7 @@ def test_tuning_uses_only_the_training_questions():
 
 
 def test_choose_fallback_never_hurts_novel_questions_unless_told():
-    from projection.tuning import choose_fallback
+    from scholar_es.projection.tuning import choose_fallback
 
     # 4 paraphrase questions (high similarity, projection helps), 4 novel ones (projection hurts);
     # novel question 7 looks like a paraphrase (sim 0.8), so any threshold <= 0.8 hurts it.

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from projection.routing import (
+from scholar_es.projection.routing import (
     apply_linear_projection,
     blend,
     centroid_similarities,

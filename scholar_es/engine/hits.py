@@ -1,0 +1,192 @@
+"""Ordering, paging, collapsing and rendering of search hits."""
+
+from __future__ import annotations
+
+import fnmatch
+import functools
+import json
+import re
+
+import numpy as np
+
+from scholar_es.engine.errors import EsError, parsing_error, unsupported
+
+
+def order_by_score(cand: np.ndarray, scores: np.ndarray, limit: int | None = None) -> np.ndarray:
+    """Candidates by descending score, ties by ascending doc position (Lucene's order).
+
+    With ``limit``, only the first ``limit`` are ordered (argpartition, then an exact sort
+    of everything that ties with the cut-off so the result is deterministic).
+    """
+    s = scores[cand]
+    if limit is not None and limit < len(cand):
+        if limit <= 0:
+            return cand[:0]
+        cutoff = np.partition(s, len(s) - limit)[len(s) - limit]
+        keep = s >= cutoff
+        cand, s = cand[keep], s[keep]
+    order = np.lexsort((cand, -s))
+    out = cand[order]
+    return out[:limit] if limit is not None else out
+
+
+class SortSpec:
+    """A parsed ``sort``: keys of (kind, field, descending, missing_last)."""
+
+    def __init__(self, spec) -> None:
+        items = spec if isinstance(spec, list) else [spec]
+        self.keys: list[tuple[str, str, bool, bool]] = []
+        for item in items:
+            if isinstance(item, str):
+                name, opts = item, {}
+            elif isinstance(item, dict) and len(item) == 1:
+                name, opts = next(iter(item.items()))
+                opts = {"order": opts} if isinstance(opts, str) else opts
+            else:
+                raise parsing_error(f"[sort] malformed sort element [{item}]")
+            if not isinstance(opts, dict):
+                raise parsing_error(f"[sort] malformed options for [{name}]")
+            unknown = set(opts) - {"order", "missing", "unmapped_type", "mode"}
+            if unknown:
+                raise parsing_error(f"[field_sort] unknown field [{next(iter(unknown))}]")
+            order = str(opts.get("order", "desc" if name == "_score" else "asc")).lower()
+            if order not in ("asc", "desc"):
+                raise parsing_error(f"[sort] unknown order [{order}], expected asc or desc")
+            missing = opts.get("missing", "_last")
+            if missing not in ("_last", "_first"):
+                raise unsupported("sort.missing with a value", "use _last or _first")
+            kind = name if name in ("_score", "_doc") else "field"
+            self.keys.append((kind, name, order == "desc", missing == "_last"))
+
+    @property
+    def by_score_only(self) -> bool:
+        return [k[:3] for k in self.keys] == [("_score", "_score", True)]
+
+    @property
+    def tracks_score(self) -> bool:
+        return any(k[0] == "_score" for k in self.keys)
+
+    def order(self, seg, cand: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, list]:
+        """Ordered candidates and, per key, the value arrays shown as ``sort`` in hits."""
+        lex, shown = [cand], []
+        for kind, name, desc, missing_last in reversed(self.keys):
+            if kind == "_score":
+                vals = scores[cand]
+                lex.append(-vals if desc else vals)
+                shown.append(vals)
+            elif kind == "_doc":
+                lex.append(-cand if desc else cand)
+                shown.append(cand)
+            else:
+                num, disp = _field_sort_values(seg, name, cand, desc)
+                big = np.inf if missing_last != desc else -np.inf
+                key = np.where(np.isnan(num), big, num)
+                lex.append(-key if desc else key)
+                shown.append(disp)
+        order = np.lexsort(lex)
+        return cand[order], [s[order] if isinstance(s, np.ndarray) else [s[i] for i in order]
+                             for s in reversed(shown)]
+
+
+def _field_sort_values(seg, name: str, cand: np.ndarray, desc: bool):
+    fs = seg.mapping.get(name)
+    if fs is None:
+        raise EsError(400, "query_shard_exception", f"No mapping found for [{name}] in order to sort on")
+    if name in seg.numeric:
+        _, lo, hi = seg.numeric[name].stats()
+        vals = (hi if desc else lo)[cand]  # SortMode default: max for desc, min for asc
+        return vals, vals
+    if name in seg.keyword:
+        col = seg.keyword[name]
+        terms = col.terms()
+        rank = np.empty(len(terms), dtype=np.float64)
+        rank[np.argsort(np.array(terms, dtype=object), kind="stable")] = np.arange(len(terms))
+        first = col.first[cand]
+        num = np.where(first >= 0, rank[np.maximum(first, 0)], np.nan)
+        return num, [terms[f] if f >= 0 else None for f in first]
+    if fs.type in ("text", "dense_vector"):
+        raise EsError(400, "illegal_argument_exception",
+                      f"Text fields are not optimised for operations that require per-document field data like "
+                      f"aggregations and sorting, so these operations are disabled by default. [{name}]"
+                      if fs.type == "text" else f"Field [{name}] of type [dense_vector] does not support sorting")
+    return np.full(len(cand), np.nan), [None] * len(cand)
+
+
+def collapse_values(seg, field: str) -> list:
+    """Per-doc collapse key (first value; None for docs without one)."""
+    fs = seg.mapping.get(field)
+    if fs is None:
+        raise EsError(400, "illegal_argument_exception", f"no mapping found for `{field}` in order to collapse on")
+    if fs.type == "keyword":
+        col = seg.keyword.get(field)
+        return col.first_values() if col is not None else [None] * len(seg.seqs)
+    if fs.is_numeric:
+        col = seg.numeric.get(field)
+        if col is None:
+            return [None] * len(seg.seqs)
+        first = col.stats()[0]
+        return [None if np.isnan(v) else (int(v) if float(v).is_integer() else float(v)) for v in first]
+    raise EsError(400, "illegal_argument_exception",
+                  f"unknown type for collapse field `{field}`, only keywords and numbers are accepted")
+
+
+def filter_source(source: dict, spec) -> dict | None:
+    """Apply ``_source`` filtering (true/false, a pattern, a list, includes/excludes)."""
+    if spec is None or spec is True:
+        return source
+    if spec is False:
+        return None
+    if isinstance(spec, str):
+        includes, excludes = [spec], []
+    elif isinstance(spec, list):
+        includes, excludes = spec, []
+    elif isinstance(spec, dict):
+        includes = _as_list(spec.get("includes", spec.get("include", [])))
+        excludes = _as_list(spec.get("excludes", spec.get("exclude", [])))
+    else:
+        raise parsing_error(f"[_source] unsupported value [{spec}]")
+    return _filter(source, "", includes, excludes)
+
+
+def _as_list(v) -> list:
+    return [v] if isinstance(v, str) else list(v or [])
+
+
+@functools.lru_cache(maxsize=256)
+def _pattern(patterns: tuple[str, ...]) -> re.Pattern:
+    return re.compile("|".join(fnmatch.translate(p) for p in patterns))
+
+
+def _matches(path: str, patterns: list) -> bool:
+    return bool(patterns) and _pattern(tuple(patterns)).match(path) is not None
+
+
+def _filter(obj: dict, prefix: str, includes: list, excludes: list) -> dict:
+    out = {}
+    for key, value in obj.items():
+        path = prefix + key
+        if _matches(path, excludes):
+            continue
+        if includes and not _matches(path, includes):
+            if isinstance(value, dict):  # an object may still hold included sub-fields
+                sub = _filter(value, path + ".", includes, excludes)
+                if sub:
+                    out[key] = sub
+            continue
+        out[key] = _filter(value, path + ".", [], excludes) if isinstance(value, dict) else value
+    return out
+
+
+def stored_source(text: str, excludes: list[str]) -> dict:
+    source = json.loads(text)
+    return _filter(source, "", [], excludes) if excludes else source
+
+
+def total_hits(count: int, track) -> dict | None:
+    """``hits.total`` under ``track_total_hits`` (default: exact up to 10,000)."""
+    if track is False:
+        return None
+    limit = 10_000 if track is None else (None if track is True else int(track))
+    if limit is not None and count > limit:
+        return {"value": limit, "relation": "gte"}
+    return {"value": count, "relation": "eq"}

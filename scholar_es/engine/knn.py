@@ -1,0 +1,148 @@
+"""k-nearest-neighbour search over dense_vector fields, exact (brute force, float32).
+
+Elasticsearch answers kNN approximately (HNSW, by default on int8/bbq-quantized vectors);
+the embedded engine computes the exact neighbours and the exact float similarity, which
+is what a cluster returns for ``index_options.type: flat`` and approximately otherwise.
+The score conversions are in :func:`engine.similarity.knn_score`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from scholar_es.engine import similarity as sim
+from scholar_es.engine.errors import illegal_argument, parsing_error, unsupported
+from scholar_es.engine.hits import order_by_score
+from scholar_es.engine.nodes import Ctx, Node, expl
+from scholar_es.engine.queries import _check_params, _float
+
+KNN_PARAMS = {"field", "query_vector", "k", "num_candidates", "filter", "similarity", "boost", "_name",
+              "query_vector_builder", "inner_hits", "rescore_vector"}
+MAX_CANDIDATES = 10_000
+
+
+def raw_similarity(ctx: Ctx, field: str, qv: np.ndarray) -> tuple[np.ndarray, np.ndarray, str]:
+    """(raw similarity per doc, has-vector mask, similarity name); for l2_norm the squared distance."""
+    fs = ctx.seg.mapping.get(field)
+    if fs is None:
+        raise illegal_argument(f"field [{field}] does not exist in the mapping")
+    if fs.type != "dense_vector":
+        raise illegal_argument(f"[knn] queries are only supported on [dense_vector] fields, field [{field}] is of "
+                               f"type [{fs.type}]")
+    col = ctx.seg.vectors.get(field)
+    dims = fs.dims or (col.dims if col is not None else None)
+    if dims is not None and qv.shape[0] != dims:
+        raise illegal_argument(f"The query vector has a different number of dimensions [{qv.shape[0]}] than the "
+                               f"document vectors [{dims}].")
+    if col is None or col.dims is None:
+        return np.zeros(ctx.n), np.zeros(ctx.n, dtype=bool), fs.similarity or "cosine"
+    m = col.matrix
+    dots = m @ qv  # float32 BLAS, as Lucene's VectorUtil computes in float
+    kind = fs.similarity or "cosine"
+    if kind == "cosine":
+        qn = np.float32(np.linalg.norm(qv))
+        if qn == 0:
+            raise illegal_argument("The [cosine] similarity does not support vectors with zero magnitude. "
+                                   "Preview of invalid vector: " + str(qv[:5].tolist()))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            raw = dots / (col.norms() * qn)
+    elif kind == "l2_norm":
+        diff = m - qv
+        raw = np.einsum("ij,ij->i", diff, diff)
+    else:
+        raw = dots
+    return np.where(col.present, raw, 0.0).astype(np.float64), col.present, kind
+
+
+def _query_vector(spec: dict) -> np.ndarray:
+    if "query_vector_builder" in spec:
+        raise unsupported("knn.query_vector_builder", "embed the question client-side and send query_vector")
+    qv = spec.get("query_vector")
+    if qv is None:
+        raise illegal_argument("either [query_vector_builder] or [query_vector] must be provided")
+    try:
+        vec = np.asarray(qv, dtype=np.float32)
+    except (TypeError, ValueError):
+        raise parsing_error("[knn] failed to parse field [query_vector]") from None
+    if vec.ndim != 1 or not np.all(np.isfinite(vec)):
+        raise parsing_error("[knn] failed to parse field [query_vector]: expected a flat array of finite numbers")
+    return vec
+
+
+class KnnNode(Node):
+    """The exact top-k neighbours among the docs its own ``filter`` allows, scored by similarity x boost.
+
+    Only the clause's own filter pre-filters: a ``bool`` filter beside a knn query applies
+    after the top k are chosen ("Filter approximate kNN results": pre-filtering only happens
+    when the filter is part of the kNN clause itself).
+    """
+
+    def __init__(self, field: str, qv: np.ndarray, k: int | None, num_candidates: int | None,
+                 filters: list[Node], threshold: float | None, boost: float) -> None:
+        self.field, self.qv, self.k, self.num_candidates = field, qv, k, num_candidates
+        self.filters, self.threshold, self.boost = filters, threshold, boost
+
+    def _run(self, ctx: Ctx):
+        k = self.k if self.k is not None else ctx.default_k
+        nc = self.num_candidates if self.num_candidates is not None else round(min(MAX_CANDIDATES, 1.5 * k))
+        _validate_k(k, nc)
+        raw, present, kind = raw_similarity(ctx, self.field, self.qv)
+        allowed = present.copy()
+        for f in self.filters:
+            allowed &= f.run(ctx)[0]
+        if self.threshold is not None:
+            allowed &= (np.sqrt(raw) <= self.threshold) if kind == "l2_norm" else (raw >= self.threshold)
+        score = sim.knn_score(kind, raw).astype(np.float32).astype(np.float64)
+        if kind == "cosine":
+            score = np.maximum(score, 0.0)  # Lucene clamps (1 + cos) / 2 at 0
+        cand = np.flatnonzero(allowed)
+        if len(cand) > k:
+            # highest score first, ties by doc order; argpartition-based, O(n) rather than a full sort
+            cand = np.sort(order_by_score(cand, score, k))
+        mask = np.zeros(ctx.n, dtype=bool)
+        mask[cand] = True
+        self._raw, self._kind = raw, kind
+        return mask, np.where(mask, score * self.boost, 0.0)
+
+    def explain(self, pos: int) -> dict:
+        base = self.scores[pos] / (self.boost or 1.0)
+        e = expl(self.scores[pos], f"within top k documents (k={self.k}), similarity [{self._kind}] "
+                                   f"raw {float(self._raw[pos]):.6g}",
+                 [expl(base, "vector score"), expl(self.boost, "boost")])
+        return e
+
+
+def _validate_k(k: int, nc: int) -> None:
+    if k < 1:
+        raise illegal_argument("[k] must be greater than 0")
+    if nc < k:
+        raise illegal_argument("[num_candidates] cannot be less than [k]")
+    if nc > MAX_CANDIDATES:
+        raise illegal_argument(f"[num_candidates] cannot exceed [{MAX_CANDIDATES}]")
+
+
+def parse_knn(parser, spec: dict, top_level: bool = False) -> KnnNode:
+    """A knn object, as the top-level search option or as the ``knn`` query."""
+    _check_params("knn", spec, KNN_PARAMS)
+    for bad in ("inner_hits", "rescore_vector"):
+        if bad in spec:
+            raise unsupported(f"knn.{bad}")
+    if "field" not in spec:
+        raise parsing_error("[knn] requires field [field]")
+    k = spec.get("k")
+    nc = spec.get("num_candidates")
+    for name, v in (("k", k), ("num_candidates", nc)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int)):
+            raise parsing_error(f"[knn] failed to parse field [{name}]")
+    filt = spec.get("filter")
+    filters = [] if filt is None else [parser.parse(f) for f in (filt if isinstance(filt, list) else [filt])]
+    threshold = _float("knn", "similarity", spec["similarity"]) if "similarity" in spec else None
+    node = KnnNode(spec["field"], _query_vector(spec), k, nc, filters, threshold,
+                   _float("knn", "boost", spec.get("boost", 1.0)))
+    if k is not None or nc is not None:
+        _validate_k(k if k is not None else 1, nc if nc is not None else MAX_CANDIDATES)
+    return node
+
+
+def knn_query(parser, spec: dict) -> KnnNode:
+    return parse_knn(parser, spec)

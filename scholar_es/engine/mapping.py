@@ -1,0 +1,303 @@
+"""Index mappings: which fields exist, their types, analyzers and vector settings.
+
+Parses the ``mappings`` body of ``PUT <index>`` the way Elasticsearch does for the types
+the embedded engine supports, and turns a document's ``_source`` into per-field values.
+Unknown types and parameters fail with Elasticsearch's ``mapper_parsing_exception``.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from scholar_es.engine.errors import EsError
+
+TEXT = "text"
+KEYWORD = "keyword"
+VECTOR = "dense_vector"
+NUMERIC_TYPES = {"long", "integer", "short", "byte", "double", "float", "half_float", "scaled_float"}
+INTEGER_TYPES = {"long", "integer", "short", "byte"}
+INTEGER_RANGES = {"long": (-(2**63), 2**63 - 1), "integer": (-(2**31), 2**31 - 1),
+                  "short": (-(2**15), 2**15 - 1), "byte": (-128, 127)}
+MAX_TERM_BYTES = 32766  # Lucene's IndexWriter.MAX_TERM_LENGTH
+FIELD_TYPES = {TEXT, KEYWORD, VECTOR, "boolean", "date", "object", *NUMERIC_TYPES}
+VECTOR_SIMILARITIES = ("cosine", "dot_product", "l2_norm", "max_inner_product")
+
+# Parameters each type accepts; anything else is rejected rather than ignored, because a
+# parameter we silently dropped would make the engine rank differently from a cluster.
+_COMMON = {"type", "fields", "meta", "store", "doc_values", "index", "copy_to", "ignore_malformed"}
+_ALLOWED = {
+    TEXT: _COMMON | {"analyzer", "search_analyzer", "norms", "similarity", "index_options",
+                     "fielddata", "term_vector", "position_increment_gap"},
+    KEYWORD: _COMMON | {"ignore_above", "normalizer", "norms", "null_value", "similarity",
+                        "eager_global_ordinals", "split_queries_on_whitespace"},
+    VECTOR: {"type", "dims", "index", "similarity", "index_options", "element_type", "meta"},
+    "boolean": _COMMON | {"null_value"},
+    "date": _COMMON | {"format", "null_value"},
+    "object": {"type", "properties", "dynamic", "enabled"},
+}
+for _t in NUMERIC_TYPES:
+    _ALLOWED[_t] = _COMMON | {"null_value", "coerce", "scaling_factor"}
+
+
+def mapper_error(reason: str) -> EsError:
+    return EsError(400, "mapper_parsing_exception", reason)
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    """One indexed field (sub-fields such as ``title.keyword`` are their own spec)."""
+
+    name: str
+    type: str
+    analyzer: str = "default"  # the index's default analyzer, else standard
+    search_analyzer: str | None = None
+    dims: int | None = None
+    similarity: str | None = None
+    ignore_above: int | None = None
+    index: bool = True
+    raw: dict = field(default_factory=dict, compare=False)
+
+    @property
+    def query_analyzer(self) -> str:
+        """search_analyzer, else the field's analyzer, else the index's default_search/default."""
+        if self.search_analyzer:
+            return self.search_analyzer
+        return self.analyzer if self.analyzer != "default" else "default_search"
+
+    @property
+    def is_numeric(self) -> bool:
+        return self.type in NUMERIC_TYPES or self.type in ("date", "boolean")
+
+
+class Mapping:
+    """The parsed mapping of one index; dynamic fields are added as documents arrive."""
+
+    def __init__(self, body: dict | None = None) -> None:
+        body = dict(body or {})
+        self.meta: dict = body.pop("_meta", {}) or {}
+        source = body.pop("_source", {}) or {}
+        self.source_excludes: list[str] = list(source.get("excludes", []))
+        self.source_includes: list[str] = list(source.get("includes", []))
+        self.source_enabled: bool = bool(source.get("enabled", True))
+        self.dynamic: str = str(body.pop("dynamic", "true")).lower()
+        props = body.pop("properties", {}) or {}
+        if body.pop("dynamic_templates", None):
+            raise mapper_error("[dynamic_templates] are not supported by the embedded engine; map fields explicitly")
+        if body:
+            raise mapper_error(f"Root mapping definition has unsupported parameters:  {_fmt_params(body)}")
+        self.fields: dict[str, FieldSpec] = {}
+        self.objects: set[str] = set()
+        self._add_properties(props, prefix="")
+
+    # --- parsing -------------------------------------------------------------------
+    def _add_properties(self, props: dict, prefix: str) -> None:
+        if not isinstance(props, dict):
+            raise mapper_error(f"Expected map for property [properties] on field [{prefix or '_doc'}]")
+        for name, spec in props.items():
+            self._add_field(prefix + name, spec)
+
+    def _add_field(self, name: str, spec: Any) -> None:
+        if not isinstance(spec, dict):
+            raise mapper_error(f"Expected map for property [fields] on field [{name}] but got a {type(spec).__name__}")
+        ftype = spec.get("type", "object" if "properties" in spec else None)
+        if ftype is None:
+            raise mapper_error(f"No type specified for field [{name}]")
+        if ftype not in FIELD_TYPES:
+            raise mapper_error(f"No handler for type [{ftype}] declared on field [{name}]")
+        unknown = {k: v for k, v in spec.items() if k not in _ALLOWED[ftype]}
+        if unknown:
+            raise mapper_error(f"unknown parameter [{next(iter(unknown))}] on mapper [{name}] of type [{ftype}]")
+        if ftype == "object":
+            self.objects.add(name)
+            self._add_properties(spec.get("properties", {}), prefix=name + ".")
+            return
+        if ftype == VECTOR:
+            fs = self._vector_spec(name, spec)
+        else:
+            if spec.get("normalizer"):
+                raise mapper_error(f"normalizer [{spec['normalizer']}] on field [{name}] is not supported by the embedded engine")
+            fs = FieldSpec(
+                name=name, type=ftype,
+                analyzer=spec.get("analyzer", "default"),
+                search_analyzer=spec.get("search_analyzer"),
+                ignore_above=spec.get("ignore_above"),
+                index=bool(spec.get("index", True)),
+                similarity=spec.get("similarity"),
+                raw=spec,
+            )
+        self.fields[name] = fs
+        for sub, subspec in (spec.get("fields") or {}).items():
+            self._add_field(f"{name}.{sub}", subspec)
+
+    @staticmethod
+    def _vector_spec(name: str, spec: dict) -> FieldSpec:
+        dims = spec.get("dims")
+        if dims is not None and (not isinstance(dims, int) or not 1 <= dims <= 4096):
+            raise mapper_error(f"The number of dimensions should be in the range [1, 4096] but was [{dims}]")
+        if spec.get("element_type", "float") != "float":
+            raise mapper_error(f"element_type [{spec['element_type']}] on field [{name}] is not supported by the embedded engine")
+        sim = spec.get("similarity", "cosine")
+        if sim not in VECTOR_SIMILARITIES:
+            raise mapper_error(f"Unknown value [{sim}] for field [similarity] - accepted values are {list(VECTOR_SIMILARITIES)}")
+        return FieldSpec(name=name, type=VECTOR, dims=dims, similarity=sim,
+                         index=bool(spec.get("index", True)), raw=spec)
+
+    # --- output --------------------------------------------------------------------
+    def to_body(self) -> dict:
+        """The mapping as GET <index>/_mapping returns it."""
+        props: dict[str, Any] = {}
+        for name, fs in self.fields.items():
+            if "." in name and name.rsplit(".", 1)[0] in self.fields:
+                continue  # a multi-field, rendered inside its parent's raw spec
+            node = props
+            parts = name.split(".")
+            for p in parts[:-1]:
+                node = node.setdefault(p, {"properties": {}})["properties"]
+            node[parts[-1]] = fs.raw or {"type": fs.type}
+        body: dict[str, Any] = {"properties": props}
+        if self.meta:
+            body["_meta"] = self.meta
+        if self.source_excludes or self.source_includes:
+            body["_source"] = {k: v for k, v in (("includes", self.source_includes),
+                                                 ("excludes", self.source_excludes)) if v}
+        if self.dynamic != "true":
+            body["dynamic"] = self.dynamic
+        return body
+
+    def get(self, name: str) -> FieldSpec | None:
+        return self.fields.get(name)
+
+    def vector_fields(self) -> list[FieldSpec]:
+        return [f for f in self.fields.values() if f.type == VECTOR]
+
+    # --- documents -----------------------------------------------------------------
+    def flatten(self, source: dict) -> dict[str, list]:
+        """Map ``_source`` to {field name: [values]} for every mapped field (sub-fields too).
+
+        Unmapped fields are added dynamically (``dynamic: true``), ignored (``false``) or
+        rejected (``strict``), as Elasticsearch does.
+        """
+        out: dict[str, list] = {}
+        self._flatten_into(source, "", out)
+        for name, _fs in list(self.fields.items()):
+            parent = name.rsplit(".", 1)[0] if "." in name else None
+            if parent in self.fields and parent in out and name not in out:
+                out[name] = out[parent]  # multi-field: same values, its own analysis
+        return out
+
+    def _flatten_into(self, obj: dict, prefix: str, out: dict[str, list]) -> None:
+        for key, value in obj.items():
+            name = prefix + key
+            if isinstance(value, dict) and self.fields.get(name, None) is None:
+                if name not in self.objects:
+                    self._dynamic_add(name, {"type": "object", "properties": {}})
+                self._flatten_into(value, name + ".", out)
+                continue
+            fs = self.fields.get(name)
+            if fs is None:
+                if value is None or value == []:
+                    continue
+                if not self._dynamic_add(name, _infer_type(name, value)):
+                    continue
+                fs = self.fields[name]
+            if fs.type == VECTOR:
+                out[name] = [value]
+                continue
+            values = value if isinstance(value, list) else [value]
+            out[name] = [_coerce(fs, v) for v in values if v is not None]
+
+    def _dynamic_add(self, name: str, spec: dict) -> bool:
+        if self.dynamic == "strict":
+            raise EsError(400, "strict_dynamic_mapping_exception",
+                          f"[_doc] mapping set to strict, dynamic introduction of [{name}] within [_doc] is not allowed")
+        if self.dynamic == "false":
+            return False
+        self._add_field(name, spec)
+        return True
+
+
+def _infer_type(name: str, value: Any) -> dict:
+    """Elasticsearch's default dynamic mapping for a JSON value."""
+    sample = value[0] if isinstance(value, list) and value else value
+    if isinstance(sample, bool):
+        return {"type": "boolean"}
+    if isinstance(sample, int):
+        return {"type": "long"}
+    if isinstance(sample, float):
+        return {"type": "float"}
+    if isinstance(sample, str):
+        return {"type": "text", "fields": {"keyword": {"type": "keyword", "ignore_above": 256}}}
+    raise mapper_error(f"failed to parse field [{name}]: cannot infer a type for {type(sample).__name__} values")
+
+
+def _coerce(fs: FieldSpec, v: Any) -> Any:
+    """Check and convert one value as the field's mapper would (mapper_parsing_exception on failure)."""
+    try:
+        if fs.type == TEXT:
+            if isinstance(v, (dict, list)):
+                raise ValueError("object or array where a string was expected")
+            return v if isinstance(v, str) else _json_scalar_text(v)
+        if fs.type == KEYWORD:
+            if isinstance(v, (dict, list)):
+                raise ValueError("object or array where a string was expected")
+            text = v if isinstance(v, str) else _json_scalar_text(v)
+            size = len(text.encode("utf-8", "surrogatepass"))
+            if size > MAX_TERM_BYTES and (fs.ignore_above is None or len(text) <= fs.ignore_above):
+                raise EsError(400, "illegal_argument_exception",
+                              f"Document contains at least one immense term in field=\"{fs.name}\" (whose UTF8 "
+                              f"encoding is longer than the max length {MAX_TERM_BYTES}), all of which were skipped. "
+                              f"The prefix of the first immense term is: '{text[:30]}...'; set ignore_above")
+            return text
+        if fs.type == "boolean":
+            if isinstance(v, bool):
+                return 1.0 if v else 0.0
+            if v in ("true", "false"):
+                return 1.0 if v == "true" else 0.0
+            raise ValueError(f"Failed to parse value [{v}] as only [true] or [false] are allowed.")
+        if fs.type == "date":
+            return parse_date(v)
+        if fs.type in NUMERIC_TYPES:
+            if isinstance(v, bool):
+                raise ValueError(f"Current token (VALUE_{str(v).upper()}) not numeric")
+            f = float(v)
+            if not math.isfinite(f):
+                raise ValueError(f"[{fs.type}] supports only finite values, but got [{v}]")
+            if fs.type not in INTEGER_TYPES:
+                return f
+            lo, hi = INTEGER_RANGES[fs.type]
+            if not lo <= math.trunc(f) <= hi:
+                raise ValueError(f"Value [{v}] is out of range for {'an' if fs.type == 'integer' else 'a'} {fs.type}")
+            return float(math.trunc(f))  # ES coerces 1.5 → 1 for integer types
+    except (TypeError, ValueError) as exc:
+        raise mapper_error(f"failed to parse field [{fs.name}] of type [{fs.type}]. Preview of field's value: '{v}'"
+                           f" ({exc})") from None
+    return v
+
+
+def _json_scalar_text(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return str(v)
+
+
+def parse_date(v: Any) -> float:
+    """A date as epoch milliseconds: numbers are epoch millis, strings ISO-8601
+    (``strict_date_optional_time||epoch_millis``, Elasticsearch's default format)."""
+    if isinstance(v, bool):
+        raise ValueError("boolean is not a date")
+    if isinstance(v, (int, float)):
+        return float(v)
+    s = str(v)
+    if s.lstrip("-").isdigit():
+        return float(s)
+    d = _dt.datetime.fromisoformat(s.replace("Z", "+00:00"))
+    if d.tzinfo is None:
+        d = d.replace(tzinfo=_dt.timezone.utc)
+    return d.timestamp() * 1000.0
+
+
+def _fmt_params(d: dict) -> str:
+    return "[" + ", ".join(f"{k} : {v}" for k, v in d.items()) + "]"

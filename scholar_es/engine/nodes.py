@@ -1,0 +1,251 @@
+"""Executable query nodes: each scores every document of a segment at once.
+
+A node computes a ``(mask, scores)`` pair of dense arrays over the segment's documents and
+keeps it, so ``explain`` can later describe any one document's score from the same numbers.
+:mod:`engine.queries` builds these nodes from the query DSL.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from scholar_es.engine import similarity as sim
+from scholar_es.engine.segment import Segment
+
+
+@dataclass
+class Ctx:
+    """What a node needs while running: the segment and request-level settings."""
+
+    seg: Segment
+    analysis: dict | None
+    index: str
+    default_k: int = 10
+    #: BM25 parameters per field (index.similarity)
+    bm25: sim.FieldSimilarities = sim.FieldSimilarities()
+
+    @property
+    def n(self) -> int:
+        return len(self.seg.seqs)
+
+
+class Node:
+    """A compiled query clause. ``run`` fills ``mask``/``scores`` and returns them."""
+
+    mask: np.ndarray
+    scores: np.ndarray
+
+    def run(self, ctx: Ctx) -> tuple[np.ndarray, np.ndarray]:
+        self.mask, self.scores = self._run(ctx)
+        return self.mask, self.scores
+
+    def _run(self, ctx: Ctx) -> tuple[np.ndarray, np.ndarray]:
+        raise NotImplementedError
+
+    def explain(self, pos: int) -> dict:
+        return expl(self.scores[pos], self.describe())
+
+    def describe(self) -> str:
+        return type(self).__name__
+
+
+def expl(value: float, description: str, details: list | None = None) -> dict:
+    return {"value": float(np.float32(value)), "description": description, "details": details or []}
+
+
+def _empty(n: int) -> tuple[np.ndarray, np.ndarray]:
+    return np.zeros(n, dtype=bool), np.zeros(n)
+
+
+# --- leaf scoring ----------------------------------------------------------------------
+
+
+class TermNode(Node):
+    """One term on one text or keyword field, scored by Elasticsearch's BM25."""
+
+    def __init__(self, field: str, term: str, boost: float = 1.0) -> None:
+        self.field, self.term, self.boost = field, term, boost
+        self._stats: dict = {}
+
+    def _run(self, ctx: Ctx):
+        mask, scores = _empty(ctx.n)
+        seg = ctx.seg
+        if self.field in seg.text:
+            col = seg.text[self.field]
+            found = col.postings.postings(self.term)
+            doc_count, sttf = col.doc_count, col.sum_total_term_freq
+            norm_bytes = col.norms()
+        elif self.field in seg.keyword:
+            col = seg.keyword[self.field]
+            found = col.postings.postings(self.term)
+            # keyword: norms and freqs omitted -> freq 1, norm byte 1, sumTotalTermFreq = sumDocFreq
+            doc_count, sttf = col.doc_count, col.sum_doc_freq
+            norm_bytes = None
+        else:
+            return mask, scores
+        if found is None or len(found[0]) == 0:
+            return mask, scores
+        docs, freqs = found
+        params = ctx.bm25.get(self.field)
+        idf = sim.bm25_idf(len(docs), doc_count)
+        avgdl = sim.bm25_avgdl(sttf, doc_count)
+        cache = sim.bm25_norm_cache(avgdl, params.k1, params.b)
+        weight = sim.bm25_weight(self.boost, idf, params.k1)
+        if norm_bytes is None:
+            norm_inv = np.full(len(docs), cache[1], dtype=np.float32)
+            freqs = np.ones(len(docs), dtype=np.int32)
+        else:
+            norm_inv = cache[norm_bytes[docs]]
+        mask[docs] = True
+        scores[docs] = sim.bm25_scores(weight, freqs, norm_inv)
+        self._stats = dict(docs=docs, freqs=freqs, idf=idf, avgdl=avgdl, n=len(docs), N=doc_count,
+                           norm_bytes=norm_bytes, params=params)
+        return mask, scores
+
+    def explain(self, pos: int) -> dict:
+        s = self._stats
+        i = int(np.searchsorted(s["docs"], pos))
+        freq = int(s["freqs"][i])
+        dl = float(sim.LENGTH_TABLE[s["norm_bytes"][pos]]) if s["norm_bytes"] is not None else 1.0
+        score = self.scores[pos]
+        p = s["params"]
+        tf = score / float(sim.bm25_weight(self.boost, s["idf"], p.k1))
+        return expl(score, f"weight({self.field}:{self.term} in {pos}) [PerFieldSimilarity], result of:", [
+            expl(score, f"score(freq={float(freq)}), computed as boost * idf * tf from:", [
+                expl(np.float32(self.boost) * np.float32(1 + p.k1), "boost"),
+                expl(s["idf"], "idf, computed as log(1 + (N - n + 0.5) / (n + 0.5)) from:", [
+                    expl(s["n"], "n, number of documents containing term"),
+                    expl(s["N"], "N, total number of documents with field")]),
+                expl(tf, "tf, computed as freq / (freq + k1 * (1 - b + b * dl / avgdl)) from:", [
+                    expl(freq, "freq, occurrences of term within document"),
+                    expl(p.k1, "k1, term saturation parameter"),
+                    expl(p.b, "b, length normalization parameter"),
+                    expl(dl, "dl, length of field" + (" (approximate)" if dl > 40 else "")),
+                    expl(s["avgdl"], "avgdl, average length of field")])])])
+
+
+class ConstNode(Node):
+    """A filter that scores a constant (terms, range, exists, ids, match_all, ...)."""
+
+    def __init__(self, name: str, matcher, boost: float = 1.0) -> None:
+        self.name, self.matcher, self.boost = name, matcher, boost
+
+    def _run(self, ctx: Ctx):
+        mask = self.matcher(ctx)
+        return mask, np.where(mask, self.boost, 0.0)
+
+    def describe(self) -> str:
+        return self.name
+
+
+class MatchNoneNode(Node):
+    def _run(self, ctx: Ctx):
+        return _empty(ctx.n)
+
+    def describe(self) -> str:
+        return "MatchNoDocsQuery"
+
+
+# --- compound ----------------------------------------------------------------------------
+
+
+class BoolNode(Node):
+    def __init__(self, must, should, filter_, must_not, msm: int, boost: float) -> None:
+        self.must, self.should, self.filter, self.must_not = must, should, filter_, must_not
+        self.msm, self.boost = msm, boost
+
+    def _run(self, ctx: Ctx):
+        n = ctx.n
+        mask = np.ones(n, dtype=bool)
+        scores = np.zeros(n)
+        for q in self.must:
+            m, s = q.run(ctx)
+            mask &= m
+            scores += np.where(m, s, 0.0)
+        for q in self.filter:
+            mask &= q.run(ctx)[0]
+        for q in self.must_not:
+            mask &= ~q.run(ctx)[0]
+        if self.should:
+            count = np.zeros(n, dtype=np.int32)
+            for q in self.should:
+                m, s = q.run(ctx)
+                count += m
+                scores += np.where(m, s, 0.0)
+            if self.msm > 0:
+                mask &= count >= self.msm
+        elif self.msm > 0:
+            mask[:] = False
+        if not (self.must or self.should or self.filter or self.must_not):
+            return mask, np.where(mask, self.boost, 0.0)  # empty bool = match_all
+        return mask, np.where(mask, scores * self.boost, 0.0)
+
+    def explain(self, pos: int) -> dict:
+        details = [q.explain(pos) for q in self.must + self.should if q.mask[pos]]
+        return _boosted(expl(_unboosted(self.scores[pos], self.boost), "sum of:", details), self.boost)
+
+    def describe(self) -> str:
+        return "sum of:"
+
+
+class DisMaxNode(Node):
+    def __init__(self, queries: list[Node], tie_breaker: float, boost: float) -> None:
+        self.queries, self.tie, self.boost = queries, tie_breaker, boost
+
+    def _run(self, ctx: Ctx):
+        n = ctx.n
+        if not self.queries:
+            return _empty(n)
+        results = [q.run(ctx) for q in self.queries]
+        mask = np.logical_or.reduce([m for m, _ in results])
+        stack = np.stack([np.where(m, s, 0.0) for m, s in results])
+        best = stack.max(axis=0)
+        # Lucene DisjunctionMaxScorer: max + tieBreaker * (sum of the others)
+        total = best + self.tie * (stack.sum(axis=0) - best)
+        return mask, np.where(mask, total * self.boost, 0.0)
+
+    def explain(self, pos: int) -> dict:
+        details = [q.explain(pos) for q in self.queries if q.mask[pos]]
+        desc = f"max plus {self.tie:g} times others of:" if self.tie else "max of:"
+        return _boosted(expl(_unboosted(self.scores[pos], self.boost), desc, details), self.boost)
+
+
+class ConstantScoreNode(Node):
+    def __init__(self, inner: Node, boost: float) -> None:
+        self.inner, self.boost = inner, boost
+
+    def _run(self, ctx: Ctx):
+        m, _ = self.inner.run(ctx)
+        return m, np.where(m, self.boost, 0.0)
+
+    def describe(self) -> str:
+        return "ConstantScore"
+
+
+class BoostNode(Node):
+    """A query's ``boost`` on a clause whose own scoring ignores it (e.g. knn inside bool)."""
+
+    def __init__(self, inner: Node, boost: float) -> None:
+        self.inner, self.boost = inner, boost
+
+    def _run(self, ctx: Ctx):
+        m, s = self.inner.run(ctx)
+        return m, s * self.boost
+
+    def explain(self, pos: int) -> dict:
+        return _boosted(self.inner.explain(pos), self.boost)
+
+
+def _unboosted(value: float, boost: float) -> float:
+    return value / boost if boost else 0.0
+
+
+def _boosted(e: dict, boost: float) -> dict:
+    if boost == 1.0:
+        return e
+    return expl(e["value"] * boost, "product of:", [e, expl(boost, "boost")])
+
+
+# --- parsing -----------------------------------------------------------------------------

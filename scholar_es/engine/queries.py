@@ -1,0 +1,438 @@
+"""Query DSL -> executable nodes (:mod:`engine.nodes`), with Elasticsearch's parsing rules.
+
+Anything outside the supported subset raises an :class:`~engine.errors.EsError` naming the
+clause, with Elasticsearch's wording where it has one.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+
+import numpy as np
+
+from scholar_es.engine.analysis import get_analyzer
+from scholar_es.engine.errors import EsError, illegal_argument, parsing_error, unsupported
+from scholar_es.engine.mapping import KEYWORD, TEXT, VECTOR, parse_date
+from scholar_es.engine.nodes import (
+    BoolNode,
+    BoostNode,
+    ConstantScoreNode,
+    ConstNode,
+    Ctx,
+    DisMaxNode,
+    MatchNoneNode,
+    Node,
+    TermNode,
+)
+
+MAX_NESTED_DEPTH = 30  # Elasticsearch's indices.query.max_nested_depth default
+SUPPORTED_QUERIES = ("match_all", "match_none", "match", "multi_match", "term", "terms", "range", "exists",
+                     "ids", "bool", "dis_max", "constant_score", "function_score", "script_score", "knn")
+_UNSUPPORTED_KNOWN = {"query_string", "simple_query_string", "match_phrase", "match_phrase_prefix",
+                      "match_bool_prefix", "prefix", "wildcard", "regexp", "fuzzy", "nested", "has_child",
+                      "has_parent", "geo_distance", "more_like_this", "combined_fields", "boosting",
+                      "intervals", "span_term", "distance_feature", "rank_feature", "script", "semantic",
+                      "sparse_vector", "text_expansion", "pinned", "rule", "percolate", "wrapper"}
+
+
+def _float(clause: str, key: str, value) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise parsing_error(f"[{clause}] [{key}] must be a number, got [{value}]")
+    try:
+        return float(value)
+    except ValueError:
+        raise parsing_error(f"[{clause}] failed to parse [{key}] value [{value}] as a number") from None
+
+
+def _check_params(clause: str, body: dict, allowed: set[str]) -> None:
+    if not isinstance(body, dict):
+        raise parsing_error(f"[{clause}] query malformed, no start_object after query name")
+    for key in body:
+        if key not in allowed:
+            raise parsing_error(f"[{clause}] query does not support [{key}]")
+
+
+
+class QueryParser:
+    """Parses a query body into nodes, with the index's mapping for field types."""
+
+    def __init__(self, ctx: Ctx, function_parser=None, knn_parser=None) -> None:
+        self.ctx = ctx
+        self.mapping = ctx.seg.mapping
+        self._function_parser = function_parser
+        self._knn_parser = knn_parser
+
+    _depth = 0
+
+    def parse(self, body) -> Node:
+        self._depth += 1
+        try:
+            if self._depth > MAX_NESTED_DEPTH:
+                raise parsing_error("The nested depth of the query exceeds the maximum nested depth for queries set "
+                                    f"in [indices.query.max_nested_depth] ({MAX_NESTED_DEPTH})")
+            return self._parse(body)
+        finally:
+            self._depth -= 1
+
+    def _parse(self, body) -> Node:
+        if not isinstance(body, dict) or not body:
+            raise parsing_error("query malformed, empty clause found" if body == {} else
+                                f"[_na] query malformed, expected an object but found [{body}]")
+        if len(body) != 1:
+            keys = list(body)
+            raise parsing_error(f"[{keys[0]}] malformed query, expected [END_OBJECT] but found [FIELD_NAME]")
+        name, params = next(iter(body.items()))
+        handler = getattr(self, "_q_" + name, None)
+        if handler is None:
+            if name in _UNSUPPORTED_KNOWN:
+                raise unsupported(name, "supported queries: " + ", ".join(SUPPORTED_QUERIES))
+            raise parsing_error(f"unknown query [{name}]", line=1, col=1)
+        return handler(params)
+
+    # --- leaves ----------------------------------------------------------------------
+    def _q_match_all(self, p):
+        _check_params("match_all", p, {"boost", "_name"})
+        return ConstNode("*:*", lambda ctx: np.ones(ctx.n, dtype=bool), _float("match_all", "boost", p.get("boost", 1.0)))
+
+    def _q_match_none(self, p):
+        _check_params("match_none", p, {"boost", "_name"})
+        return MatchNoneNode()
+
+    def _single_field(self, clause: str, p) -> tuple[str, dict]:
+        if not isinstance(p, dict) or len(p) != 1:
+            raise parsing_error(f"[{clause}] query doesn't support multiple fields, found [{', '.join(p) if isinstance(p, dict) else p}]")
+        field, value = next(iter(p.items()))
+        return field, value
+
+    def _q_match(self, p):
+        field, v = self._single_field("match", p)
+        opts = v if isinstance(v, dict) else {"query": v}
+        _check_params("match", opts, {"query", "operator", "minimum_should_match", "boost", "analyzer",
+                                      "zero_terms_query", "lenient", "auto_generate_synonyms_phrase_query",
+                                      "_name", "fuzzy_transpositions", "max_expansions", "prefix_length"})
+        if "query" not in opts:
+            raise parsing_error(f"[match] requires query value for field [{field}]")
+        return self.match_field(field, opts["query"], opts, boost=_float("match", "boost", opts.get("boost", 1.0)))
+
+    def match_field(self, field: str, text, opts: dict, boost: float = 1.0) -> Node:
+        """A match query on one field: analyze, then OR/AND the terms (Lucene QueryBuilder)."""
+        fs = self.mapping.get(field)
+        if fs is None:
+            return MatchNoneNode()  # unmapped field: matches nothing, as Elasticsearch
+        if fs.type == VECTOR:
+            raise illegal_argument(f"Field [{field}] of type [dense_vector] does not support match queries")
+        if fs.type not in (TEXT, KEYWORD):
+            return self._exact(field, text, boost)
+        if not fs.index:
+            raise illegal_argument(f"Cannot search on field [{field}] since it is not indexed.")
+        if isinstance(text, (dict, list)):
+            raise parsing_error(f"[match] unknown token [START_{'OBJECT' if isinstance(text, dict) else 'ARRAY'}] after [query]")
+        text = text if isinstance(text, str) else ("true" if text is True else "false" if text is False else str(text))
+        if fs.type == KEYWORD:
+            tokens = [text]
+        else:
+            tokens = get_analyzer(opts.get("analyzer") or fs.query_analyzer, self.ctx.analysis)(text)
+        if not tokens:
+            if opts.get("zero_terms_query", "none") == "all":
+                return self._q_match_all({})
+            return MatchNoneNode()
+        operator = str(opts.get("operator", "or")).lower()
+        if operator not in ("or", "and"):
+            raise illegal_argument(f"No enum constant org.elasticsearch.index.query.Operator.{operator.upper()}")
+        msm_spec = opts.get("minimum_should_match")
+        if operator == "and" or msm_spec is None or min_should_match(len(tokens), msm_spec) <= 1:
+            # Lucene's BooleanQuery rewrite folds repeated SHOULD/MUST terms into one
+            # term query boosted by the repeat count ("foo foo" -> foo^2).
+            counts: dict[str, int] = {}
+            for t in tokens:
+                counts[t] = counts.get(t, 0) + 1
+            terms = [TermNode(field, t, float(c)) for t, c in counts.items()]
+        else:
+            terms = [TermNode(field, t) for t in tokens]
+        if len(terms) == 1:
+            node: Node = terms[0]
+            return BoostNode(node, boost) if boost != 1.0 else node
+        if operator == "and":
+            return BoolNode(terms, [], [], [], 0, boost)
+        msm = min_should_match(len(terms), msm_spec) if msm_spec is not None else 1
+        return BoolNode([], terms, [], [], max(msm, 1), boost)
+
+    def _exact(self, field: str, value, boost: float) -> Node:
+        """term/match on a numeric, date or boolean field: a constant-score point query."""
+        fs = self.mapping.get(field)
+        target = _to_number(fs, value)
+        col_name = field
+
+        def matcher(ctx: Ctx):
+            col = ctx.seg.numeric.get(col_name)
+            mask = np.zeros(ctx.n, dtype=bool)
+            if col is not None:
+                mask[col.doc[col.values == target]] = True
+            return mask
+        return ConstNode(f"{field}:[{value} TO {value}]", matcher, boost)
+
+    def _q_multi_match(self, p):
+        _check_params("multi_match", p, {"query", "fields", "type", "tie_breaker", "operator",
+                                         "minimum_should_match", "boost", "analyzer", "zero_terms_query",
+                                         "lenient", "auto_generate_synonyms_phrase_query", "_name"})
+        if "query" not in p:
+            raise parsing_error("[multi_match] requires query value")
+        mtype = p.get("type", "best_fields")
+        if mtype not in ("best_fields", "most_fields"):
+            raise unsupported(f"multi_match type {mtype}", "use best_fields or most_fields")
+        if "fields" not in p:
+            raise unsupported("multi_match without fields", "list the fields to search")
+        fields = self._expand_fields(p["fields"])
+        opts = {k: p[k] for k in ("operator", "minimum_should_match", "analyzer", "zero_terms_query") if k in p}
+        per_field = []
+        for name, fboost in fields:
+            node = self.match_field(name, p["query"], opts, boost=fboost)
+            if not isinstance(node, MatchNoneNode):
+                per_field.append(node)
+        boost = _float("multi_match", "boost", p.get("boost", 1.0))
+        if not per_field:
+            return MatchNoneNode()
+        if len(per_field) == 1:
+            return BoostNode(per_field[0], boost) if boost != 1.0 else per_field[0]
+        # MultiMatchQueryParser: both types are a dis_max; most_fields uses tie_breaker 1.0
+        # (a sum) unless the request sets one.
+        default_tie = 1.0 if mtype == "most_fields" else 0.0
+        return DisMaxNode(per_field, _float("multi_match", "tie_breaker", p.get("tie_breaker", default_tie)), boost)
+
+    def _expand_fields(self, fields) -> list[tuple[str, float]]:
+        if isinstance(fields, str):
+            fields = [fields]
+        out: dict[str, float] = {}
+        for f in fields:
+            name, _, b = f.partition("^")
+            boost = float(b) if b else 1.0
+            if any(c in name for c in "*?"):
+                matched = [n for n, fs in self.mapping.fields.items()
+                           if fnmatch.fnmatchcase(n, name) and fs.type in (TEXT, KEYWORD)]
+                for m in matched:
+                    out[m] = out.get(m, 1.0) * boost
+            else:
+                out[name] = out.get(name, 1.0) * boost
+        return list(out.items())
+
+    def _q_term(self, p):
+        field, v = self._single_field("term", p)
+        opts = v if isinstance(v, dict) else {"value": v}
+        _check_params("term", opts, {"value", "boost", "case_insensitive", "_name"})
+        if "value" not in opts:
+            raise parsing_error("[term] query requires a value")
+        if opts.get("case_insensitive"):
+            raise unsupported("term.case_insensitive")
+        boost = _float("term", "boost", opts.get("boost", 1.0))
+        fs = self.mapping.get(field)
+        if fs is None:
+            return MatchNoneNode()
+        if fs.type in (TEXT, KEYWORD):
+            value = opts["value"]
+            value = value if isinstance(value, str) else ("true" if value is True else "false" if value is False else str(value))
+            return TermNode(field, value, boost)
+        if fs.type == VECTOR:
+            raise illegal_argument(f"Field [{field}] of type [dense_vector] does not support term queries")
+        return self._exact(field, opts["value"], boost)
+
+    def _q_terms(self, p):
+        _check_params("terms", p, set(p) if isinstance(p, dict) else set())
+        opts = dict(p)
+        boost = _float("terms", "boost", opts.pop("boost", 1.0))
+        opts.pop("_name", None)
+        if len(opts) != 1:
+            raise parsing_error("[terms] query does not support multiple fields")
+        field, values = next(iter(opts.items()))
+        if not isinstance(values, list):
+            raise parsing_error(f"[terms] query does not support [{field}]" if isinstance(values, dict)
+                                else "[terms] query requires an array of values")
+        fs = self.mapping.get(field)
+        if fs is None:
+            return MatchNoneNode()
+        if fs.type in (TEXT, KEYWORD):
+            strs = [v if isinstance(v, str) else str(v) for v in values]
+            store = "text" if fs.type == TEXT else "keyword"
+
+            def matcher(ctx: Ctx):
+                mask = np.zeros(ctx.n, dtype=bool)
+                col = getattr(ctx.seg, store).get(field)
+                if col is not None:
+                    for v in strs:
+                        found = col.postings.postings(v)
+                        if found is not None:
+                            mask[found[0]] = True
+                return mask
+        else:
+            targets = np.array([_to_number(fs, v) for v in values], dtype=np.float64)
+
+            def matcher(ctx: Ctx):
+                mask = np.zeros(ctx.n, dtype=bool)
+                col = ctx.seg.numeric.get(field)
+                if col is not None:
+                    mask[col.doc[np.isin(col.values, targets)]] = True
+                return mask
+        return ConstNode(f"{field}:({' '.join(map(str, values))})", matcher, boost)
+
+    def _q_range(self, p):
+        field, v = self._single_field("range", p)
+        _check_params("range", v, {"gte", "gt", "lte", "lt", "boost", "format", "time_zone", "relation",
+                                   "_name", "from", "to", "include_lower", "include_upper"})
+        for bad in ("format", "time_zone"):
+            if bad in v:
+                raise unsupported(f"range.{bad}", "give dates as ISO-8601 or epoch milliseconds")
+        boost = _float("range", "boost", v.get("boost", 1.0))
+        fs = self.mapping.get(field)
+        if fs is None:
+            return MatchNoneNode()
+        if fs.type == KEYWORD or fs.type == TEXT:
+            raise unsupported(f"range on {fs.type} field [{field}]", "use a numeric or date field")
+        bounds = {k: _to_number(fs, v[k]) for k in ("gte", "gt", "lte", "lt") if v.get(k) is not None}
+
+        def matcher(ctx: Ctx):
+            mask = np.zeros(ctx.n, dtype=bool)
+            col = ctx.seg.numeric.get(field)
+            if col is None:
+                return mask
+            ok = np.ones(len(col.values), dtype=bool)
+            vals = col.values
+            if "gte" in bounds:
+                ok &= vals >= bounds["gte"]
+            if "gt" in bounds:
+                ok &= vals > bounds["gt"]
+            if "lte" in bounds:
+                ok &= vals <= bounds["lte"]
+            if "lt" in bounds:
+                ok &= vals < bounds["lt"]
+            mask[col.doc[ok]] = True
+            return mask
+        return ConstNode(f"{field}:{bounds}", matcher, boost)
+
+    def _q_exists(self, p):
+        _check_params("exists", p, {"field", "boost", "_name"})
+        if "field" not in p:
+            raise parsing_error("[exists] must be provided with a [field]")
+        pattern = p["field"]
+        boost = _float("exists", "boost", p.get("boost", 1.0))
+
+        def matcher(ctx: Ctx):
+            seg = ctx.seg
+            mask = np.zeros(ctx.n, dtype=bool)
+            for name in [n for n in seg.mapping.fields if fnmatch.fnmatchcase(n, pattern)]:
+                if name in seg.text:
+                    mask |= seg.text[name].lengths > 0
+                elif name in seg.keyword:
+                    mask |= seg.keyword[name].first >= 0
+                elif name in seg.numeric:
+                    mask |= seg.numeric[name].count() > 0
+                elif name in seg.vectors:
+                    mask |= seg.vectors[name].present
+            return mask
+        return ConstNode(f"FieldExistsQuery [field={pattern}]", matcher, boost)
+
+    def _q_ids(self, p):
+        _check_params("ids", p, {"values", "boost", "_name"})
+        values = p.get("values", [])
+        boost = _float("ids", "boost", p.get("boost", 1.0))
+
+        def matcher(ctx: Ctx):
+            mask = np.zeros(ctx.n, dtype=bool)
+            for v in values:
+                pos = ctx.seg.position_of(str(v))
+                if pos is not None:
+                    mask[pos] = True
+            return mask
+        return ConstNode(f"_id:({' '.join(map(str, values))})", matcher, boost)
+
+    # --- compound --------------------------------------------------------------------
+    def _clauses(self, value) -> list[Node]:
+        if value is None:
+            return []
+        if isinstance(value, dict):
+            return [self.parse(value)]
+        if isinstance(value, list):
+            return [self.parse(v) for v in value]
+        raise parsing_error(f"[bool] query does not support [{value}]")
+
+    def _q_bool(self, p):
+        _check_params("bool", p, {"must", "should", "filter", "must_not", "minimum_should_match", "boost",
+                                  "_name", "adjust_pure_negative"})
+        must, should = self._clauses(p.get("must")), self._clauses(p.get("should"))
+        filter_, must_not = self._clauses(p.get("filter")), self._clauses(p.get("must_not"))
+        spec = p.get("minimum_should_match")
+        msm = min_should_match(len(should), spec) if spec is not None else 0
+        if should and not must and not filter_:
+            msm = max(msm, 1)  # a should-only BooleanQuery still needs one clause to match
+        return BoolNode(must, should, filter_, must_not, msm, _float("bool", "boost", p.get("boost", 1.0)))
+
+    def _q_dis_max(self, p):
+        _check_params("dis_max", p, {"queries", "tie_breaker", "boost", "_name"})
+        if "queries" not in p:
+            raise parsing_error("[dis_max] requires 'queries' field with at least one clause")
+        return DisMaxNode(self._clauses(p["queries"]), _float("dis_max", "tie_breaker", p.get("tie_breaker", 0.0)),
+                          _float("dis_max", "boost", p.get("boost", 1.0)))
+
+    def _q_constant_score(self, p):
+        _check_params("constant_score", p, {"filter", "boost", "_name"})
+        if "filter" not in p:
+            raise parsing_error("[constant_score] requires a 'filter' element")
+        return ConstantScoreNode(self.parse(p["filter"]), _float("constant_score", "boost", p.get("boost", 1.0)))
+
+    def _q_function_score(self, p):
+        return self._function_parser(self, p)
+
+    def _q_script_score(self, p):
+        return self._function_parser(self, p, script_query=True)
+
+    def _q_knn(self, p):
+        return self._knn_parser(self, p)
+
+
+def _to_number(fs, value) -> float:
+    try:
+        if fs.type == "date":
+            return parse_date(value)
+        if fs.type == "boolean":
+            if value in (True, "true"):
+                return 1.0
+            if value in (False, "false"):
+                return 0.0
+            raise ValueError(value)
+        if isinstance(value, bool):
+            raise ValueError(value)
+        return float(value)
+    except (TypeError, ValueError):
+        raise EsError(400, "query_shard_exception",
+                      f"failed to create query: For input string: \"{value}\" (field [{fs.name}] of type [{fs.type}])"
+                      ) from None
+
+
+_MSM_COND = re.compile(r"\s*<\s*")
+
+
+def min_should_match(optional: int, spec) -> int:
+    """Elasticsearch's Queries.calculateMinShouldMatch: "3", "-1", "75%", "-25%", "3<90%"."""
+    if isinstance(spec, bool):
+        raise parsing_error(f"[minimum_should_match] invalid value [{spec}]")
+    if isinstance(spec, int):
+        spec = str(spec)
+    spec = str(spec).strip()
+    try:
+        if "<" in spec:
+            result = optional
+            for part in _MSM_COND.sub("<", spec).split():
+                upper, _, rest = part.partition("<")
+                if optional <= int(upper):
+                    return result
+                result = min_should_match(optional, rest)
+            return result
+        if spec.endswith("%"):
+            percent = int(spec[:-1])
+            calc = np.float32(optional * percent) * np.float32(1 / 100)  # Java float arithmetic
+            result = optional + int(calc) if calc < 0 else int(calc)
+        else:
+            calc = int(spec)
+            result = optional + calc if calc < 0 else calc
+    except ValueError:
+        raise parsing_error(f"[minimum_should_match] invalid value [{spec}]") from None
+    return max(result, 0)

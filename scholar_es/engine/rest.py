@@ -1,0 +1,500 @@
+"""Elasticsearch's REST API, for the routes the project (and a console user) needs.
+
+``handle(engine, method, path, params, body)`` returns ``(status, body)`` exactly as a
+cluster would answer, errors included; the transport node and the console both use it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+import uuid
+from collections.abc import Callable
+from urllib.parse import unquote
+
+from scholar_es.engine.core import Engine
+from scholar_es.engine.errors import EsError, illegal_argument, parsing_error
+from scholar_es.engine.search import SearchRun, count
+
+VERSION = {"number": "8.15.0", "build_flavor": "default", "lucene_version": "9.11.1",
+           "minimum_wire_compatibility_version": "7.17.0", "minimum_index_compatibility_version": "7.0.0"}
+
+Route = tuple[str, re.Pattern, Callable]
+_ROUTES: list[Route] = []
+
+
+def route(methods: str, pattern: str):
+    # an index name never starts with "_", so "/{index}" cannot swallow "/_bulk"
+    rx = re.compile("^" + re.sub(r"\{(\w+)\}", lambda m: f"(?P<{m[1]}>[^/_][^/]*)" if m[1] == "index"
+                                 else f"(?P<{m[1]}>[^/]+)", pattern) + "/?$")
+
+    def deco(fn):
+        for m in methods.split("|"):
+            _ROUTES.append((m, rx, fn))
+        return fn
+    return deco
+
+
+def handle(engine: Engine, method: str, path: str, params: dict, body) -> tuple[int, object]:
+    """Dispatch one request; EsErrors become Elasticsearch-shaped error bodies."""
+    path = "/" + path.strip("/") if path.strip("/") else "/"
+    method = method.upper()
+    allowed = []
+    for m, rx, fn in _ROUTES:
+        match = rx.match(path)
+        if match:
+            if m != method:
+                allowed.append(m)
+                continue
+            args = {k: unquote(v) for k, v in match.groupdict().items()}
+            try:
+                return fn(engine, params=params, body=body, **args)
+            except EsError as e:
+                return e.status, e.to_body()
+            except RecursionError:
+                e = parsing_error("query is nested too deeply for the embedded engine")
+                return e.status, e.to_body()
+            except (ValueError, TypeError, AttributeError, KeyError, IndexError) as exc:
+                # A value of the wrong JSON type deep in a request: answer as Elasticsearch would
+                # (a 400 naming the problem) rather than crash the caller.
+                e = parsing_error(f"malformed request: {type(exc).__name__}: {exc}")
+                return e.status, e.to_body()
+            except sqlite3.OperationalError as exc:  # another process holds the write lock
+                e = EsError(429, "es_rejected_execution_exception", f"the engine store is busy ({exc}); retry")
+                return e.status, e.to_body()
+    if allowed:
+        return 405, {"error": f"Incorrect HTTP method for uri [{path}] and method [{method}], allowed: "
+                              f"[{', '.join(sorted(set(allowed)))}]", "status": 405}
+    err = EsError(400, "illegal_argument_exception",
+                  f"request [{path}] contains unrecognized or unsupported-by-the-embedded-engine route")
+    return 400, err.to_body()
+
+
+def _bool_param(params: dict, name: str, default: bool = False) -> bool:
+    v = params.get(name)
+    if v is None:
+        return default
+    return str(v).lower() in ("", "true", "1")
+
+
+# --- cluster ---------------------------------------------------------------------------
+
+
+@route("GET|HEAD", "/")
+def info(engine, params, body):
+    return 200, {"name": "scholar-es-embedded", "cluster_name": "embedded", "cluster_uuid": "embedded",
+                 "version": VERSION, "tagline": "You Know, for Search"}
+
+
+@route("GET", "/_cluster/health")
+def health(engine, params, body):
+    return 200, {"cluster_name": "embedded", "status": "green", "number_of_nodes": 1,
+                 "number_of_data_nodes": 1, "active_primary_shards": len(engine.index_names())}
+
+
+@route("GET", "/_cat/indices")
+def cat_indices(engine, params, body):
+    rows = [{"health": "green", "status": "open", "index": n, "docs.count": str(engine.handle(n).count())}
+            for n in engine.index_names()]
+    return 200, rows
+
+
+# --- indices ---------------------------------------------------------------------------
+
+
+@route("PUT", "/{index}")
+def create_index(engine, params, body, index):
+    return 200, engine.create_index(index, body or {})
+
+
+@route("DELETE", "/{index}")
+def delete_index(engine, params, body, index):
+    engine.delete_index(index)
+    return 200, {"acknowledged": True}
+
+
+@route("HEAD", "/{index}")
+def index_exists(engine, params, body, index):
+    try:
+        engine.resolve(index)
+    except EsError:
+        return 404, None
+    return 200, None
+
+
+@route("GET", "/{index}")
+def get_index(engine, params, body, index):
+    return 200, {n: engine.handle(n).describe() for n in engine.resolve(index)}
+
+
+@route("GET", "/{index}/_mapping")
+def get_mapping(engine, params, body, index):
+    return 200, {n: {"mappings": engine.handle(n).mapping.to_body()} for n in engine.resolve(index)}
+
+
+@route("GET", "/_mapping")
+def get_all_mappings(engine, params, body):
+    return 200, {n: {"mappings": engine.handle(n).mapping.to_body()} for n in engine.index_names()}
+
+
+@route("PUT|POST", "/{index}/_mapping")
+def put_mapping(engine, params, body, index):
+    for n in engine.resolve(index):
+        engine.handle(n).put_mapping(body or {})
+    return 200, {"acknowledged": True}
+
+
+@route("GET", "/{index}/_settings")
+def get_settings(engine, params, body, index):
+    return 200, {n: {"settings": engine.handle(n).describe()["settings"]} for n in engine.resolve(index)}
+
+
+@route("POST|GET", "/{index}/_refresh")
+def refresh(engine, params, body, index):
+    names = engine.resolve(index)
+    for n in names:
+        engine.handle(n).save()
+    return 200, {"_shards": {"total": len(names), "successful": len(names), "failed": 0}}
+
+
+@route("POST|GET", "/_refresh")
+def refresh_all(engine, params, body):
+    return refresh(engine, params, body, "_all")
+
+
+@route("POST|GET", "/{index}/_flush")
+def flush(engine, params, body, index):
+    return refresh(engine, params, body, index)
+
+
+# --- aliases ---------------------------------------------------------------------------
+
+
+@route("POST", "/_aliases")
+def update_aliases(engine, params, body):
+    if not isinstance(body, dict) or "actions" not in body:
+        raise parsing_error("[aliases] requires [actions]")
+    engine.update_aliases(body["actions"])
+    return 200, {"acknowledged": True, "errors": False}
+
+
+@route("PUT|POST", "/{index}/_alias/{name}")
+@route("PUT|POST", "/{index}/_aliases/{name}")
+def put_alias(engine, params, body, index, name):
+    spec = {"index": index, "alias": name}
+    if isinstance(body, dict) and "is_write_index" in body:
+        spec["is_write_index"] = body["is_write_index"]
+    engine.update_aliases([{"add": spec}])
+    return 200, {"acknowledged": True, "errors": False}
+
+
+@route("DELETE", "/{index}/_alias/{name}")
+@route("DELETE", "/{index}/_aliases/{name}")
+def delete_alias(engine, params, body, index, name):
+    engine.update_aliases([{"remove": {"index": index, "alias": n}} for n in name.split(",")])
+    return 200, {"acknowledged": True, "errors": False}
+
+
+def _alias_view(engine, index_filter: list[str] | None, name_filter: str | None):
+    out: dict = {}
+    for alias, idx, is_write in engine.store.aliases():
+        if index_filter is not None and idx not in index_filter:
+            continue
+        if name_filter is not None and alias not in name_filter.split(","):
+            continue
+        spec = {} if is_write is None else {"is_write_index": is_write}
+        out.setdefault(idx, {"aliases": {}})["aliases"][alias] = spec
+    return out
+
+
+@route("GET", "/_alias")
+@route("GET", "/_aliases")
+def get_all_aliases(engine, params, body):
+    out = {n: {"aliases": {}} for n in engine.index_names()}
+    out.update(_alias_view(engine, None, None))
+    return 200, out
+
+
+@route("GET|HEAD", "/_alias/{name}")
+def get_alias(engine, params, body, name):
+    out = _alias_view(engine, None, name)
+    if not out:
+        return 404, {"error": f"alias [{name}] missing", "status": 404}
+    return 200, out
+
+
+@route("GET", "/{index}/_alias")
+def get_index_aliases(engine, params, body, index):
+    names = engine.resolve(index, allow_aliases=False)
+    out = {n: {"aliases": {}} for n in names}
+    out.update(_alias_view(engine, names, None))
+    return 200, out
+
+
+@route("GET|HEAD", "/{index}/_alias/{name}")
+def get_index_alias(engine, params, body, index, name):
+    out = _alias_view(engine, engine.resolve(index), name)
+    if not out:
+        return 404, {"error": f"alias [{name}] missing", "status": 404}
+    return 200, out
+
+
+# --- documents ---------------------------------------------------------------------------
+
+
+def _write_one(engine, index, doc_id, source, op_type, params):
+    if not isinstance(source, dict):
+        raise parsing_error("request body is required and must be a JSON object")
+    name = engine.write_index(index)
+    item = engine.handle(name).write([("index", doc_id, source, op_type)])[0]
+    if "error" in item:
+        return item["status"], {"error": {"root_cause": [item["error"]], **item["error"]}, "status": item["status"]}
+    return item["status"], {k: v for k, v in item.items() if k != "status"}
+
+
+@route("PUT|POST", "/{index}/_doc/{doc_id}")
+def index_doc(engine, params, body, index, doc_id):
+    return _write_one(engine, index, doc_id, body, params.get("op_type", "index"), params)
+
+
+@route("POST", "/{index}/_doc")
+def index_doc_auto(engine, params, body, index):
+    return _write_one(engine, index, uuid.uuid4().hex[:20], body, "create", params)
+
+
+@route("PUT|POST", "/{index}/_create/{doc_id}")
+def create_doc(engine, params, body, index, doc_id):
+    return _write_one(engine, index, doc_id, body, "create", params)
+
+
+@route("GET", "/{index}/_doc/{doc_id}")
+def get_doc(engine, params, body, index, doc_id):
+    name = engine.write_index(index, create=False)
+    doc = engine.handle(name).get(doc_id)
+    if doc is None:
+        return 404, {"_index": name, "_id": doc_id, "found": False}
+    return 200, doc
+
+
+@route("HEAD", "/{index}/_doc/{doc_id}")
+def doc_exists(engine, params, body, index, doc_id):
+    status, _ = get_doc(engine, params, body, index, doc_id)
+    return status, None
+
+
+@route("GET", "/{index}/_source/{doc_id}")
+def get_source(engine, params, body, index, doc_id):
+    status, doc = get_doc(engine, params, body, index, doc_id)
+    return status, doc.get("_source") if status == 200 else doc
+
+
+@route("DELETE", "/{index}/_doc/{doc_id}")
+def delete_doc(engine, params, body, index, doc_id):
+    name = engine.write_index(index, create=False)
+    item = engine.handle(name).write([("delete", doc_id)])[0]
+    return item["status"], {k: v for k, v in item.items() if k != "status"}
+
+
+@route("POST|PUT", "/_bulk")
+def bulk(engine, params, body, index=None):
+    lines = body if isinstance(body, list) else []
+    items: list[dict] = []
+    groups: dict[str, list] = {}
+    order: list[tuple[str | None, int, str, dict | None]] = []
+    i = 0
+    while i < len(lines):
+        action = lines[i]
+        i += 1
+        if not isinstance(action, dict) or len(action) != 1:
+            raise illegal_argument(f"Malformed action/metadata line [{i}], expected START_OBJECT or END_OBJECT but "
+                                   f"found [{type(action).__name__}]")
+        op, meta = next(iter(action.items()))
+        if op not in ("index", "create", "delete", "update"):
+            raise illegal_argument(f"Malformed action/metadata line [{i}], expected field [create], [delete], "
+                                   f"[index] or [update] but found [{op}]")
+        if op == "update":
+            raise illegal_argument("bulk [update] is not supported by the embedded engine; send [index]")
+        meta = meta or {}
+        target = meta.get("_index", index)
+        if target is None:
+            raise illegal_argument("Validation Failed: 1: index is missing;")
+        doc_id = meta.get("_id")
+        source = None
+        if op != "delete":
+            if i >= len(lines):
+                raise illegal_argument("The bulk request must be terminated by a newline [\\n]")
+            source = lines[i]
+            i += 1
+            if doc_id is None:
+                doc_id = uuid.uuid4().hex[:20]
+        elif doc_id is None:
+            raise illegal_argument("Validation Failed: 1: id is missing;")
+        order.append((target, len(groups.setdefault(target, [])), op, source))
+        groups[target].append((op, str(doc_id), source))
+    results: dict[str, list[dict]] = {}
+    for target, ops in groups.items():
+        try:
+            name = engine.write_index(target)
+            handle_ = engine.handle(name)
+            wire = []
+            for op, doc_id, source in ops:
+                if op == "delete":
+                    wire.append(("delete", doc_id))
+                elif not isinstance(source, dict):
+                    wire.append(("bad", doc_id))
+                else:
+                    wire.append(("index", doc_id, source, op))
+            good = [w for w in wire if w[0] != "bad"]
+            out = iter(handle_.write(good))
+            results[target] = [next(out) if w[0] != "bad" else
+                               {"_index": name, "_id": w[1], "status": 400,
+                                "error": {"type": "document_parsing_exception",
+                                          "reason": "[1:1] failed to parse: source is not a JSON object"}}
+                               for w in wire]
+        except EsError as e:
+            results[target] = [{"_index": target, "_id": doc_id, "status": e.status, "error": e.cause()}
+                               for _, doc_id, _ in ops]
+    errors = False
+    for target, pos, op, _ in order:
+        item = results[target][pos]
+        item.setdefault("_index", target)
+        errors = errors or "error" in item
+        items.append({op: item})
+    return 200, {"took": 0, "errors": errors, "items": items}
+
+
+@route("POST|PUT", "/{index}/_bulk")
+def bulk_index(engine, params, body, index):
+    return bulk(engine, params, body, index=index)
+
+
+# --- search ----------------------------------------------------------------------------
+
+
+def _search_params(params: dict, body: dict) -> dict:
+    body = dict(body or {})
+    if "q" in params:
+        raise illegal_argument("the [q] URL parameter (query_string syntax) is not supported; send a query body")
+    for key in ("size", "from"):
+        if key in params:
+            body[key] = int(params[key])
+    if "track_total_hits" in params:
+        v = params["track_total_hits"]
+        body["track_total_hits"] = v.lower() == "true" if v.lower() in ("true", "false") else int(v)
+    if "explain" in params:
+        body["explain"] = _bool_param(params, "explain")
+    if "_source" in params:
+        v = params["_source"]
+        body["_source"] = v.lower() == "true" if v.lower() in ("true", "false") else v.split(",")
+    return body
+
+
+def search_one(engine, index: str, body: dict) -> dict:
+    names = engine.resolve(index)
+    if not names:  # a wildcard that matched nothing: an empty answer, as Elasticsearch gives
+        return {"took": 0, "timed_out": False, "_shards": {"total": 0, "successful": 0, "skipped": 0, "failed": 0},
+                "hits": {"total": {"value": 0, "relation": "eq"}, "max_score": None, "hits": []}}
+    if len(names) > 1:
+        raise illegal_argument(f"searching several indices at once ({', '.join(names)}) is not supported by the "
+                               "embedded engine; search one index or alias at a time")
+    return SearchRun(engine.handle(names[0]), body).run()
+
+
+@route("GET|POST", "/{index}/_search")
+def search(engine, params, body, index):
+    return 200, search_one(engine, index, _search_params(params, body))
+
+
+@route("GET|POST", "/_search")
+def search_all(engine, params, body):
+    return 200, search_one(engine, "_all", _search_params(params, body))
+
+
+@route("GET|POST", "/{index}/_count")
+def count_route(engine, params, body, index):
+    names = engine.resolve(index)
+    total = sum(count(engine.handle(n), body) for n in names)
+    return 200, {"count": total, "_shards": {"total": len(names), "successful": len(names), "skipped": 0,
+                                             "failed": 0}}
+
+
+@route("GET|POST", "/_count")
+def count_all(engine, params, body):
+    return count_route(engine, params, body, "_all")
+
+
+@route("GET|POST", "/_msearch")
+def msearch(engine, params, body, index=None):
+    lines = body if isinstance(body, list) else []
+    if len(lines) % 2:
+        raise illegal_argument("msearch request must be pairs of header and body lines")
+    responses = []
+    for header, sbody in zip(lines[::2], lines[1::2], strict=False):
+        target = (header or {}).get("index", index)
+        if isinstance(target, list):
+            target = ",".join(target)
+        try:
+            if target is None:
+                raise illegal_argument("Validation Failed: 1: no index specified;")
+            resp = search_one(engine, target, sbody or {})
+            resp["status"] = 200
+        except EsError as e:
+            resp = {**e.to_body()}
+        responses.append(resp)
+    return 200, {"took": sum(r.get("took", 0) for r in responses), "responses": responses}
+
+
+@route("GET|POST", "/{index}/_msearch")
+def msearch_index(engine, params, body, index):
+    return msearch(engine, params, body, index=index)
+
+
+# --- stored scripts and search templates -----------------------------------------------
+
+
+@route("PUT|POST", "/_scripts/{script_id}")
+def put_script(engine, params, body, script_id):
+    script = (body or {}).get("script")
+    if not isinstance(script, dict) or "source" not in script:
+        raise illegal_argument("must specify [script] with a [source]")
+    if script.get("lang") not in ("mustache", "painless", None):
+        raise illegal_argument(f"script_lang not supported [{script.get('lang')}]")
+    engine.store.put_script(script_id, script)
+    return 200, {"acknowledged": True}
+
+
+@route("GET", "/_scripts/{script_id}")
+def get_script(engine, params, body, script_id):
+    script = engine.store.get_script(script_id)
+    if script is None:
+        return 404, {"_id": script_id, "found": False}
+    return 200, {"_id": script_id, "found": True, "script": script}
+
+
+@route("DELETE", "/_scripts/{script_id}")
+def delete_script(engine, params, body, script_id):
+    if not engine.store.delete_script(script_id):
+        raise EsError(404, "resource_not_found_exception", f"stored script [{script_id}] does not exist")
+    return 200, {"acknowledged": True}
+
+
+@route("GET|POST", "/{index}/_search/template")
+def search_template(engine, params, body, index):
+    from scholar_es.engine.templates import render_template
+    return 200, search_one(engine, index, render_template(engine, body or {}))
+
+
+@route("GET|POST", "/_render/template")
+def render_template_route(engine, params, body):
+    from scholar_es.engine.templates import render_template
+    return 200, {"template_output": render_template(engine, body or {})}
+
+
+@route("GET|POST", "/_render/template/{script_id}")
+def render_stored_template(engine, params, body, script_id):
+    return render_template_route(engine, params, {**(body or {}), "id": script_id})
+
+
+def dumps(obj) -> bytes:
+    return json.dumps(obj, ensure_ascii=False).encode("utf-8")

@@ -1,0 +1,345 @@
+"""Executing a ``_search`` body on one index: query + knn, retrievers, collapse, paging."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from scholar_es.engine import similarity as sim
+from scholar_es.engine.errors import EsError, illegal_argument, parsing_error, unsupported
+from scholar_es.engine.functions import parse_function_score
+from scholar_es.engine.hits import SortSpec, collapse_values, filter_source, order_by_score, stored_source, total_hits
+from scholar_es.engine.knn import knn_query, parse_knn
+from scholar_es.engine.nodes import Ctx, Node, expl
+from scholar_es.engine.queries import QueryParser
+
+SEARCH_KEYS = {"query", "knn", "size", "from", "_source", "sort", "collapse", "track_total_hits", "explain",
+               "min_score", "retriever", "post_filter", "timeout", "track_scores", "version", "stats",
+               "seq_no_primary_term", "terminate_after", "profile"}
+_UNSUPPORTED_KEYS = {"aggs", "aggregations", "highlight", "rescore", "search_after", "suggest", "rank",
+                     "script_fields", "docvalue_fields", "stored_fields", "fields", "runtime_mappings",
+                     "indices_boost", "pit", "slice", "ext"}
+MAX_RESULT_WINDOW = 10_000
+RETRIEVERS = ("standard", "knn", "rrf", "linear")
+
+
+def _int(body: dict, key: str, default: int) -> int:
+    v = body.get(key, default)
+    if isinstance(v, bool) or not isinstance(v, int):
+        try:
+            return int(str(v))
+        except ValueError:
+            raise parsing_error(f"[{key}] failed to parse value [{v}] as an integer") from None
+    return v
+
+
+def validate_body(body: dict) -> None:
+    if not isinstance(body, dict):
+        raise parsing_error("request body must be a JSON object")
+    for key in body:
+        if key in _UNSUPPORTED_KEYS:
+            raise unsupported(key)
+        if key not in SEARCH_KEYS:
+            raise parsing_error(f"Unknown key for a START_OBJECT in [{key}].", line=1, col=1)
+    if "retriever" in body and "collapse" in body:
+        raise unsupported("collapse with a retriever", "put collapse inside a standard retriever on a cluster, "
+                                                       "or collapse client-side")
+    if "retriever" in body and ("query" in body or "knn" in body):
+        raise parsing_error("cannot specify [retriever] and [query]" if "query" in body
+                            else "cannot specify [retriever] and [knn]")
+
+
+class SearchRun:
+    """One search on one index's segment; keeps the nodes for explain."""
+
+    def __init__(self, handle, body: dict) -> None:
+        validate_body(body)
+        self.handle, self.body = handle, body
+        self.size = _int(body, "size", 10)
+        self.from_ = _int(body, "from", 0)
+        if self.size < 0 or self.from_ < 0:
+            raise illegal_argument(f"[{'size' if self.size < 0 else 'from'}] parameter cannot be negative")
+        if self.from_ + self.size > MAX_RESULT_WINDOW:
+            raise illegal_argument(
+                f"Result window is too large, from + size must be less than or equal to: [{MAX_RESULT_WINDOW}] but "
+                f"was [{self.from_ + self.size}]. See the scroll api for a more efficient way to request large data "
+                "sets. This limit can be set by changing the [index.max_result_window] index level setting.")
+        self.seg = handle.segment()
+        self.ctx = Ctx(self.seg, handle.analysis, handle.name, default_k=self.size, bm25=handle.similarities)
+        self.parser = QueryParser(self.ctx, parse_function_score, knn_query)
+
+    # --- scoring ---------------------------------------------------------------------
+    def score(self) -> tuple[np.ndarray, np.ndarray, list[Node]]:
+        """(mask, scores, scoring nodes) of query + top-level knn (a SHOULD union, summed)."""
+        n = self.ctx.n
+        nodes: list[Node] = []
+        mask, scores = np.zeros(n, dtype=bool), np.zeros(n)
+        knn_spec = self.body.get("knn")
+        if "query" in self.body or knn_spec is None:
+            q = self.parser.parse(self.body.get("query", {"match_all": {}}))
+            m, s = q.run(self.ctx)
+            nodes.append(q)
+            mask |= m
+            scores += np.where(m, s, 0.0)
+        if knn_spec is not None:
+            specs = knn_spec if isinstance(knn_spec, list) else [knn_spec]
+            for spec in specs:
+                node = parse_knn(self.parser, spec, top_level=True)
+                m, s = node.run(self.ctx)
+                nodes.append(node)
+                mask |= m
+                scores += np.where(m, s, 0.0)
+        if "min_score" in self.body:
+            mask &= scores >= float(self.body["min_score"])
+        return mask, np.where(mask, scores.astype(np.float32).astype(np.float64), 0.0), nodes
+
+    def run(self) -> dict:
+        start = time.perf_counter()
+        body = self.body
+        if "retriever" in body:
+            ranked, scores, total = self.retrieve(body["retriever"], window=None)
+            self.nodes = []
+            page = ranked[self.from_:self.from_ + self.size]
+            hits = self.render(page, scores, sort_values=None)
+            max_score = float(scores[ranked[0]]) if len(ranked) else None
+            return self.response(hits, total, max_score, start)
+        mask, scores, self.nodes = self.score()
+        if "post_filter" in body:
+            mask &= self.parser.parse(body["post_filter"]).run(self.ctx)[0]
+        total = int(mask.sum())
+        cand = np.flatnonzero(mask)
+        sort = SortSpec(body["sort"]) if "sort" in body else None
+        sort_values = None
+        collapse = body.get("collapse")
+        if sort is not None and not sort.by_score_only:
+            ordered, sort_values = sort.order(self.seg, cand, scores)
+        else:
+            ordered = order_by_score(cand, scores, None if collapse else self.from_ + self.size)
+        if collapse:
+            ordered, keys = self.collapse(ordered, collapse)
+        page = ordered[self.from_:self.from_ + self.size]
+        if sort_values is not None:
+            index_of = {int(p): i for i, p in enumerate(ordered)} if collapse else None
+            picks = [index_of[int(p)] for p in page] if collapse else list(range(self.from_, self.from_ + len(page)))
+            sort_values = [[_json_value(vals[i]) for vals in sort_values] for i in picks]
+        show_scores = sort is None or sort.by_score_only or sort.tracks_score or body.get("track_scores")
+        hits = self.render(page, scores if show_scores else None, sort_values)
+        if collapse:
+            self.add_collapse(hits, page, collapse, mask, scores)
+        max_score = float(np.float32(scores[cand].max())) if len(cand) and show_scores else None
+        return self.response(hits, total, max_score, start)
+
+    def response(self, hits: list[dict], total: int, max_score, start: float) -> dict:
+        out_hits: dict = {}
+        t = total_hits(total, self.body.get("track_total_hits"))
+        if t is not None:
+            out_hits["total"] = t
+        out_hits["max_score"] = max_score
+        out_hits["hits"] = hits
+        return {"took": int((time.perf_counter() - start) * 1000), "timed_out": False,
+                "_shards": {"total": 1, "successful": 1, "skipped": 0, "failed": 0}, "hits": out_hits}
+
+    # --- hits --------------------------------------------------------------------------
+    def render(self, page: np.ndarray, scores: np.ndarray | None, sort_values) -> list[dict]:
+        seg = self.seg
+        seqs = [int(seg.seqs[p]) for p in page]
+        rows = self.handle.store.sources(seqs) if self.body.get("_source", True) is not False else {}
+        hits = []
+        for i, p in enumerate(page):
+            hit: dict = {"_index": self.handle.name, "_id": seg.ids[p],
+                         "_score": float(np.float32(scores[p])) if scores is not None else None}
+            if self.body.get("version"):
+                hit["_version"] = rows[seqs[i]][2] if seqs[i] in rows else 1
+            if seqs[i] in rows:
+                src = stored_source(rows[seqs[i]][1], self.handle.mapping.source_excludes)
+                filtered = filter_source(src, self.body.get("_source"))
+                if filtered is not None:
+                    hit["_source"] = filtered
+            if sort_values is not None:
+                hit["sort"] = sort_values[i]
+            if self.body.get("explain"):
+                hit["_shard"] = f"[{self.handle.name}][0]"
+                hit["_node"] = "embedded"
+                hit["_explanation"] = self.explain(int(p), scores)
+            hits.append(hit)
+        return hits
+
+    def explain(self, pos: int, scores) -> dict:
+        parts = [nd.explain(pos) for nd in self.nodes if nd.mask[pos]]
+        value = float(scores[pos]) if scores is not None else 0.0
+        return parts[0] if len(parts) == 1 else expl(value, "sum of:", parts)
+
+    # --- collapse ------------------------------------------------------------------------
+    def collapse(self, ordered: np.ndarray, spec: dict) -> tuple[np.ndarray, list]:
+        if not isinstance(spec, dict) or "field" not in spec:
+            raise parsing_error("[collapse] requires [field]")
+        unknown = set(spec) - {"field", "inner_hits", "max_concurrent_group_searches"}
+        if unknown:
+            raise parsing_error(f"[collapse] unknown field [{next(iter(unknown))}]")
+        values = collapse_values(self.seg, spec["field"])
+        self._collapse_values = values
+        seen: set = set()
+        keep, keys = [], []
+        limit = self.from_ + self.size
+        for p in ordered:
+            key = values[p]
+            if key in seen:
+                continue
+            seen.add(key)
+            keep.append(p)
+            keys.append(key)
+            if len(keep) >= limit:
+                break
+        return np.array(keep, dtype=np.int64), keys
+
+    def add_collapse(self, hits: list[dict], page: np.ndarray, spec: dict, mask: np.ndarray,
+                     scores: np.ndarray) -> None:
+        field = spec["field"]
+        values = self._collapse_values
+        inner = spec.get("inner_hits")
+        inner_specs = inner if isinstance(inner, list) else ([inner] if inner else [])
+        for hit, p in zip(hits, page, strict=True):
+            hit["fields"] = {field: [values[p]]} if values[p] is not None else {}
+            if not inner_specs:
+                continue
+            group = np.flatnonzero(mask & _equals(values, values[p]))
+            hit["inner_hits"] = {}
+            for ih in inner_specs:
+                unknown = set(ih) - {"name", "size", "from", "_source", "sort"}
+                if unknown:
+                    raise unsupported(f"collapse.inner_hits.{next(iter(unknown))}")
+                name = ih.get("name", field)
+                size, from_ = int(ih.get("size", 3)), int(ih.get("from", 0))
+                if "sort" in ih:
+                    ordered, _ = SortSpec(ih["sort"]).order(self.seg, group, scores)
+                else:
+                    ordered = order_by_score(group, scores)
+                sub = SearchRun.__new__(SearchRun)
+                sub.__dict__.update(self.__dict__)
+                sub.body = {**self.body, "_source": ih.get("_source", self.body.get("_source", True))}
+                sub.body.pop("explain", None)
+                inner_hits = sub.render(ordered[from_:from_ + size], scores, None)
+                hit["inner_hits"][name] = {"hits": {
+                    "total": {"value": len(group), "relation": "eq"},
+                    "max_score": float(np.float32(scores[group].max())) if len(group) else None,
+                    "hits": inner_hits}}
+
+    # --- retrievers -------------------------------------------------------------------
+    def retrieve(self, spec: dict, window: int | None) -> tuple[np.ndarray, np.ndarray, int]:
+        """(ranked positions, scores array, total) for a retriever tree."""
+        if not isinstance(spec, dict) or len(spec) != 1:
+            raise parsing_error("[retriever] must be an object with exactly one retriever")
+        kind, p = next(iter(spec.items()))
+        if kind not in RETRIEVERS:
+            raise parsing_error(f"unknown retriever [{kind}]")
+        n = self.ctx.n
+        if kind == "standard":
+            allowed = {"query", "filter", "min_score", "sort", "collapse", "_name"}
+            if set(p) - allowed:
+                raise parsing_error(f"[standard] unknown field [{next(iter(set(p) - allowed))}]")
+            if "sort" in p or "collapse" in p:
+                raise unsupported(f"standard retriever {'sort' if 'sort' in p else 'collapse'}")
+            q = self.parser.parse(p.get("query", {"match_all": {}}))
+            mask, scores = q.run(self.ctx)
+            for f in _as_list(p.get("filter")):
+                mask = mask & self.parser.parse(f).run(self.ctx)[0]
+            if "min_score" in p:
+                mask = mask & (scores >= float(p["min_score"]))
+            scores = np.where(mask, scores.astype(np.float32).astype(np.float64), 0.0)
+            cand = np.flatnonzero(mask)
+            return order_by_score(cand, scores, window), scores, len(cand)
+        if kind == "knn":
+            allowed = {"field", "query_vector", "k", "num_candidates", "filter", "similarity", "_name",
+                       "query_vector_builder", "rescore_vector"}
+            if set(p) - allowed:
+                raise parsing_error(f"[knn] unknown field [{next(iter(set(p) - allowed))}]")
+            for required in ("k", "num_candidates"):
+                if required not in p:
+                    raise parsing_error(f"[knn] retriever requires [{required}]")
+            node = parse_knn(self.parser, p)
+            mask, scores = node.run(self.ctx)
+            cand = np.flatnonzero(mask)
+            return order_by_score(cand, scores, window), scores, len(cand)
+        return self._fuse(kind, p, n)
+
+    def _fuse(self, kind: str, p: dict, n: int):
+        allowed = {"retrievers", "rank_window_size", "rank_constant", "filter", "_name", "normalizer",
+                   "min_score"}
+        if set(p) - allowed:
+            raise parsing_error(f"[{kind}] unknown field [{next(iter(set(p) - allowed))}]")
+        children = p.get("retrievers")
+        if not isinstance(children, list) or not children:
+            raise parsing_error(f"[{kind}] requires a non-empty [retrievers] list")
+        window = int(p.get("rank_window_size", 10))  # RankBuilder.DEFAULT_RANK_WINDOW_SIZE
+        if window < self.size:
+            raise illegal_argument(f"[rank_window_size] must be greater than or equal to [size], "
+                                   f"got [{window}] and [{self.size}]")
+        fused = np.zeros(n)
+        member = np.zeros(n, dtype=bool)
+        if kind == "rrf":
+            k = int(p.get("rank_constant", 60))
+            if k < 1:
+                raise illegal_argument("[rank_constant] must be greater than or equal to [1] for [rrf]")
+            for child in children:
+                spec = child.get("retriever", child) if isinstance(child, dict) and "retriever" in child else child
+                weight = float(child.get("weight", 1.0)) if isinstance(child, dict) and "retriever" in child else 1.0
+                ranked, _, _ = self.retrieve(spec, window)
+                for rank, pos in enumerate(ranked, start=1):
+                    fused[pos] += weight * sim.rrf_score([rank], k)
+                member[ranked] = True
+        else:  # linear
+            default_norm = p.get("normalizer", "none")
+            for child in children:
+                if not isinstance(child, dict) or "retriever" not in child:
+                    raise parsing_error("[linear] each entry of [retrievers] needs a [retriever]")
+                weight = float(child.get("weight", 1.0))
+                norm = child.get("normalizer", default_norm)
+                if norm not in ("none", "minmax"):
+                    raise unsupported(f"linear normalizer {norm}", "use none or minmax")
+                ranked, scores, _ = self.retrieve(child["retriever"], window)
+                vals = scores[ranked]
+                if norm == "minmax":
+                    vals = sim.minmax_normalize(vals)
+                fused[ranked] += weight * vals
+                member[ranked] = True
+        fused = fused.astype(np.float32).astype(np.float64)
+        for f in _as_list(p.get("filter")):
+            member &= self.parser.parse(f).run(self.ctx)[0]
+        cand = np.flatnonzero(member)
+        ranked = order_by_score(cand, fused, window)
+        return ranked, fused, len(cand)
+
+
+def _as_list(v) -> list:
+    if v is None:
+        return []
+    return v if isinstance(v, list) else [v]
+
+
+def _equals(values: list, key) -> np.ndarray:
+    return np.fromiter((v == key for v in values), dtype=bool, count=len(values))
+
+
+def _json_value(v):
+    if isinstance(v, (np.floating, float)):
+        f = float(v)
+        return int(f) if f.is_integer() else f
+    if isinstance(v, np.integer):
+        return int(v)
+    return v
+
+
+def count(handle, body: dict | None) -> int:
+    body = body or {}
+    unknown = set(body) - {"query", "min_score"}
+    if unknown:
+        raise parsing_error(f"request does not support [{next(iter(unknown))}]")
+    run = SearchRun(handle, {"query": body.get("query", {"match_all": {}}), "size": 0})
+    mask, scores, _ = run.score()
+    if "min_score" in body:
+        mask &= scores >= float(body["min_score"])
+    return int(mask.sum())
+
+
+__all__ = ["SearchRun", "count", "EsError"]

@@ -1,0 +1,185 @@
+"""Search with heads: ``direct``, ``multihead`` and ``multihead-hybrid`` (issue 7, Search).
+
+* ``direct`` -- the query builder's ``dense`` query (kNN) with the question's own vector.
+* ``multihead`` -- the same kNN query with the projected vector (:meth:`Heads.route`).
+* ``multihead-hybrid`` -- the query builder's default ``hybrid`` query (saturated BM25 + kNN)
+  with the projected vector.
+
+The DSL is the query builder's (:func:`querybuilder.dsl.build_search`); only the vector
+changes, so filters, sizes, the per-paper cap and the profile apply as for ``dense``/``hybrid``.
+Before any search the question's model is checked against the index (``_meta``) and against
+the heads: a mismatch raises :class:`~scholar_es.errors.ModelMismatchError`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from scholar_es.projection.heads import DEFAULT_NAME, Heads
+from scholar_es.projection.routing import Routing
+from scholar_es.errors import ConfigError, choices
+
+#: strategy -> (query-builder strategy whose DSL it uses, whether it projects the vector)
+STRATEGIES: dict[str, tuple[str, bool]] = {
+    "direct": ("dense", False),
+    "multihead": ("dense", True),
+    "multihead-hybrid": ("hybrid", True),
+}
+
+
+def check_strategy(strategy: str) -> tuple[str, bool]:
+    if strategy not in STRATEGIES:
+        raise ConfigError(f"unknown heads strategy {strategy!r}; valid: {choices(STRATEGIES)}")
+    return STRATEGIES[strategy]
+
+
+def base_strategy(strategy: str) -> str:
+    """The query-builder strategy whose DSL ``strategy`` sends: ``dense`` or ``hybrid``."""
+    return check_strategy(strategy)[0]
+
+
+def project_vectors(heads: Heads, vectors: dict[str, np.ndarray], *, model: str | None = None,
+                    strategy: str = "multihead") -> dict[str, np.ndarray]:
+    """``{cleaned question: vector}`` -> the vectors ``strategy`` searches with (projected with
+    the heads' τ, threshold and α; ``direct`` leaves them as they are). For ``eval``: pass the
+    result to the query builder with :func:`base_strategy`'s DSL. ``model``: the embedder's name,
+    checked against the heads'."""
+    _, projects = check_strategy(strategy)
+    if not projects or not vectors:
+        return dict(vectors)
+    heads.check_query(model=model)
+    keys = list(vectors)
+    Q = np.vstack([np.asarray(vectors[k], dtype=np.float32) for k in keys])
+    heads.check_query(dims=int(Q.shape[1]))
+    from scholar_es.projection.routing import route_many
+
+    V, _ = route_many(Q, heads.centroids, heads.answers, tau=heads.tau, threshold=heads.threshold,
+                      alpha=heads.alpha)
+    return dict(zip(keys, V, strict=True))
+
+
+@dataclass
+class ProjectedSearch:
+    """The query builder's :class:`~querybuilder.run.SearchResult` plus how the vector was routed."""
+
+    result: object  # querybuilder.run.SearchResult (strategy = the heads strategy's name)
+    routing: Routing | None  # None for ``direct``
+    heads: str | None
+
+    def ranked_ids(self, level: str = "chunk") -> list[str]:
+        return ranked_ids(self.result, level)
+
+
+def ranked_ids(result, level: str = "chunk") -> list[str]:
+    """Ranked ``chunk_id``s, or ``paper_id``s (first occurrence; ``level="paper"``) of a result."""
+    if level not in ("chunk", "paper"):
+        raise ConfigError(f"level must be 'chunk' or 'paper', got {level!r}")
+    if level == "chunk":
+        return [h.chunk_id for h in result.hits]
+    return list(dict.fromkeys(h.paper_id for h in result.hits))
+
+
+_LOADED: dict[tuple[int, str], tuple[object, tuple[str, ...], Heads]] = {}  # (client, alias) -> (client, indices, heads)
+_LOADED_MAX = 16
+
+
+def resolve_heads(es, heads: Heads | str | None, prefix: str = "") -> Heads:
+    """``heads`` itself, or the stored heads of that name (default ``"default"``). Loaded heads are
+    kept per client and alias while the alias points to the same index, so a long-running service
+    pays one ``_alias`` request per search, and a retrain (a new index version) is picked up."""
+    if isinstance(heads, Heads):
+        return heads
+    from indexer.layout import physical_indices
+    from scholar_es.projection.store import heads_alias, load_heads
+
+    name = heads or DEFAULT_NAME
+    alias = heads_alias(name, prefix)
+    indices = tuple(physical_indices(es, alias))
+    cached = _LOADED.get((id(es), alias))
+    if indices and cached is not None and cached[0] is es and cached[1] == indices:
+        return cached[2]
+    loaded = load_heads(es, name, prefix)
+    if indices:
+        if len(_LOADED) >= _LOADED_MAX:
+            _LOADED.pop(next(iter(_LOADED)))
+        _LOADED[(id(es), alias)] = (es, indices, loaded)
+    return loaded
+
+
+def execute(es, plan, vector: np.ndarray, strategy_name: str, explain: bool = False):
+    """Run the query builder's request for ``plan`` with the routed ``vector``."""
+    from querybuilder.run import run_plan
+
+    return run_plan(es, plan, vector, explain=explain, strategy_name=strategy_name)
+
+
+@dataclass
+class ProjectedRequest:
+    """What ``strategy`` would send: the query builder's plan, the vector and how it was routed."""
+
+    plan: object  # querybuilder.plan.QueryPlan (strategy = the base strategy, dense or hybrid)
+    vector: np.ndarray
+    routing: Routing | None
+    heads: str | None
+
+    def search(self):
+        """The ``elasticsearch.dsl.Search`` (render it with ``querybuilder.render``)."""
+        from querybuilder.dsl import build_search
+
+        return build_search(self.plan, self.vector)
+
+
+def build_request(es, question: str, *, strategy: str = "multihead", heads: Heads | str | None = None,
+                  prefix: str = "", embedder=None, size: int = 10, papers: bool = False, filters=None,
+                  profile=None, tau: float | None = None, threshold: float | None = None,
+                  alpha: float | None = None) -> ProjectedRequest:
+    """Plan, embed (checked against the index and the heads) and route ``question``; nothing is
+    searched. The arguments are :func:`search`'s."""
+    from querybuilder.plan import make_plan
+    from querybuilder.run import embed_question, index_meta
+
+    base, projects = check_strategy(strategy)
+    plan = make_plan(question, strategy=base, profile=profile, size=size, papers=papers, filters=filters,
+                     prefix=prefix)
+    if embedder is None:
+        from indexer.embedder import DEFAULT_MODEL, Embedder
+        embedder = Embedder(index_meta(es, plan.index).get("embedding_model") or DEFAULT_MODEL)
+    h = None
+    if projects:  # refuse a model the heads were not trained with before embedding anything
+        h = resolve_heads(es, heads, prefix).with_params(tau=tau, threshold=threshold, alpha=alpha)
+        h.check_query(model=embedder.name)
+    q = embed_question(es, plan, embedder)  # checked against the index's model and dims
+    if h is None:
+        return ProjectedRequest(plan, q, None, None)
+    routing = h.route(q, model=embedder.name)
+    return ProjectedRequest(plan, routing.vector, routing, h.name)
+
+
+def search(es, question: str, *, strategy: str = "multihead", heads: Heads | str | None = None, prefix: str = "",
+           embedder=None, size: int = 10, papers: bool = False, filters=None, profile=None, explain: bool = False,
+           tau: float | None = None, threshold: float | None = None, alpha: float | None = None
+           ) -> ProjectedSearch:
+    """Rank ``question`` on ``<prefix>chunks`` with ``strategy`` (see module doc).
+
+    ``heads``: a :class:`Heads` or the name of stored heads (default ``"default"``; ignored by
+    ``direct``). ``tau``/``threshold``/``alpha`` override the stored routing parameters.
+    ``explain``: each hit's score parts, as ``scholar-es search --explain``.
+    """
+    req = build_request(es, question, strategy=strategy, heads=heads, prefix=prefix, embedder=embedder, size=size,
+                        papers=papers, filters=filters, profile=profile, tau=tau, threshold=threshold, alpha=alpha)
+    return ProjectedSearch(execute(es, req.plan, req.vector, strategy, explain=explain), req.routing, req.heads)
+
+
+def knn_ids(es, vector: np.ndarray, *, index: str = "chunks", k: int = 10, num_candidates: int | None = None,
+            id_field: str = "paper_id") -> list[str]:
+    """The raw engine/cluster kNN ranking (top ``k`` values of ``id_field``) for one vector: the
+    ``knn`` query exactly as ``multihead`` sends it, without collapse; for measurements."""
+    from querybuilder.dsl import as_query_vector
+
+    body = {"query": {"knn": {"field": "vector", "query_vector": as_query_vector(vector), "k": k,
+                              "num_candidates": max(num_candidates or k, k)}},
+            "size": k, "_source": [id_field]}
+    resp = es.search(index=index, body=body).body
+    return [str(h["_source"].get(id_field, h["_id"])) for h in resp["hits"]["hits"]]
