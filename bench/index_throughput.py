@@ -19,9 +19,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from scholar_es.engine.node import embedded_client  # noqa: E402
 from indexer.embedder import Embedder  # noqa: E402
 from indexer.pipeline import IndexRun  # noqa: E402
+from scholar_es.engine.node import embedded_client  # noqa: E402
 
 
 def sample(source: Path, paragraphs: int, out: Path) -> int:

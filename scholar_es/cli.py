@@ -126,8 +126,8 @@ def console_cmd(file, target) -> None:
     The same file runs against the embedded engine and a real cluster. The exit status is 1
     when any request failed.
     """
-    from scholar_es.engine.console import run_console
     from scholar_es.client import connect
+    from scholar_es.engine.console import run_console
 
     es = _run(lambda: connect(target or default_target(), must_exist=not is_url(target or default_target())))
     sys.exit(1 if run_console(es, file, sys.stdout) else 0)
@@ -198,8 +198,8 @@ def query_cmd(question, strategy, profile, size, papers, prefix, year_from, year
 
         es = connect(target, must_exist=True) if target else None
         if strategy in PROJECTED:
-            from scholar_es.projection.search import build_request
             from querybuilder.render import to_console, to_json
+            from scholar_es.projection.search import build_request
 
             if es is None:
                 raise ConfigError(f"--strategy {strategy} needs --es: the heads are stored in the engine")
@@ -339,8 +339,8 @@ def heads_group() -> None:
 @click.option("--tune", is_flag=True, help="Tune the threshold on the training pairs (no-harm rule).")
 def heads_train_cmd(dataset, fmt, split, target, name, prefix, tau, threshold, alpha, tune) -> None:
     """Train heads from the (question, answer) pairs of a judged DATASET and store them in the engine."""
-    from scholar_es.projection.train import train_heads
     from scholar_es.client import connect
+    from scholar_es.projection.train import train_heads
 
     def body():
         es = connect(target or default_target())
@@ -356,8 +356,8 @@ def heads_train_cmd(dataset, fmt, split, target, name, prefix, tau, threshold, a
 @click.option("--prefix", default="", help="Alias prefix.")
 def heads_list_cmd(target, prefix) -> None:
     """List the heads stored in the target."""
-    from scholar_es.projection.store import list_heads
     from scholar_es.client import connect
+    from scholar_es.projection.store import list_heads
 
     for name in _run(lambda: list_heads(connect(target or default_target(), must_exist=True), prefix)):
         click.echo(name)
@@ -369,8 +369,8 @@ def heads_list_cmd(target, prefix) -> None:
 @click.option("--prefix", default="", help="Alias prefix.")
 def heads_delete_cmd(name, target, prefix) -> None:
     """Delete the heads NAME (every stored version)."""
-    from scholar_es.projection.store import delete_heads
     from scholar_es.client import connect
+    from scholar_es.projection.store import delete_heads
 
     deleted = _run(lambda: delete_heads(connect(target or default_target(), must_exist=True), name, prefix))
     click.echo(f"deleted {', '.join(deleted) if deleted else 'nothing'}")

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from scholar_es.evaluation.datasets import load_dataset, read_qrels
 from scholar_es.errors import ConfigError, InputError
+from scholar_es.evaluation.datasets import load_dataset, read_qrels
 
 
 def _jsonl(path: Path, records: list) -> Path:

@@ -4,6 +4,7 @@ import math
 
 import pytest
 
+from scholar_es.errors import ConfigError
 from scholar_es.evaluation.metrics import (
     ALL_METRICS,
     evaluate_rankings,
@@ -13,7 +14,6 @@ from scholar_es.evaluation.metrics import (
     paragraph_ranking,
     score_rankings,
 )
-from scholar_es.errors import ConfigError
 
 L2, L3, L4 = math.log2(2), math.log2(3), math.log2(4)
 

@@ -9,12 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from scholar_es.errors import ConfigError, ModelMismatchError
 from scholar_es.evaluation.command import parse_strategies, run_eval
 from scholar_es.evaluation.datasets import load_dataset
 from scholar_es.evaluation.metrics import ALL_METRICS
 from scholar_es.evaluation.report import markdown_table, plot, to_json
 from scholar_es.evaluation.runner import ensure_index, eval_profile, evaluate, run_evaluation
-from scholar_es.errors import ConfigError, ModelMismatchError
 
 
 class FakeEmbedder:

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from test_evaluation_runner import FakeEmbedder
 
+from querybuilder.profiles import load_profile
 from scholar_es.evaluation.datasets import Dataset, EvalQuery, load_dataset
 from scholar_es.evaluation.runner import eval_profile, run_evaluation
 from scholar_es.evaluation.tune import (
@@ -21,7 +22,6 @@ from scholar_es.evaluation.tune import (
     temper,
     tune,
 )
-from querybuilder.profiles import load_profile
 
 
 def _jsonl(path: Path, records: list[dict]) -> None:
@@ -122,8 +122,8 @@ def test_cross_validation_picks_on_other_folds():
 def test_run_tune_refuses_held_out_splits_and_writes_the_profile(qasper, tmp_path):
     import io
 
-    from scholar_es.evaluation.command import run_tune
     from scholar_es.errors import ConfigError
+    from scholar_es.evaluation.command import run_tune
 
     with pytest.raises(ConfigError, match="Tune on --split train"):
         run_tune(qasper, fmt="qasper", split="validation", target=str(tmp_path / "e"), embedder=FakeEmbedder())

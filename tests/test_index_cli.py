@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from scholar_es.engine.node import embedded_client
 from scholar_es.cli import main
+from scholar_es.engine.node import embedded_client
 
 pytestmark = pytest.mark.slow
 

@@ -5,6 +5,7 @@ import time
 
 import pytest
 
+from scholar_es.errors import ConfigError
 from scholar_es.multisection.decompose import (
     Breakdown,
     breakdown,
@@ -16,7 +17,6 @@ from scholar_es.multisection.decompose import (
     preprocess,
     survey_section,
 )
-from scholar_es.errors import ConfigError
 
 CONTEXT_Q = "How do LLMs handle context length limits when reading long documents or reasoning over many steps?"
 

@@ -13,9 +13,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from scholar_es.engine.console import run_console
 from indexer.embedder import Embedder
 from indexer.pipeline import IndexRun
+from querybuilder.dsl import build_search
+from querybuilder.intent import analyze
+from querybuilder.plan import make_plan
+from scholar_es.engine.console import run_console
+from scholar_es.errors import ConfigError, ScholarEsError
 from scholar_es.multisection.aggregate import MIN_QUOTE_CHARS
 from scholar_es.multisection.decompose import offline_breakdown
 from scholar_es.multisection.flow import (
@@ -29,10 +33,6 @@ from scholar_es.multisection.flow import (
 )
 from scholar_es.multisection.merge import merge
 from scholar_es.multisection.msearch import SubSearch, run_msearch
-from querybuilder.dsl import build_search
-from querybuilder.intent import analyze
-from querybuilder.plan import make_plan
-from scholar_es.errors import ConfigError, ScholarEsError
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[1]

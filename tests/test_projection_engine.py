@@ -14,12 +14,12 @@ import numpy as np
 import pytest
 
 from indexer.pipeline import IndexRun
+from scholar_es.errors import ConfigError, InputError, ModelMismatchError
 from scholar_es.projection import store
 from scholar_es.projection.heads import Heads
 from scholar_es.projection.routing import normalize
 from scholar_es.projection.search import base_strategy, build_request, knn_ids, project_vectors, search
 from scholar_es.projection.train import answer_texts, build_heads, read_pairs, train_heads
-from scholar_es.errors import ConfigError, InputError, ModelMismatchError
 
 E = np.eye(6)
 # The hand-made example. Questions about aspirin are worded like the "heart rhythm" papers

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from scholar_es.errors import ConfigError
 from scholar_es.projection.experiment import Data, bootstrap, reciprocal_ranks, split_folds, top_k, tune
 from scholar_es.projection.routing import NO_THRESHOLD, normalize
 from scholar_es.projection.train import Pair
-from scholar_es.errors import ConfigError
 
 
 def test_folds_partition_the_questions():

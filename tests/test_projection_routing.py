@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from scholar_es.errors import ConfigError
 from scholar_es.projection.routing import (
     apply_linear_projection,
     blend,
@@ -17,7 +18,6 @@ from scholar_es.projection.routing import (
     route_many,
     routing_weights,
 )
-from scholar_es.errors import ConfigError
 
 
 def test_issue_example_weights_at_tau_0_1():

@@ -293,8 +293,8 @@ QASPER_METHOD, QASPER_INTRO = f"{QASPER_PAPER}#2.0", f"{QASPER_PAPER}#0.3"  # ev
 
 
 def qasper_ranks(tmp_path, shared_data, embedder):
-    from scholar_es.engine.node import embedded_client
     from indexer.pipeline import IndexRun
+    from scholar_es.engine.node import embedded_client
 
     papers = shared_data / "qasper" / "papers_validation.jsonl"
     line = next((x for x in papers.open() if json.loads(x)["paper_id"] == QASPER_PAPER), None)

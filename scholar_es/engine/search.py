@@ -9,7 +9,14 @@ import numpy as np
 from scholar_es.engine import similarity as sim
 from scholar_es.engine.errors import EsError, illegal_argument, parsing_error, unsupported
 from scholar_es.engine.functions import parse_function_score
-from scholar_es.engine.hits import SortSpec, collapse_values, filter_source, order_by_score, stored_source, total_hits
+from scholar_es.engine.hits import (
+    SortSpec,
+    collapse_values,
+    filter_source,
+    order_by_score,
+    stored_source,
+    total_hits,
+)
 from scholar_es.engine.knn import knn_query, parse_knn
 from scholar_es.engine.nodes import Ctx, Node, expl
 from scholar_es.engine.queries import QueryParser

@@ -71,10 +71,10 @@ def run_tune(dataset: str | Path, *, fmt: str = "auto", split: str = "train", ta
     ``papers``: QASPER only, tune on the first N papers of the split and their questions
     (indexed apart, under ``<name>-<split>-first<N>-``), for train splits too large to embed.
     """
-    from scholar_es.evaluation.tune import report_lines, tune
     from indexer.embedder import DEFAULT_MODEL, Embedder, default_cache_dir
     from scholar_es.client import connect, default_target
     from scholar_es.errors import ConfigError
+    from scholar_es.evaluation.tune import report_lines, tune
 
     if split not in TRAIN_SPLITS and not allow_any_split:
         raise ConfigError(f"tune fits parameters to the judgments of --split {split!r}; numbers reported on that "

@@ -11,8 +11,8 @@ import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from scholar_es.evaluation.metrics import ALL_METRICS, LATENCY_METRICS, METRICS
 from scholar_es.errors import ConfigError
+from scholar_es.evaluation.metrics import ALL_METRICS, LATENCY_METRICS, METRICS
 
 Results = Mapping[str, Mapping[str, float]]
 HEADERS = {"ndcg@10": "nDCG@10", "mrr@10": "MRR@10", "p@1": "P@1", "p@3": "P@3", "p@10": "P@10",

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from scholar_es.errors import ConfigError, ScholarEsError, choices
 from scholar_es.evaluation.datasets import Dataset
 from scholar_es.evaluation.metrics import (
     RUN_DEPTH,
@@ -37,7 +38,6 @@ from scholar_es.evaluation.metrics import (
     paragraph_ranking,
     score_rankings,
 )
-from scholar_es.errors import ConfigError, ScholarEsError, choices
 
 SCOPES = {"corpus": "search every indexed chunk", "paper": "search only the question's own paper (QASPER)"}
 #: what the scoring reads from each hit

@@ -49,6 +49,7 @@ from itertools import product
 
 import numpy as np
 
+from scholar_es.errors import ConfigError, InputError
 from scholar_es.evaluation.datasets import Dataset
 from scholar_es.evaluation.metrics import mean_scores, score_rankings
 from scholar_es.evaluation.runner import (
@@ -60,7 +61,6 @@ from scholar_es.evaluation.runner import (
     eval_profile,
     run_evaluation,
 )
-from scholar_es.errors import ConfigError, InputError
 
 BM25_WEIGHTS = (0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0)
 SATURATION_KS = (1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0)

@@ -20,8 +20,8 @@ from collections.abc import Sequence
 from elasticsearch.dsl import Q, Search
 from pydantic import BaseModel
 
-from scholar_es.multisection.rescore import Scored
 from querybuilder.run import snippet
+from scholar_es.multisection.rescore import Scored
 
 MIN_QUOTE_CHARS = 20
 PER_PAPER = 3

@@ -22,6 +22,12 @@ from dataclasses import dataclass, field
 import numpy as np
 from pydantic import BaseModel
 
+from querybuilder.intent import analyze
+from querybuilder.plan import MAX_RESULT_WINDOW, Filters
+from querybuilder.profiles import Profile, load_profile
+from querybuilder.render import to_console
+from querybuilder.run import Hit, PaperHit, SearchResult, to_hit
+from scholar_es.errors import ConfigError, ScholarEsError
 from scholar_es.multisection.aggregate import (
     PER_PAPER,
     PaperResult,
@@ -31,7 +37,14 @@ from scholar_es.multisection.aggregate import (
     group_papers,
     needs_fallback,
 )
-from scholar_es.multisection.decompose import DEFAULT_LLM_TIMEOUT, LLM, Breakdown, Section, breakdown, survey_section
+from scholar_es.multisection.decompose import (
+    DEFAULT_LLM_TIMEOUT,
+    LLM,
+    Breakdown,
+    Section,
+    breakdown,
+    survey_section,
+)
 from scholar_es.multisection.merge import merge
 from scholar_es.multisection.msearch import (
     SubResult,
@@ -49,12 +62,6 @@ from scholar_es.multisection.rescore import (
     rescore_search,
     run_rescore,
 )
-from querybuilder.intent import analyze
-from querybuilder.plan import MAX_RESULT_WINDOW, Filters
-from querybuilder.profiles import Profile, load_profile
-from querybuilder.render import to_console
-from querybuilder.run import Hit, PaperHit, SearchResult, to_hit
-from scholar_es.errors import ConfigError, ScholarEsError
 
 STRATEGY = "multisection"
 

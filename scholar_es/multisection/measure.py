@@ -29,13 +29,13 @@ from pathlib import Path
 
 import numpy as np
 
+from indexer.embedder import Embedder
+from scholar_es.client import connect
 from scholar_es.evaluation.datasets import load_dataset
 from scholar_es.evaluation.metrics import latency_percentiles, mean_scores, score_rankings
 from scholar_es.evaluation.report import markdown_table
 from scholar_es.evaluation.runner import embed_questions, eval_profile, make_searcher, run_queries
-from indexer.embedder import Embedder
 from scholar_es.multisection.flow import Plan, eval_searcher
-from scholar_es.client import connect
 
 PAPER_METRICS = ["ndcg@10", "mrr@10", "p@1", "recall@10"]
 DEFAULT_DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "qasper"

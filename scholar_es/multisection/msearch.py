@@ -30,13 +30,13 @@ from dataclasses import dataclass, field
 import numpy as np
 from elasticsearch.dsl import Search
 
-from scholar_es.multisection.decompose import Breakdown, Section
 from querybuilder.dsl import build_search
 from querybuilder.plan import Filters, QueryPlan, make_plan
 from querybuilder.profiles import Profile
 from querybuilder.render import to_console
 from querybuilder.run import check_model, index_meta
 from scholar_es.errors import ConfigError
+from scholar_es.multisection.decompose import Breakdown, Section
 
 KEYWORD = "keyword"
 

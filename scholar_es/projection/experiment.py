@@ -297,9 +297,9 @@ def verify_engine(data: Data, target: str, prefix: str, seed: int = 0, folds: in
     """Fold 0 through the engine: heads stored in it (``<prefix>heads-experiment-fold0``), then
     ``projection.search`` (direct, multihead τ=0.1, multihead + fallback) vs numpy's top 10."""
     from indexer.embedder import Embedder
+    from scholar_es.client import connect
     from scholar_es.projection.search import search
     from scholar_es.projection.store import delete_heads, save_heads
-    from scholar_es.client import connect
 
     es = connect(target)
     doc_index = {d: i for i, d in enumerate(data.doc_ids)}
@@ -345,10 +345,10 @@ def evaluate_hybrid(data: Data, target: str, prefix: str, results: dict, seed: i
     vector) vs ``multihead-hybrid`` (projected vector; with the fold's no-harm fallback and
     without a fallback). The fold's heads are stored in the engine and searched by name."""
     from indexer.embedder import Embedder
-    from scholar_es.projection.search import search
-    from scholar_es.projection.store import delete_heads, save_heads
     from querybuilder.run import search as qb_search
     from scholar_es.client import connect
+    from scholar_es.projection.search import search
+    from scholar_es.projection.store import delete_heads, save_heads
 
     es = connect(target)
     embedder = Embedder(data.model)

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from indexer.embedder import model_key
-from scholar_es.projection.routing import DEFAULT_TAU, NO_THRESHOLD, Routing, check_alpha, check_tau, route
 from scholar_es.errors import ConfigError, ModelMismatchError
+from scholar_es.projection.routing import DEFAULT_TAU, NO_THRESHOLD, Routing, check_alpha, check_tau, route
 
 DEFAULT_NAME = "default"
 #: The confidence-fallback threshold on the best centroid similarity stored with newly trained

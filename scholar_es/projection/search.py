@@ -17,9 +17,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from scholar_es.errors import ConfigError, choices
 from scholar_es.projection.heads import DEFAULT_NAME, Heads
 from scholar_es.projection.routing import Routing
-from scholar_es.errors import ConfigError, choices
 
 #: strategy -> (query-builder strategy whose DSL it uses, whether it projects the vector)
 STRATEGIES: dict[str, tuple[str, bool]] = {

@@ -26,9 +26,9 @@ import numpy as np
 from elasticsearch import NotFoundError, helpers
 
 from indexer import layout
+from scholar_es.errors import ConfigError, ScholarEsError, choices
 from scholar_es.projection.heads import DEFAULT_NAME, Heads, check_name
 from scholar_es.projection.routing import NO_THRESHOLD
-from scholar_es.errors import ConfigError, ScholarEsError, choices
 
 SCHEMA = "scholar-es/heads"
 SCHEMA_VERSION = 1

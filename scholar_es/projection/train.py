@@ -27,10 +27,10 @@ import numpy as np
 
 from indexer.models import Chunk, Paper
 from indexer.pipeline import embedding_text
+from scholar_es.errors import ConfigError
 from scholar_es.projection.heads import DEFAULT_NAME, DEFAULT_THRESHOLD, Heads, check_name
 from scholar_es.projection.routing import DEFAULT_TAU, NO_THRESHOLD, blend, normalize, route
 from scholar_es.projection.tuning import FallbackChoice, choose_fallback
-from scholar_es.errors import ConfigError
 
 ID_BATCH = 500  # ids per terms lookup
 
@@ -260,8 +260,8 @@ def train_heads(es, dataset: str | Path, *, fmt: str = "auto", split: str | None
     must hold the dataset's corpus (``prefix`` None: the prefix ``eval`` indexes the dataset under,
     e.g. ``scifact-``, ``qasper-train-``). The fallback threshold: ``threshold``; with ``tune``, chosen
     by :func:`tune_fallback` (α too); else :data:`~projection.heads.DEFAULT_THRESHOLD`."""
-    from scholar_es.projection.store import save_heads
     from querybuilder.run import check_model, index_meta
+    from scholar_es.projection.store import save_heads
 
     check_name(name)
     if tune and threshold is not None:

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from scholar_es.projection.routing import NO_THRESHOLD
 from scholar_es.errors import ConfigError
+from scholar_es.projection.routing import NO_THRESHOLD
 
 
 @dataclass(frozen=True)
