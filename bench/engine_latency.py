@@ -47,9 +47,11 @@ SEED = 20240601
 INDEX = "bench-chunks"
 SECTION_TYPES = ["abstract", "introduction", "method", "results", "discussion", "conclusion", "other"]
 SECTION_P = [0.08, 0.15, 0.30, 0.22, 0.12, 0.08, 0.05]
-SECTION_WEIGHTS = [({"term": {"section_type": "abstract"}}, 1.3),
-                   ({"terms": {"section_type": ["results", "conclusion"]}}, 1.15),
-                   ({"term": {"section_type": "other"}}, 0.7)]
+SECTION_WEIGHTS = [
+    ({"term": {"section_type": "abstract"}}, 1.3),
+    ({"terms": {"section_type": ["results", "conclusion"]}}, 1.15),
+    ({"term": {"section_type": "other"}}, 0.7),
+]
 FIELDS = ["title^2", "abstract", "chunk_text"]
 PIVOT = 8.0
 
@@ -65,8 +67,38 @@ experimental theory distribution observed found rate higher when into other para
 work task tasks dataset datasets neural deep language text graph images image features feature"""
 COMMON = COMMON_TEXT.split()
 
-_ONSETS = ["b", "c", "d", "f", "g", "h", "k", "l", "m", "n", "p", "r", "s", "t", "v", "z", "br", "cr",
-           "dr", "gr", "pr", "tr", "st", "sp", "ch", "sh", "th", "ph", "pl", "cl"]
+_ONSETS = [
+    "b",
+    "c",
+    "d",
+    "f",
+    "g",
+    "h",
+    "k",
+    "l",
+    "m",
+    "n",
+    "p",
+    "r",
+    "s",
+    "t",
+    "v",
+    "z",
+    "br",
+    "cr",
+    "dr",
+    "gr",
+    "pr",
+    "tr",
+    "st",
+    "sp",
+    "ch",
+    "sh",
+    "th",
+    "ph",
+    "pl",
+    "cl",
+]
 _VOWELS = ["a", "e", "i", "o", "u", "ai", "ea", "io", "ou", "y"]
 _CODAS = ["", "", "n", "r", "s", "l", "m", "t", "x", "nd", "st", "ng"]
 _SUFFIXES = ["", "", "", "s", "ing", "ed", "ation", "ity", "al", "ic", "ism", "ness", "ive", "ology"]
@@ -78,8 +110,12 @@ def build_vocabulary(size: int, rng: np.random.Generator) -> list[str]:
     seen = set(words)
     while len(words) < size:
         n_syl = int(rng.integers(1, 4))
-        w = "".join(_ONSETS[rng.integers(len(_ONSETS))] + _VOWELS[rng.integers(len(_VOWELS))]
-                    + _CODAS[rng.integers(len(_CODAS))] for _ in range(n_syl))
+        w = "".join(
+            _ONSETS[rng.integers(len(_ONSETS))]
+            + _VOWELS[rng.integers(len(_VOWELS))]
+            + _CODAS[rng.integers(len(_CODAS))]
+            for _ in range(n_syl)
+        )
         w += _SUFFIXES[rng.integers(len(_SUFFIXES))]
         if w not in seen:
             seen.add(w)
@@ -94,7 +130,7 @@ class Corpus:
         rng = np.random.default_rng(seed)
         self.vocab = np.array(build_vocabulary(vocab_size, rng), dtype=object)
         ranks = np.arange(1, vocab_size + 1, dtype=np.float64)
-        p = ranks ** -zipf_s
+        p = ranks**-zipf_s
         self.p = p / p.sum()
         self.cdf = np.cumsum(self.p)
         self.n = n_docs
@@ -117,10 +153,16 @@ class Corpus:
 
     def doc(self, i: int) -> dict:
         pid = int(self.paper[i])
-        return {"chunk_id": f"p{pid}#c{i}", "paper_id": f"p{pid}", "title": self.titles[pid],
-                "abstract": self.abstracts[pid], "chunk_text": self.chunk_text[i],
-                "section_type": SECTION_TYPES[int(self.section[i])], "position": i % 12,
-                "vector": [float(x) for x in self.vectors[i]]}
+        return {
+            "chunk_id": f"p{pid}#c{i}",
+            "paper_id": f"p{pid}",
+            "title": self.titles[pid],
+            "abstract": self.abstracts[pid],
+            "chunk_text": self.chunk_text[i],
+            "section_type": SECTION_TYPES[int(self.section[i])],
+            "position": i % 12,
+            "vector": [float(x) for x in self.vectors[i]],
+        }
 
     def flat_text(self, i: int) -> str:
         pid = int(self.paper[i])
@@ -145,24 +187,41 @@ class Corpus:
 
 
 def bm25_body(text: str) -> dict:
-    return {"size": 10, "_source": False,
-            "query": {"multi_match": {"query": text, "fields": FIELDS, "type": "best_fields"}}}
+    return {
+        "size": 10,
+        "_source": False,
+        "query": {"multi_match": {"query": text, "fields": FIELDS, "type": "best_fields"}},
+    }
 
 
 def knn_body(vec: list[float]) -> dict:
-    return {"size": 10, "_source": False,
-            "knn": {"field": "vector", "query_vector": vec, "k": 10, "num_candidates": 100}}
+    return {
+        "size": 10,
+        "_source": False,
+        "knn": {"field": "vector", "query_vector": vec, "k": 10, "num_candidates": 100},
+    }
 
 
 def hybrid_body(text: str, vec: list[float]) -> dict:
-    lexical = {"script_score": {
-        "query": {"multi_match": {"query": text, "fields": FIELDS, "type": "best_fields"}},
-        "script": {"source": "saturation(_score, params.pivot)", "params": {"pivot": PIVOT}}}}
+    lexical = {
+        "script_score": {
+            "query": {"multi_match": {"query": text, "fields": FIELDS, "type": "best_fields"}},
+            "script": {"source": "saturation(_score, params.pivot)", "params": {"pivot": PIVOT}},
+        }
+    }
     semantic = {"knn": {"field": "vector", "query_vector": vec, "k": 10, "num_candidates": 100}}
-    return {"size": 10, "_source": False, "query": {"function_score": {
-        "query": {"bool": {"should": [lexical, semantic]}},
-        "functions": [{"filter": f, "weight": w} for f, w in SECTION_WEIGHTS],
-        "score_mode": "first", "boost_mode": "multiply"}}}
+    return {
+        "size": 10,
+        "_source": False,
+        "query": {
+            "function_score": {
+                "query": {"bool": {"should": [lexical, semantic]}},
+                "functions": [{"filter": f, "weight": w} for f, w in SECTION_WEIGHTS],
+                "score_mode": "first",
+                "boost_mode": "multiply",
+            }
+        },
+    }
 
 
 # --- runs -------------------------------------------------------------------------------------
@@ -170,8 +229,12 @@ def hybrid_body(text: str, vec: list[float]) -> dict:
 
 def percentiles(samples: list[float]) -> dict:
     a = np.asarray(samples) * 1000.0
-    return {"p50_ms": float(np.percentile(a, 50)), "p95_ms": float(np.percentile(a, 95)),
-            "mean_ms": float(a.mean()), "n": len(a)}
+    return {
+        "p50_ms": float(np.percentile(a, 50)),
+        "p95_ms": float(np.percentile(a, 95)),
+        "mean_ms": float(a.mean()),
+        "n": len(a),
+    }
 
 
 def time_each(fn, items, warmup: int = 3) -> list[float]:
@@ -198,7 +261,9 @@ def index_engine(es, corpus: Corpus, log) -> float:
             if i and i % 20_000 == 0:
                 log(f"  ... {i} docs sent ({time.perf_counter() - t0:.0f}s)")
 
-    ok, errors = helpers.bulk(es, actions(), chunk_size=1000, max_chunk_bytes=200 * 1024 * 1024, stats_only=True)
+    ok, errors = helpers.bulk(
+        es, actions(), chunk_size=1000, max_chunk_bytes=200 * 1024 * 1024, stats_only=True
+    )
     if errors:
         raise RuntimeError(f"{errors} bulk items failed")
     es.indices.refresh(index=INDEX)
@@ -206,8 +271,14 @@ def index_engine(es, corpus: Corpus, log) -> float:
     return time.perf_counter() - t0
 
 
-def run(n_docs: int, n_queries: int, out_path: Path | None, log=print, blas_threads: int | None = None,
-        engine_dir: Path | None = None) -> dict:
+def run(
+    n_docs: int,
+    n_queries: int,
+    out_path: Path | None,
+    log=print,
+    blas_threads: int | None = None,
+    engine_dir: Path | None = None,
+) -> dict:
     import bm25s
     import Stemmer
 
@@ -223,15 +294,18 @@ def run(n_docs: int, n_queries: int, out_path: Path | None, log=print, blas_thre
     t0 = time.perf_counter()
     texts = [corpus.flat_text(i) for i in range(n_docs)]
     retriever = bm25s.BM25(k1=1.2, b=0.75)  # method "lucene", Elasticsearch's k1/b
-    retriever.index(bm25s.tokenize(texts, stopwords="en", stemmer=stemmer, show_progress=False),
-                    show_progress=False)
+    retriever.index(
+        bm25s.tokenize(texts, stopwords="en", stemmer=stemmer, show_progress=False), show_progress=False
+    )
     bm25s_index_s = time.perf_counter() - t0
     del texts
     log(f"bm25s indexed in {bm25s_index_s:.1f}s")
     matrix = corpus.vectors
 
     def bm25s_query(item):
-        tokens = bm25s.tokenize([item[0]], stopwords="en", stemmer=stemmer, return_ids=False, show_progress=False)
+        tokens = bm25s.tokenize(
+            [item[0]], stopwords="en", stemmer=stemmer, return_ids=False, show_progress=False
+        )
         return retriever.retrieve(tokens, k=10, show_progress=False)
 
     def numpy_query(item):
@@ -242,8 +316,11 @@ def run(n_docs: int, n_queries: int, out_path: Path | None, log=print, blas_thre
     results: dict = {}
     with tempfile.TemporaryDirectory(prefix="scholar-es-bench-") as tmp:
         es = embedded_client(engine_dir or Path(tmp) / "engine")
-        reuse = engine_dir is not None and es.indices.exists(index=INDEX) and \
-            es.count(index=INDEX)["count"] == n_docs
+        reuse = (
+            engine_dir is not None
+            and es.indices.exists(index=INDEX)
+            and es.count(index=INDEX)["count"] == n_docs
+        )
         if reuse:  # same seed and size: the same documents, indexed by an earlier run
             index_s = None
             log(f"reusing the {n_docs} chunks indexed in {engine_dir}")
@@ -260,9 +337,13 @@ def run(n_docs: int, n_queries: int, out_path: Path | None, log=print, blas_thre
         runs = {
             "bm25s": lambda: time_each(bm25s_query, queries),
             "numpy_knn": lambda: time_each(numpy_query, queries),
-            "engine_bm25": lambda: time_each(lambda it: es.search(index=INDEX, **bm25_body(it[0])), vec_lists),
+            "engine_bm25": lambda: time_each(
+                lambda it: es.search(index=INDEX, **bm25_body(it[0])), vec_lists
+            ),
             "engine_knn": lambda: time_each(lambda it: es.search(index=INDEX, **knn_body(it[1])), vec_lists),
-            "engine_hybrid": lambda: time_each(lambda it: es.search(index=INDEX, **hybrid_body(*it)), vec_lists),
+            "engine_hybrid": lambda: time_each(
+                lambda it: es.search(index=INDEX, **hybrid_body(*it)), vec_lists
+            ),
         }
         for name, fn in runs.items():
             results[name] = percentiles(fn())
@@ -277,14 +358,23 @@ def run(n_docs: int, n_queries: int, out_path: Path | None, log=print, blas_thre
     base = results["bm25s"]["p50_ms"] + results["numpy_knn"]["p50_ms"]
     ratio = results["engine_hybrid"]["p50_ms"] / base
     report = {
-        "docs": n_docs, "queries": n_queries, "dims": DIMS, "seed": SEED,
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
-                    "processor": platform.processor() or platform.machine(),
-                    "load_avg_at_end": os.getloadavg() if hasattr(os, "getloadavg") else None},
+        "docs": n_docs,
+        "queries": n_queries,
+        "dims": DIMS,
+        "seed": SEED,
+        "machine": {
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "processor": platform.processor() or platform.machine(),
+            "load_avg_at_end": os.getloadavg() if hasattr(os, "getloadavg") else None,
+        },
         "blas_threads": blas_threads or "library default",
         "index_seconds": {"engine": index_s, "bm25s": bm25s_index_s, "engine_first_search": first_search_s},
         "latency": results,
-        "hybrid_ratio": ratio, "target_ratio": 2.0, "meets_target": ratio <= 2.0,
+        "hybrid_ratio": ratio,
+        "target_ratio": 2.0,
+        "meets_target": ratio <= 2.0,
         "knn_top1_agreement_with_numpy": f"{agree}/20",
     }
     if out_path is not None:
@@ -294,19 +384,29 @@ def run(n_docs: int, n_queries: int, out_path: Path | None, log=print, blas_thre
 
 
 def markdown(report: dict) -> str:
-    lines = [f"{report['docs']:,} chunks, {report['queries']} queries, {report['machine']['cpus']} CPUs, "
-             f"BLAS threads: {report['blas_threads']}",
-             "", "| method | p50 (ms) | p95 (ms) |", "|---|---:|---:|"]
+    lines = [
+        f"{report['docs']:,} chunks, {report['queries']} queries, {report['machine']['cpus']} CPUs, "
+        f"BLAS threads: {report['blas_threads']}",
+        "",
+        "| method | p50 (ms) | p95 (ms) |",
+        "|---|---:|---:|",
+    ]
     for name, r in report["latency"].items():
         lines.append(f"| {name} | {r['p50_ms']:.2f} | {r['p95_ms']:.2f} |")
     idx = report["index_seconds"]
-    engine_idx = (f"{idx['engine']:.1f} s ({report['docs'] / idx['engine']:.0f} docs/s, through helpers.bulk)"
-                  if idx["engine"] else "reused (not measured)")
-    lines += ["", f"hybrid p50 / (bm25s p50 + numpy p50) = **{report['hybrid_ratio']:.2f}** (target <= 2: "
-                  f"{'met' if report['meets_target'] else 'MISSED'})",
-              f"indexing: engine {engine_idx}, bm25s {idx['bm25s']:.1f} s; engine first search "
-              f"{idx['engine_first_search']:.2f} s",
-              f"kNN top-1 agreement engine vs numpy: {report['knn_top1_agreement_with_numpy']}"]
+    engine_idx = (
+        f"{idx['engine']:.1f} s ({report['docs'] / idx['engine']:.0f} docs/s, through helpers.bulk)"
+        if idx["engine"]
+        else "reused (not measured)"
+    )
+    lines += [
+        "",
+        f"hybrid p50 / (bm25s p50 + numpy p50) = **{report['hybrid_ratio']:.2f}** (target <= 2: "
+        f"{'met' if report['meets_target'] else 'MISSED'})",
+        f"indexing: engine {engine_idx}, bm25s {idx['bm25s']:.1f} s; engine first search "
+        f"{idx['engine_first_search']:.2f} s",
+        f"kNN top-1 agreement engine vs numpy: {report['knn_top1_agreement_with_numpy']}",
+    ]
     return "\n".join(lines)
 
 
@@ -316,12 +416,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--queries", type=int, default=200, help="number of queries per method (default 200)")
     ap.add_argument("--quick", action="store_true", help="CI preset: 5,000 chunks (unless --docs is given)")
     ap.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "engine_latency.json")
-    ap.add_argument("--engine-dir", type=Path, default=None,
-                    help="keep the engine index in this folder and reuse it on the next run with the same --docs "
-                         "(default: a temporary folder; indexing time is only measured when it indexes)")
-    ap.add_argument("--blas-threads", type=int, default=1,
-                    help="BLAS threads for both the engine and numpy (default 1: on a small shared machine "
-                         "multi-threaded OpenBLAS matrix-vector products can stall for ~15 ms; 0 = library default)")
+    ap.add_argument(
+        "--engine-dir",
+        type=Path,
+        default=None,
+        help="keep the engine index in this folder and reuse it on the next run with the same --docs "
+        "(default: a temporary folder; indexing time is only measured when it indexes)",
+    )
+    ap.add_argument(
+        "--blas-threads",
+        type=int,
+        default=1,
+        help="BLAS threads for both the engine and numpy (default 1: on a small shared machine "
+        "multi-threaded OpenBLAS matrix-vector products can stall for ~15 ms; 0 = library default)",
+    )
     args = ap.parse_args(argv)
     docs = args.docs
     if args.quick and "--docs" not in (argv if argv is not None else sys.argv[1:]):
@@ -331,8 +439,14 @@ def main(argv: list[str] | None = None) -> int:
         from threadpoolctl import threadpool_limits
 
         with threadpool_limits(limits=args.blas_threads, user_api="blas"):
-            report = run(docs, args.queries, args.out, log=log, blas_threads=args.blas_threads,
-                         engine_dir=args.engine_dir)
+            report = run(
+                docs,
+                args.queries,
+                args.out,
+                log=log,
+                blas_threads=args.blas_threads,
+                engine_dir=args.engine_dir,
+            )
     else:
         report = run(docs, args.queries, args.out, log=log, blas_threads=None, engine_dir=args.engine_dir)
     print(markdown(report))

@@ -40,8 +40,12 @@ def sample(source: Path, paragraphs: int, out: Path) -> int:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--paragraphs", type=int, default=1000)
-    ap.add_argument("--data", default=os.environ.get("SCHOLAR_ES_DATA",
-                                                     str(Path(__file__).resolve().parents[2] / "shared" / "data")))
+    ap.add_argument(
+        "--data",
+        default=os.environ.get(
+            "SCHOLAR_ES_DATA", str(Path(__file__).resolve().parents[2] / "shared" / "data")
+        ),
+    )
     ap.add_argument("--batch-size", type=int, default=32)
     args = ap.parse_args()
     source = Path(args.data) / "qasper" / "papers_validation.jsonl"
@@ -58,14 +62,21 @@ def main() -> None:
         summary = IndexRun(es, embedder).run([sample_file], "qasper")
         total = time.perf_counter() - t0
     outside = total - summary.encode_seconds
-    result = {"paragraphs_in_sample": n, "chunks": summary.chunks, "papers": summary.papers,
-              "seconds": round(total, 2), "encode_seconds": round(summary.encode_seconds, 2),
-              "chunks_per_second": round(summary.chunks / total, 1),
-              "share_outside_encode": round(outside / total, 4)}
+    result = {
+        "paragraphs_in_sample": n,
+        "chunks": summary.chunks,
+        "papers": summary.papers,
+        "seconds": round(total, 2),
+        "encode_seconds": round(summary.encode_seconds, 2),
+        "chunks_per_second": round(summary.chunks / total, 1),
+        "share_outside_encode": round(outside / total, 4),
+    }
     print("| chunks | seconds | chunks/s | encode s | share outside encode |")
     print("|---|---|---|---|---|")
-    print(f"| {result['chunks']} | {result['seconds']} | {result['chunks_per_second']} | "
-          f"{result['encode_seconds']} | {result['share_outside_encode']:.1%} |")
+    print(
+        f"| {result['chunks']} | {result['seconds']} | {result['chunks_per_second']} | "
+        f"{result['encode_seconds']} | {result['share_outside_encode']:.1%} |"
+    )
     out = Path(__file__).parent / "results"
     out.mkdir(exist_ok=True)
     (out / "index_throughput.json").write_text(json.dumps(result, indent=2))

@@ -43,8 +43,9 @@ class _Block:
     paragraphs: list[tuple[str, str]]  # (paragraph id, text), non-empty only
 
 
-def chunk_paper(paper: Paper, mode: str = "paragraph", window_words: int = 150,
-                overlap_words: int = 30) -> list[Chunk]:
+def chunk_paper(
+    paper: Paper, mode: str = "paragraph", window_words: int = 150, overlap_words: int = 30
+) -> list[Chunk]:
     """The chunks of ``paper`` in reading order (see the module docstring for the modes).
 
     ``window_words`` and ``overlap_words`` are used, and checked, in window mode only.
@@ -58,11 +59,22 @@ def chunk_paper(paper: Paper, mode: str = "paragraph", window_words: int = 150,
         if mode == "paragraph":
             pieces.extend((block, pid, text, [pid]) for pid, text in block.paragraphs)
         else:
-            pieces.extend((block, f"{paper.id}#{block.key}.w{k}", text, pids)
-                          for k, (text, pids) in enumerate(_windows(block, window_words, overlap_words)))
-    return [Chunk(id=chunk_id, paper_id=paper.id, section_heading=block.heading, section_type=block.type,
-                  text=text, paragraph_ids=pids, position=position)
-            for position, (block, chunk_id, text, pids) in enumerate(pieces)]
+            pieces.extend(
+                (block, f"{paper.id}#{block.key}.w{k}", text, pids)
+                for k, (text, pids) in enumerate(_windows(block, window_words, overlap_words))
+            )
+    return [
+        Chunk(
+            id=chunk_id,
+            paper_id=paper.id,
+            section_heading=block.heading,
+            section_type=block.type,
+            text=text,
+            paragraph_ids=pids,
+            position=position,
+        )
+        for position, (block, chunk_id, text, pids) in enumerate(pieces)
+    ]
 
 
 def check_window(window_words: int, overlap_words: int) -> None:
@@ -73,14 +85,17 @@ def check_window(window_words: int, overlap_words: int) -> None:
     if window_words < 1:
         raise ConfigError(f"window_words must be positive, got {window_words}; use e.g. 150")
     if not 0 <= overlap_words < window_words:
-        raise ConfigError(f"overlap_words must be at least 0 and less than window_words ({window_words}), "
-                          f"got {overlap_words}; use e.g. {window_words // 5}")
+        raise ConfigError(
+            f"overlap_words must be at least 0 and less than window_words ({window_words}), "
+            f"got {overlap_words}; use e.g. {window_words // 5}"
+        )
 
 
 def _blocks(paper: Paper) -> Iterator[_Block]:
     if paper.abstract.strip():
-        yield _Block(ABSTRACT_KEY, ABSTRACT_HEADING, "abstract",
-                     [(paper.abstract_paragraph_id(), paper.abstract)])
+        yield _Block(
+            ABSTRACT_KEY, ABSTRACT_HEADING, "abstract", [(paper.abstract_paragraph_id(), paper.abstract)]
+        )
     for idx, section in enumerate(paper.sections):
         paragraphs = [(p.id, p.text) for p in section.paragraphs if p.text.strip()]
         if paragraphs:

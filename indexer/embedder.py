@@ -62,7 +62,7 @@ class EmbeddingCache:
     def get_many(self, keys: Sequence[bytes]) -> dict[bytes, np.ndarray]:
         out: dict[bytes, np.ndarray] = {}
         for start in range(0, len(keys), 500):
-            part = list(keys[start:start + 500])
+            part = list(keys[start : start + 500])
             q = "SELECT key, vec FROM emb WHERE key IN ({})".format(",".join("?" * len(part)))
             for k, v in self._db.execute(q, part):
                 out[k] = np.frombuffer(v, dtype="<f4")
@@ -70,23 +70,33 @@ class EmbeddingCache:
 
     def put_many(self, items: Sequence[tuple[bytes, np.ndarray]]) -> None:
         with self._lock:
-            self._db.executemany("INSERT OR REPLACE INTO emb VALUES (?, ?)",
-                                 [(k, np.asarray(v, dtype="<f4").tobytes()) for k, v in items])
+            self._db.executemany(
+                "INSERT OR REPLACE INTO emb VALUES (?, ?)",
+                [(k, np.asarray(v, dtype="<f4").tobytes()) for k, v in items],
+            )
             self._db.commit()
 
 
 class Embedder:
     """Embeds texts with a sentence-transformers model; the model loads on first use."""
 
-    def __init__(self, model: str = DEFAULT_MODEL, batch_size: int = 32, cache_dir: Path | None = None,
-                 use_cache: bool = True, device: str | None = None) -> None:
+    def __init__(
+        self,
+        model: str = DEFAULT_MODEL,
+        batch_size: int = 32,
+        cache_dir: Path | None = None,
+        use_cache: bool = True,
+        device: str | None = None,
+    ) -> None:
         if batch_size < 1:
             raise ConfigError(f"--batch-size must be at least 1, got {batch_size}; use e.g. 32")
         self.name = model
         self.batch_size = batch_size
         self.device = device
         self._model = None
-        self._cache = EmbeddingCache((cache_dir or default_cache_dir()) / "embeddings.sqlite3") if use_cache else None
+        self._cache = (
+            EmbeddingCache((cache_dir or default_cache_dir()) / "embeddings.sqlite3") if use_cache else None
+        )
         self.encode_seconds = 0.0  # time spent inside the model, for the indexing benchmark
 
     def _load(self):
@@ -101,8 +111,10 @@ class Embedder:
                 hf_logging.disable_progress_bar()  # our own progress bar is the one to watch
                 self._model = SentenceTransformer(path, device=self.device or "cpu")
             except (OSError, ValueError) as e:
-                raise ConfigError(f"cannot load embedding model {self.name!r}: {e}. Use the default "
-                                  f"{DEFAULT_MODEL!r} (shipped offline) or a local model directory") from None
+                raise ConfigError(
+                    f"cannot load embedding model {self.name!r}: {e}. Use the default "
+                    f"{DEFAULT_MODEL!r} (shipped offline) or a local model directory"
+                ) from None
         return self._model
 
     @property
@@ -117,19 +129,32 @@ class Embedder:
             return np.zeros((0, self.dims), dtype=np.float32)
         keys = [EmbeddingCache.key(model_key(self.name), t) for t in texts] if self._cache else []
         found = self._cache.get_many(keys) if self._cache else {}
-        missing = [i for i, k in enumerate(keys) if k not in found] if self._cache else list(range(len(texts)))
+        missing = (
+            [i for i, k in enumerate(keys) if k not in found] if self._cache else list(range(len(texts)))
+        )
         out: list[np.ndarray | None] = [found.get(k) for k in keys] if self._cache else [None] * len(texts)
         if missing:
             import time
+
             unique = list(dict.fromkeys(texts[i] for i in missing))  # a repeated text costs one encode
             t0 = time.perf_counter()
-            vecs = self._load().encode(unique, batch_size=self.batch_size,
-                                       normalize_embeddings=True, convert_to_numpy=True,
-                                       show_progress_bar=False).astype(np.float32)
+            vecs = (
+                self._load()
+                .encode(
+                    unique,
+                    batch_size=self.batch_size,
+                    normalize_embeddings=True,
+                    convert_to_numpy=True,
+                    show_progress_bar=False,
+                )
+                .astype(np.float32)
+            )
             self.encode_seconds += time.perf_counter() - t0
             by_text = dict(zip(unique, vecs, strict=True))
             for i in missing:
                 out[i] = by_text[texts[i]]
             if self._cache:
-                self._cache.put_many([(EmbeddingCache.key(model_key(self.name), t), v) for t, v in by_text.items()])
+                self._cache.put_many(
+                    [(EmbeddingCache.key(model_key(self.name), t), v) for t, v in by_text.items()]
+                )
         return np.vstack(out).astype(np.float32)

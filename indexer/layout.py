@@ -53,15 +53,20 @@ def check_meta(es, index: str, model: str, dims: int, chunking: str) -> None:
     """Refuse to mix vectors of another model, dimension or chunking into an existing index."""
     body = es.indices.get_mapping(index=index).body
     meta = next(iter(body.values()))["mappings"].get("_meta", {})
-    if model_key(meta.get("embedding_model")) not in (None, model_key(model)) or meta.get("dims") not in (None, dims):
+    if model_key(meta.get("embedding_model")) not in (None, model_key(model)) or meta.get("dims") not in (
+        None,
+        dims,
+    ):
         raise ModelMismatchError(
             f"index {index!r} holds vectors of model {meta.get('embedding_model')!r} ({meta.get('dims')} dims), "
             f"but this run embeds with {model!r} ({dims} dims); pass --model {meta.get('embedding_model')} "
-            "or rebuild the index with --rebuild")
+            "or rebuild the index with --rebuild"
+        )
     if meta.get("chunking") not in (None, chunking):
         raise ConfigError(
             f"index {index!r} holds {meta['chunking']!r} chunks, but this run makes {chunking!r} chunks; mixing them "
-            f"would index the same text twice. Pass --chunking {meta['chunking']} or rebuild with --rebuild")
+            f"would index the same text twice. Pass --chunking {meta['chunking']} or rebuild with --rebuild"
+        )
 
 
 def prepare(es, prefix: str, model: str, dims: int, meta: dict, rebuild: bool) -> tuple[dict[str, str], bool]:
@@ -71,11 +76,15 @@ def prepare(es, prefix: str, model: str, dims: int, meta: dict, rebuild: bool) -
         alias = alias_name(prefix, kind)
         current = physical_indices(es, alias)
         if es.indices.exists(index=alias) and not current:
-            raise ConfigError(f"{alias!r} is a concrete index, not an alias; scholar-es keeps {alias!r} as an alias "
-                              f"of versioned indices. Delete or rename it, or use another --prefix")
+            raise ConfigError(
+                f"{alias!r} is a concrete index, not an alias; scholar-es keeps {alias!r} as an alias "
+                f"of versioned indices. Delete or rename it, or use another --prefix"
+            )
         if current and not rebuild:
             if len(current) != 1:
-                raise ConfigError(f"alias {alias!r} points to several indices {current}; fix it with _aliases")
+                raise ConfigError(
+                    f"alias {alias!r} points to several indices {current}; fix it with _aliases"
+                )
             check_meta(es, current[0], model, dims, meta.get("chunking", "paragraph"))
             targets[kind] = current[0]
             continue
@@ -89,7 +98,9 @@ def prepare(es, prefix: str, model: str, dims: int, meta: dict, rebuild: bool) -
 def discard(es, targets: dict[str, str]) -> None:
     """Delete indices a failed run created (they were never published)."""
     for index in targets.values():
-        if es.indices.exists(index=index) and not es.indices.get_alias(index=index).body.get(index, {}).get("aliases"):
+        if es.indices.exists(index=index) and not es.indices.get_alias(index=index).body.get(index, {}).get(
+            "aliases"
+        ):
             es.indices.delete(index=index)
 
 
@@ -112,8 +123,11 @@ def publish(es, prefix: str, targets: dict[str, str]) -> list[str]:
     for kind, index in targets.items():
         alias = alias_name(prefix, kind)
         existing = es.indices.get(index=f"{alias}-v*", allow_no_indices=True, expand_wildcards="all").body
-        older = sorted((int(m[1]), name) for name in existing
-                       if (m := pattern.search(name)) and name != index and name.startswith(f"{alias}-v"))
+        older = sorted(
+            (int(m[1]), name)
+            for name in existing
+            if (m := pattern.search(name)) and name != index and name.startswith(f"{alias}-v")
+        )
         for _, name in older[:-1]:  # keep the most recent previous version
             es.indices.delete(index=name)
             deleted.append(name)

@@ -13,8 +13,17 @@ from typing import Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field
 
 SectionType = Literal[
-    "abstract", "introduction", "related_work", "background", "method", "experiments",
-    "results", "discussion", "conclusion", "limitations", "other",
+    "abstract",
+    "introduction",
+    "related_work",
+    "background",
+    "method",
+    "experiments",
+    "results",
+    "discussion",
+    "conclusion",
+    "limitations",
+    "other",
 ]
 #: The registry of section types, in the order of :data:`SectionType`.
 SECTION_TYPES: tuple[str, ...] = get_args(SectionType)
@@ -54,8 +63,11 @@ class Paper(_Frozen):
 
     def has_text(self) -> bool:
         """True when there is anything to index: a title, an abstract or a non-empty paragraph."""
-        return bool(self.title.strip() or self.abstract.strip() or any(
-            p.text.strip() for s in self.sections for p in s.paragraphs))
+        return bool(
+            self.title.strip()
+            or self.abstract.strip()
+            or any(p.text.strip() for s in self.sections for p in s.paragraphs)
+        )
 
 
 class Chunk(_Frozen):

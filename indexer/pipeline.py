@@ -40,8 +40,10 @@ class IndexSummary:
         return self.chunks / self.seconds if self.seconds else 0.0
 
     def line(self) -> str:
-        return (f"indexed {self.papers} papers, {self.chunks} chunks; rejected {self.rejected} records; "
-                f"{self.seconds:.1f} s ({self.chunks_per_second:.1f} chunks/s)")
+        return (
+            f"indexed {self.papers} papers, {self.chunks} chunks; rejected {self.rejected} records; "
+            f"{self.seconds:.1f} s ({self.chunks_per_second:.1f} chunks/s)"
+        )
 
 
 def embedding_text(chunk: Chunk, paper: Paper) -> str:
@@ -52,27 +54,53 @@ def embedding_text(chunk: Chunk, paper: Paper) -> str:
 
 
 def chunk_doc(chunk: Chunk, paper: Paper, vector) -> dict:
-    return {"chunk_id": chunk.id, "paper_id": paper.id, "title": paper.title, "abstract": paper.abstract,
-            "chunk_text": chunk.text, "section_heading": chunk.section_heading,
-            "section_type": chunk.section_type, "paragraph_ids": chunk.paragraph_ids,
-            "position": chunk.position, "year": paper.year, "venue": paper.venue, "authors": paper.authors,
-            "vector": [float(x) for x in vector]}
+    return {
+        "chunk_id": chunk.id,
+        "paper_id": paper.id,
+        "title": paper.title,
+        "abstract": paper.abstract,
+        "chunk_text": chunk.text,
+        "section_heading": chunk.section_heading,
+        "section_type": chunk.section_type,
+        "paragraph_ids": chunk.paragraph_ids,
+        "position": chunk.position,
+        "year": paper.year,
+        "venue": paper.venue,
+        "authors": paper.authors,
+        "vector": [float(x) for x in vector],
+    }
 
 
 def paper_doc(paper: Paper, chunks: list[Chunk], vector) -> dict:
-    return {"paper_id": paper.id, "title": paper.title, "abstract": paper.abstract, "authors": paper.authors,
-            "year": paper.year, "venue": paper.venue,
-            "section_types": sorted({c.section_type for c in chunks}), "n_chunks": len(chunks),
-            "chunk_ids": [c.id for c in chunks], "vector": [float(x) for x in vector]}
+    return {
+        "paper_id": paper.id,
+        "title": paper.title,
+        "abstract": paper.abstract,
+        "authors": paper.authors,
+        "year": paper.year,
+        "venue": paper.venue,
+        "section_types": sorted({c.section_type for c in chunks}),
+        "n_chunks": len(chunks),
+        "chunk_ids": [c.id for c in chunks],
+        "vector": [float(x) for x in vector],
+    }
 
 
 class IndexRun:
     """One ``scholar-es index`` run over some sources into one engine or cluster."""
 
-    def __init__(self, es, embedder: Embedder, *, prefix: str = "", chunking: str = "paragraph",
-                 rebuild: bool = False, bulk_size: int = 500,
-                 on_error: Callable[[str], None] | None = None,
-                 on_progress: Callable[[int, int], None] | None = None) -> None:
+    def __init__(
+        self,
+        es,
+        embedder: Embedder,
+        *,
+        prefix: str = "",
+        chunking: str = "paragraph",
+        rebuild: bool = False,
+        bulk_size: int = 500,
+        on_error: Callable[[str], None] | None = None,
+        on_progress: Callable[[int, int], None] | None = None,
+    ) -> None:
         self.es, self.embedder = es, embedder
         self.prefix, self.chunking, self.rebuild, self.bulk_size = prefix, chunking, rebuild, bulk_size
         self.on_error = on_error or (lambda msg: None)
@@ -93,7 +121,9 @@ class IndexRun:
                 if isinstance(item, InputError):
                     self.reject(str(item))
                 elif item.id in self._seen:  # the reader checks one file; this checks the whole run
-                    self.reject(f"{source}: duplicate id {item.id!r}, first seen in {self._seen[item.id]}; skipped")
+                    self.reject(
+                        f"{source}: duplicate id {item.id!r}, first seen in {self._seen[item.id]}; skipped"
+                    )
                 else:
                     self._seen[item.id] = source
                     yield item, source
@@ -121,8 +151,9 @@ class IndexRun:
         if self._fresh:
             return {}
         ids = [paper.id for paper, _, _ in batch]
-        resp = self.es.search(index=targets["papers"], query={"ids": {"values": ids}}, size=len(ids),
-                              _source=["chunk_ids"])
+        resp = self.es.search(
+            index=targets["papers"], query={"ids": {"values": ids}}, size=len(ids), _source=["chunk_ids"]
+        )
         return {h["_id"]: set(h["_source"].get("chunk_ids") or []) for h in resp["hits"]["hits"]}
 
     def _batch_actions(self, batch, targets) -> Iterator[dict]:
@@ -143,14 +174,22 @@ class IndexRun:
             i += 1
             for chunk in chunks:
                 self._in_flight[(targets["chunks"], chunk.id)] = source
-                yield {"_index": targets["chunks"], "_id": chunk.id, "_source": chunk_doc(chunk, paper, vectors[i])}
+                yield {
+                    "_index": targets["chunks"],
+                    "_id": chunk.id,
+                    "_source": chunk_doc(chunk, paper, vectors[i]),
+                }
                 i += 1
             # a paper that now has fewer chunks must not keep its old ones
             for stale in sorted(previous.get(paper.id, set()) - {c.id for c in chunks}):
                 self._in_flight[(targets["chunks"], stale)] = source
                 yield {"_op_type": "delete", "_index": targets["chunks"], "_id": stale}
             self._in_flight[(targets["papers"], paper.id)] = source
-            yield {"_index": targets["papers"], "_id": paper.id, "_source": paper_doc(paper, chunks, paper_vec)}
+            yield {
+                "_index": targets["papers"],
+                "_id": paper.id,
+                "_source": paper_doc(paper, chunks, paper_vec),
+            }
             self.summary.papers += 1
             self.summary.chunks += len(chunks)
             self.on_progress(self.summary.papers, self.summary.chunks)
@@ -158,16 +197,21 @@ class IndexRun:
     def run(self, sources: list[str | Path], fmt: str = "auto") -> IndexSummary:
         """Index ``sources``; bad paths or options raise before anything is written."""
         start = time.perf_counter()
-        readers = [(str(source), read_papers(source, fmt)) for source in sources]  # ConfigError now, not midway
+        readers = [
+            (str(source), read_papers(source, fmt)) for source in sources
+        ]  # ConfigError now, not midway
         meta = {"embedding_model": self.embedder.name, "dims": self.embedder.dims, "chunking": self.chunking}
-        targets, self._fresh = layout.prepare(self.es, self.prefix, self.embedder.name, self.embedder.dims, meta,
-                                              self.rebuild)
+        targets, self._fresh = layout.prepare(
+            self.es, self.prefix, self.embedder.name, self.embedder.dims, meta, self.rebuild
+        )
         self.summary.indices = targets
         try:
             self._write(readers, targets)
             if self._fresh and self.summary.papers == 0:
-                raise ConfigError("no paper was indexed (every record was rejected or the input was empty); "
-                                  "the aliases were left as they were")
+                raise ConfigError(
+                    "no paper was indexed (every record was rejected or the input was empty); "
+                    "the aliases were left as they were"
+                )
         except BaseException:
             if self._fresh:
                 layout.discard(self.es, targets)
@@ -178,9 +222,14 @@ class IndexRun:
         return self.summary
 
     def _write(self, readers, targets: dict[str, str]) -> None:
-        for ok, item in helpers.streaming_bulk(self.es, self.actions(self.papers(readers), targets),
-                                               chunk_size=self.bulk_size, raise_on_error=False,
-                                               max_retries=5, initial_backoff=1):
+        for ok, item in helpers.streaming_bulk(
+            self.es,
+            self.actions(self.papers(readers), targets),
+            chunk_size=self.bulk_size,
+            raise_on_error=False,
+            max_retries=5,
+            initial_backoff=1,
+        ):
             op_type, op = next(iter(item.items()))
             source = self._in_flight.pop((op.get("_index", ""), op.get("_id", "")), "?")
             if not ok and not (op_type == "delete" and op.get("status") == 404):

@@ -103,8 +103,11 @@ def match_heading(heading: str | None, rules: HeadingRules | None = None) -> Sec
     return informative[-1] if informative else (named[-1] if named else None)
 
 
-def section_types(headings: list[str | None], given: list[SectionType | None] | None = None,
-                  rules: HeadingRules | None = None) -> list[SectionType]:
+def section_types(
+    headings: list[str | None],
+    given: list[SectionType | None] | None = None,
+    rules: HeadingRules | None = None,
+) -> list[SectionType]:
     """The types of a paper's body sections, in order, using their neighbours for unknown headings.
 
     A heading no rule matches (typically a topic name: "Tree Kernels", "Search Space") takes
@@ -135,35 +138,48 @@ def load_rules(path: str | Path | None = None) -> HeadingRules:
     try:
         data = json.loads(source.read_text(encoding="utf-8"))
     except OSError as exc:
-        raise ConfigError(f"cannot read section rules file {str(source)!r}: {exc.strerror}; "
-                          "pass the path of an existing JSON file") from exc
+        raise ConfigError(
+            f"cannot read section rules file {str(source)!r}: {exc.strerror}; "
+            "pass the path of an existing JSON file"
+        ) from exc
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"section rules file {str(source)!r} is not valid JSON ({exc}); "
-                          f"fix it, using {str(DEFAULT_RULES_PATH)!r} as a model") from exc
+        raise ConfigError(
+            f"section rules file {str(source)!r} is not valid JSON ({exc}); "
+            f"fix it, using {str(DEFAULT_RULES_PATH)!r} as a model"
+        ) from exc
     return _compile(data, str(source))
 
 
 def _compile(data: object, source: str) -> HeadingRules:
     where = f"section rules file {source!r}"
     if not isinstance(data, dict) or not isinstance(data.get("rules"), list):
-        raise ConfigError(f"{where}: expected an object with a 'rules' list, got "
-                          f"{type(data).__name__}; see {str(DEFAULT_RULES_PATH)!r} for the layout")
+        raise ConfigError(
+            f"{where}: expected an object with a 'rules' list, got "
+            f"{type(data).__name__}; see {str(DEFAULT_RULES_PATH)!r} for the layout"
+        )
     rules = []
     for i, raw in enumerate(data["rules"]):
         if not isinstance(raw, dict) or not isinstance(raw.get("patterns"), list):
-            raise ConfigError(f"{where}: rule {i} is {raw!r}; each rule must be "
-                              '{"type": ..., "patterns": [regex, ...]}')
+            raise ConfigError(
+                f'{where}: rule {i} is {raw!r}; each rule must be {{"type": ..., "patterns": [regex, ...]}}'
+            )
         section_type = _check_type(raw.get("type"), f"{where}: rule {i}")
         patterns = []
         for pattern in raw["patterns"]:
             try:
                 patterns.append(re.compile(pattern))
             except (re.error, TypeError) as exc:
-                raise ConfigError(f"{where}: rule {i} ({section_type}) has an invalid pattern "
-                                  f"{pattern!r} ({exc}); write a Python regular expression") from exc
+                raise ConfigError(
+                    f"{where}: rule {i} ({section_type}) has an invalid pattern "
+                    f"{pattern!r} ({exc}); write a Python regular expression"
+                ) from exc
         rules.append(Rule(section_type, tuple(patterns)))
-    return HeadingRules(tuple(rules), _type_set(data, "path_parent_wins", where),
-                        _type_set(data, "fill_between", where), source)
+    return HeadingRules(
+        tuple(rules),
+        _type_set(data, "path_parent_wins", where),
+        _type_set(data, "fill_between", where),
+        source,
+    )
 
 
 def _type_set(data: dict, key: str, where: str) -> frozenset[str]:
@@ -175,6 +191,5 @@ def _type_set(data: dict, key: str, where: str) -> frozenset[str]:
 
 def _check_type(value: object, where: str) -> SectionType:
     if value not in SECTION_TYPES:
-        raise ConfigError(f"{where} has section type {value!r}; "
-                          f"use one of {choices(SECTION_TYPES)}")
+        raise ConfigError(f"{where} has section type {value!r}; use one of {choices(SECTION_TYPES)}")
     return value  # type: ignore[return-value]

@@ -37,8 +37,17 @@ from querybuilder.plan import MAX_RESULT_WINDOW, QueryPlan, get_strategy
 from scholar_es.errors import ConfigError
 
 VECTOR_FIELD = "vector"
-SOURCE_FIELDS = ("chunk_id", "paper_id", "title", "section_type", "section_heading", "chunk_text", "year",
-                 "venue", "position")
+SOURCE_FIELDS = (
+    "chunk_id",
+    "paper_id",
+    "title",
+    "section_type",
+    "section_heading",
+    "chunk_text",
+    "year",
+    "venue",
+    "position",
+)
 INNER_HITS_NAME = "best_chunks"
 #: The BM25 part of hybrid, bounded to [0, w): ``w * _score / (_score + k)``.
 SATURATION_SCRIPT = "saturation(_score, params.k) * params.w"
@@ -52,8 +61,9 @@ def as_query_vector(vector: Sequence[float] | np.ndarray) -> list[float]:
     if not np.all(np.isfinite(arr)):
         raise ConfigError("the query vector holds NaN or infinite values; check the embedding model")
     if not np.any(arr):
-        raise ConfigError("the query vector is all zeros, which cosine similarity cannot score; check the "
-                          "embedding model")
+        raise ConfigError(
+            "the query vector is all zeros, which cosine similarity cannot score; check the embedding model"
+        )
     return [float(str(x)) for x in arr]
 
 
@@ -100,8 +110,14 @@ def _knn_sizes(plan: QueryPlan, k: int | None) -> tuple[int, int]:
     return k, min(max(plan.num_candidates, k), MAX_RESULT_WINDOW)
 
 
-def knn_clause(plan: QueryPlan, vector: list[float], *, boost: float | None = None,
-               with_filter: bool = False, k: int | None = None) -> Query:
+def knn_clause(
+    plan: QueryPlan,
+    vector: list[float],
+    *,
+    boost: float | None = None,
+    with_filter: bool = False,
+    k: int | None = None,
+) -> Query:
     """The knn query (8.12+; ``k`` 8.15+). ``with_filter``: its own pre-filter (when no enclosing
     bool carries the filters). ``k`` defaults to the plan's (at least the number of hits asked)."""
     k, candidates = _knn_sizes(plan, k)
@@ -126,13 +142,23 @@ def hybrid_query(plan: QueryPlan, vector: list[float]) -> Query:
     Elasticsearch's default would be 0 (every filtered doc would match with score 0)."""
     should: list[Query] = []
     if plan.has_text:
-        should.append(Q("script_score", query=text_query(plan), script={
-            "source": SATURATION_SCRIPT,
-            "params": {"k": plan.profile.saturation_k, "w": plan.profile.bm25_weight}}))
+        should.append(
+            Q(
+                "script_score",
+                query=text_query(plan),
+                script={
+                    "source": SATURATION_SCRIPT,
+                    "params": {"k": plan.profile.saturation_k, "w": plan.profile.bm25_weight},
+                },
+            )
+        )
     should.append(knn_clause(plan, vector, boost=plan.profile.knn_weight, with_filter=True))
     filters = filter_clauses(plan)
-    return Q("bool", should=should, filter=filters, minimum_should_match=1) if filters else \
-        Q("bool", should=should, minimum_should_match=1)
+    return (
+        Q("bool", should=should, filter=filters, minimum_should_match=1)
+        if filters
+        else Q("bool", should=should, minimum_should_match=1)
+    )
 
 
 def with_section_multipliers(plan: QueryPlan, query: Query) -> Query:
@@ -140,16 +166,18 @@ def with_section_multipliers(plan: QueryPlan, query: Query) -> Query:
     weight (score_mode max; 1 when no function matches), multiplied into the score."""
     if not plan.section_multipliers:
         return query
-    functions = [SF({"filter": Q("term", section_type=s), "weight": m})
-                 for s, m in plan.section_multipliers.items()]
+    functions = [
+        SF({"filter": Q("term", section_type=s), "weight": m}) for s, m in plan.section_multipliers.items()
+    ]
     return Q("function_score", query=query, functions=functions, score_mode="max", boost_mode="multiply")
 
 
 def _page(plan: QueryPlan, search: Search) -> Search:
     search = search.extra(size=plan.fetch_size).source(list(SOURCE_FIELDS))
     if plan.collapse and plan.cap > 0:
-        search = search.collapse("paper_id", inner_hits={"name": INNER_HITS_NAME, "size": plan.cap,
-                                                         "_source": list(SOURCE_FIELDS)})
+        search = search.collapse(
+            "paper_id", inner_hits={"name": INNER_HITS_NAME, "size": plan.cap, "_source": list(SOURCE_FIELDS)}
+        )
     return search
 
 
@@ -165,8 +193,9 @@ def _retriever_legs(plan: QueryPlan, vector: list[float]) -> tuple[dict, dict]:
     return {"standard": standard}, {"knn": knn}
 
 
-def build_search(plan: QueryPlan, query_vector: Sequence[float] | np.ndarray | None = None
-                 ) -> Search | tuple[Search, Search]:
+def build_search(
+    plan: QueryPlan, query_vector: Sequence[float] | np.ndarray | None = None
+) -> Search | tuple[Search, Search]:
     """The search for ``plan``; for ``rrf-client`` the pair (BM25 search, kNN search)."""
     strategy = get_strategy(plan.strategy)
     vector: list[float] = []
@@ -185,24 +214,39 @@ def build_search(plan: QueryPlan, query_vector: Sequence[float] | np.ndarray | N
     if name == "rrf-client":
         window = plan.rank_window_size
         lexical = base.query(bm25_query(plan)).extra(size=window).source(list(SOURCE_FIELDS))
-        dense = base.query(knn_clause(plan, vector, with_filter=True, k=window)).extra(size=window) \
+        dense = (
+            base.query(knn_clause(plan, vector, with_filter=True, k=window))
+            .extra(size=window)
             .source(list(SOURCE_FIELDS))
+        )
         return lexical, dense
     standard, knn = _retriever_legs(plan, vector)
     if name == "rrf":
-        retriever = {"rrf": {"retrievers": [standard, knn], "rank_constant": plan.profile.rank_constant,
-                             "rank_window_size": plan.rank_window_size}}
+        retriever = {
+            "rrf": {
+                "retrievers": [standard, knn],
+                "rank_constant": plan.profile.rank_constant,
+                "rank_window_size": plan.rank_window_size,
+            }
+        }
     elif name == "linear":
-        retriever = {"linear": {"retrievers": [
-            {"retriever": standard, "weight": plan.profile.bm25_weight, "normalizer": "minmax"},
-            {"retriever": knn, "weight": plan.profile.knn_weight, "normalizer": "minmax"}],
-            "rank_window_size": plan.rank_window_size}}
+        retriever = {
+            "linear": {
+                "retrievers": [
+                    {"retriever": standard, "weight": plan.profile.bm25_weight, "normalizer": "minmax"},
+                    {"retriever": knn, "weight": plan.profile.knn_weight, "normalizer": "minmax"},
+                ],
+                "rank_window_size": plan.rank_window_size,
+            }
+        }
     else:  # pragma: no cover - STRATEGIES and this function list the same names
         raise ConfigError(f"strategy {name!r} has no DSL builder")
     return _page(plan, base.extra(retriever=retriever))
 
 
-def build_body(plan: QueryPlan, query_vector: Sequence[float] | np.ndarray | None = None) -> dict | list[dict]:
+def build_body(
+    plan: QueryPlan, query_vector: Sequence[float] | np.ndarray | None = None
+) -> dict | list[dict]:
     """``build_search(...).to_dict()``; for ``rrf-client`` the list of the two bodies."""
     search = build_search(plan, query_vector)
     if isinstance(search, tuple):

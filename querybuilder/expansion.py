@@ -34,16 +34,22 @@ def _parse(data: object, where: str, base: Synonyms | None) -> Synonyms:
         raise ConfigError(f"{where}: a synonyms file must hold a JSON object, got {type(data).__name__}")
     for key in data:
         if key not in ("description", "groups"):
-            raise ConfigError(f"{where}: unknown key {key!r}; valid keys: {choices(['description', 'groups'])}")
+            raise ConfigError(
+                f"{where}: unknown key {key!r}; valid keys: {choices(['description', 'groups'])}"
+            )
     groups = list(base.groups) if base else []
     raw = data.get("groups", [])
     if not isinstance(raw, list):
         raise ConfigError(f"{where}: 'groups' must be a list of lists of spellings, got {raw!r}")
     for i, group in enumerate(raw):
-        if (not isinstance(group, list) or len(group) < 2
-                or not all(isinstance(s, str) and words(s) for s in group)):
-            raise ConfigError(f"{where}: groups[{i}] must list at least two spellings with letters or digits, "
-                              f"got {group!r}")
+        if (
+            not isinstance(group, list)
+            or len(group) < 2
+            or not all(isinstance(s, str) and words(s) for s in group)
+        ):
+            raise ConfigError(
+                f"{where}: groups[{i}] must list at least two spellings with letters or digits, got {group!r}"
+            )
         groups.append(tuple((s.strip(), tuple(words(s))) for s in group))
     return Synonyms(groups=tuple(groups))
 
@@ -71,7 +77,7 @@ def _occurs(spelling: tuple[str, ...], qwords: list[str], qset: frozenset[str]) 
     if spelling[0] not in qset:
         return False
     for i in range(len(qwords) - n + 1):
-        window = qwords[i:i + n]
+        window = qwords[i : i + n]
         if window[:-1] == list(spelling[:-1]) and window[-1] in (spelling[-1], spelling[-1] + "s"):
             return True
     return False

@@ -114,7 +114,9 @@ def _compile_term(raw: object, where: str) -> Term:
 
 def _single_words(value: object, where: str) -> list[str]:
     """A JSON list of single words, casefolded; ConfigError naming ``where`` otherwise."""
-    if not isinstance(value, list) or not all(isinstance(w, str) and words(w) == [w.casefold()] for w in value):
+    if not isinstance(value, list) or not all(
+        isinstance(w, str) and words(w) == [w.casefold()] for w in value
+    ):
         raise ConfigError(f"{where} must be a list of single words, got {value!r}")
     return [w.casefold() for w in value]
 
@@ -132,11 +134,16 @@ def _parse(data: object, where: str, base: IntentTerms | None) -> IntentTerms:
     forms = {f: list(base.question_forms.get(f, ())) if base else [] for f in FORMS if f != "other"}
     for form, ws in (data.get("question_forms") or {}).items():
         if form not in forms:
-            raise ConfigError(f"{where}: unknown question form {form!r}; valid forms: "
-                              f"{choices(f for f in FORMS if f != 'other')}")
-        forms[form] += [w for w in _single_words(ws, f"{where}: question_forms[{form!r}]") if w not in forms[form]]
+            raise ConfigError(
+                f"{where}: unknown question form {form!r}; valid forms: "
+                f"{choices(f for f in FORMS if f != 'other')}"
+            )
+        forms[form] += [
+            w for w in _single_words(ws, f"{where}: question_forms[{form!r}]") if w not in forms[form]
+        ]
     question_words = (base.question_words if base else frozenset()) | set(
-        _single_words(data.get("question_words", []), f"{where}: question_words"))
+        _single_words(data.get("question_words", []), f"{where}: question_words")
+    )
     intents = {name: list(base.intents.get(name, ())) if base else [] for name in INTENTS}
     for name, terms in (data.get("intents") or {}).items():
         if name not in intents:
@@ -144,10 +151,15 @@ def _parse(data: object, where: str, base: IntentTerms | None) -> IntentTerms:
         if not isinstance(terms, list):
             raise ConfigError(f"{where}: intents[{name!r}] must be a list of terms, got {terms!r}")
         have = {t.text for t in intents[name]}
-        intents[name] += [t for t in (_compile_term(x, f"{where}: intents[{name!r}]") for x in terms)
-                          if t.text not in have]
-    return IntentTerms(form_window=window, question_forms={k: tuple(v) for k, v in forms.items()},
-                       intents={k: tuple(v) for k, v in intents.items()}, question_words=question_words)
+        intents[name] += [
+            t for t in (_compile_term(x, f"{where}: intents[{name!r}]") for x in terms) if t.text not in have
+        ]
+    return IntentTerms(
+        form_window=window,
+        question_forms={k: tuple(v) for k, v in forms.items()},
+        intents={k: tuple(v) for k, v in intents.items()},
+        question_words=question_words,
+    )
 
 
 def _read(path: Path) -> object:
@@ -168,7 +180,7 @@ def load_intents(path: str | Path | None = None) -> IntentTerms:
 
 
 def question_form(qwords: list[str], terms: IntentTerms) -> str:
-    for w in qwords[:terms.form_window]:
+    for w in qwords[: terms.form_window]:
         for form, forms in terms.question_forms.items():
             if w in forms:
                 return form
@@ -193,7 +205,9 @@ def analyze(question: str, terms: IntentTerms | None = None) -> Intent:
     terms = terms or default_intents()
     qwords = words(question)
     qset = frozenset(qwords)
-    found = {name: tuple(t.text for t in ts if t.found_in(qwords, qset)) for name, ts in terms.intents.items()}
+    found = {
+        name: tuple(t.text for t in ts if t.found_in(qwords, qset)) for name, ts in terms.intents.items()
+    }
     found = {k: v for k, v in found.items() if v}
     form = question_form(qwords, terms)
     return Intent(form=form, terms=found, rule=choose_rule(form, set(found)))
@@ -213,7 +227,9 @@ def content_text(text: str, terms: IntentTerms | None = None) -> str:
     terms = terms or default_intents()
 
     def keep(m: re.Match) -> str:
-        return "" if unicodedata.normalize("NFKC", m.group()).casefold() in terms.question_words else m.group()
+        return (
+            "" if unicodedata.normalize("NFKC", m.group()).casefold() in terms.question_words else m.group()
+        )
 
     out = " ".join(_QUERY_WORD.sub(keep, text).split())
     return out if out != text and words(out) else text

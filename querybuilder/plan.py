@@ -54,25 +54,73 @@ class Strategy(BaseModel):
     requires: str = ""  # Elasticsearch version and license
 
 
-STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
-    Strategy(name="bm25", summary="multi_match (best_fields) only", uses_text=True, uses_vector=False,
-             requires="any 8.x/9.x, Basic license"),
-    Strategy(name="dense", summary="knn query only", uses_text=False, uses_vector=True,
-             requires="8.15+ (knn query 8.12+, its k parameter 8.15+), Basic license"),
-    Strategy(name="hybrid", summary="bool.should of saturated BM25 (script_score) and a knn query",
-             uses_text=True, uses_vector=True, requires="8.15+, Basic license"),
-    Strategy(name="sections", summary="hybrid inside function_score with the intent's section multipliers",
-             uses_text=True, uses_vector=True, sections=True, requires="8.15+, Basic license"),
-    Strategy(name="expanded", summary="sections plus acronym/synonym should clauses", uses_text=True,
-             uses_vector=True, sections=True, expansion=True, requires="8.15+, Basic license"),
-    Strategy(name="rrf", summary="rrf retriever over a standard (BM25) and a knn retriever (opt-in)",
-             uses_text=True, uses_vector=True, collapse=False,
-             requires="8.16+ (retrievers GA; 8.14-8.15 technical preview), Enterprise license"),
-    Strategy(name="rrf-client", summary="client-side RRF (k=60) over one _msearch of a BM25 and a knn search",
-             uses_text=True, uses_vector=True, collapse=False, requires="8.15+, Basic license"),
-    Strategy(name="linear", summary="linear retriever, minmax-normalized weighted sum of BM25 and knn (opt-in)",
-             uses_text=True, uses_vector=True, collapse=False, requires="8.18+/9.0+, Enterprise license"),
-)}
+STRATEGIES: dict[str, Strategy] = {
+    s.name: s
+    for s in (
+        Strategy(
+            name="bm25",
+            summary="multi_match (best_fields) only",
+            uses_text=True,
+            uses_vector=False,
+            requires="any 8.x/9.x, Basic license",
+        ),
+        Strategy(
+            name="dense",
+            summary="knn query only",
+            uses_text=False,
+            uses_vector=True,
+            requires="8.15+ (knn query 8.12+, its k parameter 8.15+), Basic license",
+        ),
+        Strategy(
+            name="hybrid",
+            summary="bool.should of saturated BM25 (script_score) and a knn query",
+            uses_text=True,
+            uses_vector=True,
+            requires="8.15+, Basic license",
+        ),
+        Strategy(
+            name="sections",
+            summary="hybrid inside function_score with the intent's section multipliers",
+            uses_text=True,
+            uses_vector=True,
+            sections=True,
+            requires="8.15+, Basic license",
+        ),
+        Strategy(
+            name="expanded",
+            summary="sections plus acronym/synonym should clauses",
+            uses_text=True,
+            uses_vector=True,
+            sections=True,
+            expansion=True,
+            requires="8.15+, Basic license",
+        ),
+        Strategy(
+            name="rrf",
+            summary="rrf retriever over a standard (BM25) and a knn retriever (opt-in)",
+            uses_text=True,
+            uses_vector=True,
+            collapse=False,
+            requires="8.16+ (retrievers GA; 8.14-8.15 technical preview), Enterprise license",
+        ),
+        Strategy(
+            name="rrf-client",
+            summary="client-side RRF (k=60) over one _msearch of a BM25 and a knn search",
+            uses_text=True,
+            uses_vector=True,
+            collapse=False,
+            requires="8.15+, Basic license",
+        ),
+        Strategy(
+            name="linear",
+            summary="linear retriever, minmax-normalized weighted sum of BM25 and knn (opt-in)",
+            uses_text=True,
+            uses_vector=True,
+            collapse=False,
+            requires="8.18+/9.0+, Enterprise license",
+        ),
+    )
+}
 
 
 def get_strategy(name: str) -> Strategy:
@@ -97,15 +145,18 @@ class Filters(BaseModel):
     def _sections(cls, v: tuple[str, ...]) -> tuple[str, ...]:
         for s in v:
             if s not in SECTION_TYPES:
-                raise ConfigError(f"unknown section type {s!r} in filters; valid section types: "
-                                  f"{choices(SECTION_TYPES)}")
+                raise ConfigError(
+                    f"unknown section type {s!r} in filters; valid section types: {choices(SECTION_TYPES)}"
+                )
         return v
 
     @model_validator(mode="after")
     def _years(self) -> Filters:
         if self.year_min is not None and self.year_max is not None and self.year_min > self.year_max:
-            raise ConfigError(f"year range {self.year_min}-{self.year_max} is empty; the first year must not "
-                              "be after the last")
+            raise ConfigError(
+                f"year range {self.year_min}-{self.year_max} is empty; the first year must not "
+                "be after the last"
+            )
         return self
 
     @classmethod
@@ -120,13 +171,20 @@ class Filters(BaseModel):
         for key in value:
             if key not in cls.model_fields:
                 raise ConfigError(f"unknown filter {key!r}; valid filters: {choices(cls.model_fields)}")
-        data = {k: ((v,) if isinstance(v, str) else tuple(v)) if k in ("venues", "paper_ids", "section_types")
-                else v for k, v in value.items() if v is not None}
+        data = {
+            k: ((v,) if isinstance(v, str) else tuple(v))
+            if k in ("venues", "paper_ids", "section_types")
+            else v
+            for k, v in value.items()
+            if v is not None
+        }
         try:
             return cls(**data)
         except ValidationError as e:
             err = e.errors()[0]
-            raise ConfigError(f"filter {'.'.join(map(str, err['loc']))} = {err.get('input')!r}: {err['msg']}") from None
+            raise ConfigError(
+                f"filter {'.'.join(map(str, err['loc']))} = {err.get('input')!r}: {err['msg']}"
+            ) from None
 
     def is_empty(self) -> bool:
         return self == Filters()
@@ -229,10 +287,19 @@ def text_fields(profile: Profile, search_type: str, filters: Filters) -> tuple[d
     return dict(profile.field_boosts[search_type]), "best_fields"
 
 
-def make_plan(question: str, *, strategy: str = "hybrid", profile: Profile | str | None = None, size: int = 10,
-              papers: bool = False, filters: Filters | dict | None = None, prefix: str = "",
-              search_type: str | None = None, intents: IntentTerms | None = None,
-              synonyms: Synonyms | None = None) -> QueryPlan:
+def make_plan(
+    question: str,
+    *,
+    strategy: str = "hybrid",
+    profile: Profile | str | None = None,
+    size: int = 10,
+    papers: bool = False,
+    filters: Filters | dict | None = None,
+    prefix: str = "",
+    search_type: str | None = None,
+    intents: IntentTerms | None = None,
+    synonyms: Synonyms | None = None,
+) -> QueryPlan:
     """The plan for one question (pure; raises ConfigError for bad options, never for the text)."""
     strat = get_strategy(strategy)
     prof = profile if isinstance(profile, Profile) else load_profile(profile)
@@ -249,9 +316,20 @@ def make_plan(question: str, *, strategy: str = "hybrid", profile: Profile | str
     parsed = Filters.parse(filters)
     boosts, match_type = text_fields(prof, stype, parsed)
     return QueryPlan(
-        question=cleaned, text=text, intent=intent, strategy=strat.name, search_type=stype,
-        field_boosts=boosts, match_type=match_type,
+        question=cleaned,
+        text=text,
+        intent=intent,
+        strategy=strat.name,
+        search_type=stype,
+        field_boosts=boosts,
+        match_type=match_type,
         section_multipliers=dict(prof.section_multipliers[intent.rule]) if strat.sections else {},
         expansions=expand(text, synonyms) if expand_now else (),
-        filters=parsed, size=size, cap=prof.per_paper_cap, papers=papers,
-        collapse=strat.collapse and prof.per_paper_cap > 0, index=f"{prefix}chunks", profile=prof)
+        filters=parsed,
+        size=size,
+        cap=prof.per_paper_cap,
+        papers=papers,
+        collapse=strat.collapse and prof.per_paper_cap > 0,
+        index=f"{prefix}chunks",
+        profile=prof,
+    )

@@ -57,10 +57,14 @@ def _checked_boosts(where: str, boosts: dict[str, float]) -> dict[str, float]:
         raise ConfigError(f"profile {where} is empty; give at least one of {choices(TEXT_FIELDS)}")
     for field, boost in boosts.items():
         if field not in TEXT_FIELDS:
-            raise ConfigError(f"profile {where}: unknown field {field!r}; valid fields: {choices(TEXT_FIELDS)}")
+            raise ConfigError(
+                f"profile {where}: unknown field {field!r}; valid fields: {choices(TEXT_FIELDS)}"
+            )
         if not boost > 0:
-            raise ConfigError(f"profile {where}[{field!r}] = {boost!r}; boosts must be greater than 0 (leave the "
-                              "field out instead)")
+            raise ConfigError(
+                f"profile {where}[{field!r}] = {boost!r}; boosts must be greater than 0 (leave the "
+                "field out instead)"
+            )
     return dict(boosts)
 
 
@@ -75,7 +79,9 @@ class Profile(BaseModel):
     field_boosts: dict[str, dict[str, float]] = Field(default_factory=lambda: DEFAULT_FIELD_BOOSTS)
     #: field boosts of a search inside one paper (they replace field_boosts there; summed)
     paper_scope_boosts: dict[str, float] = Field(default_factory=lambda: DEFAULT_PAPER_SCOPE_BOOSTS)
-    section_multipliers: dict[str, dict[str, float]] = Field(default_factory=lambda: DEFAULT_SECTION_MULTIPLIERS)
+    section_multipliers: dict[str, dict[str, float]] = Field(
+        default_factory=lambda: DEFAULT_SECTION_MULTIPLIERS
+    )
     #: hybrid: final = bm25_weight * saturation(bm25, saturation_k) + knn_weight * knn_score
     bm25_weight: float = Field(default=1.0, ge=0)
     knn_weight: float = Field(default=1.0, ge=0)
@@ -98,8 +104,9 @@ class Profile(BaseModel):
     @classmethod
     def _search_type(cls, v: str) -> str:
         if v not in SEARCH_TYPE_CHOICES:
-            raise ConfigError(f"profile search_type {v!r} is not valid; valid search types: "
-                              f"{choices(SEARCH_TYPE_CHOICES)}")
+            raise ConfigError(
+                f"profile search_type {v!r} is not valid; valid search types: {choices(SEARCH_TYPE_CHOICES)}"
+            )
         return v
 
     @field_validator("field_boosts")
@@ -108,8 +115,10 @@ class Profile(BaseModel):
         out = {k: dict(b) for k, b in DEFAULT_FIELD_BOOSTS.items()}
         for search_type, boosts in v.items():
             if search_type not in SEARCH_TYPES:
-                raise ConfigError(f"profile field_boosts: unknown search type {search_type!r}; valid search "
-                                  f"types: {choices(SEARCH_TYPES)}")
+                raise ConfigError(
+                    f"profile field_boosts: unknown search type {search_type!r}; valid search "
+                    f"types: {choices(SEARCH_TYPES)}"
+                )
             out[search_type] = _checked_boosts(f"field_boosts[{search_type!r}]", boosts)
         return out
 
@@ -124,15 +133,21 @@ class Profile(BaseModel):
         out = {k: dict(m) for k, m in DEFAULT_SECTION_MULTIPLIERS.items()}
         for rule, mults in v.items():
             if rule not in RULES:
-                raise ConfigError(f"profile section_multipliers: unknown intent rule {rule!r}; valid rules: "
-                                  f"{choices(RULES)}")
+                raise ConfigError(
+                    f"profile section_multipliers: unknown intent rule {rule!r}; valid rules: "
+                    f"{choices(RULES)}"
+                )
             for section, m in mults.items():
                 if section not in SECTION_TYPES:
-                    raise ConfigError(f"profile section_multipliers[{rule!r}]: unknown section type {section!r}; "
-                                      f"valid section types: {choices(SECTION_TYPES)}")
+                    raise ConfigError(
+                        f"profile section_multipliers[{rule!r}]: unknown section type {section!r}; "
+                        f"valid section types: {choices(SECTION_TYPES)}"
+                    )
                 if not m > 0:
-                    raise ConfigError(f"profile section_multipliers[{rule!r}][{section!r}] = {m!r}; "
-                                      "multipliers must be greater than 0")
+                    raise ConfigError(
+                        f"profile section_multipliers[{rule!r}][{section!r}] = {m!r}; "
+                        "multipliers must be greater than 0"
+                    )
             out[rule] = dict(mults)
         return out
 
@@ -141,8 +156,10 @@ class Profile(BaseModel):
     def _candidates(cls, v: int, info) -> int:
         k = info.data.get("knn_k")
         if k is not None and v < k:
-            raise ConfigError(f"profile num_candidates {v} is less than knn_k {k}; Elasticsearch requires "
-                              "num_candidates >= k")
+            raise ConfigError(
+                f"profile num_candidates {v} is less than knn_k {k}; Elasticsearch requires "
+                "num_candidates >= k"
+            )
         return v
 
     # --- (de)serialization ----------------------------------------------------------------
@@ -191,8 +208,10 @@ def load_profile(path_or_name: str | Path | None) -> Profile:
         return PROFILES[path_or_name]
     path = Path(path_or_name)
     if not path.is_file():
-        raise ConfigError(f"profile {str(path_or_name)!r} is neither a file nor a built-in profile; built-in "
-                          f"profiles: {choices(PROFILES)}")
+        raise ConfigError(
+            f"profile {str(path_or_name)!r} is neither a file nor a built-in profile; built-in "
+            f"profiles: {choices(PROFILES)}"
+        )
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as e:

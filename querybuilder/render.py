@@ -50,8 +50,10 @@ def dumps(obj: object, indent: int = 2, _level: int = 0) -> str:
     """Pretty JSON with lists of scalars (vectors, field lists) kept on one line."""
     pad, inner = " " * (indent * _level), " " * (indent * (_level + 1))
     if isinstance(obj, dict) and obj:
-        items = [f"{inner}{json.dumps(str(k), ensure_ascii=False)}: {dumps(v, indent, _level + 1)}"
-                 for k, v in obj.items()]
+        items = [
+            f"{inner}{json.dumps(str(k), ensure_ascii=False)}: {dumps(v, indent, _level + 1)}"
+            for k, v in obj.items()
+        ]
         return "{\n" + ",\n".join(items) + "\n" + pad + "}"
     if isinstance(obj, list) and obj and any(isinstance(v, (dict, list)) for v in obj):
         return "[\n" + ",\n".join(inner + dumps(v, indent, _level + 1) for v in obj) + "\n" + pad + "]"
@@ -99,7 +101,7 @@ def _template_sources(plan: QueryPlan) -> list[str]:
     tplan = plan.with_changes(text=_TEXT_SENTINEL, expansions=())
     body = _bodies(build_search(tplan, [1.0]))
     sources = []
-    for b in (body if isinstance(body, list) else [body]):
+    for b in body if isinstance(body, list) else [body]:
         src = dumps(_placeholders(b, _TEXT_SENTINEL))
         src = src.replace(f'"{_VECTOR_SENTINEL}"', TEMPLATE_VECTOR).replace(f'"{_SIZE_SENTINEL}"', "{{size}}")
         sources.append(src.replace(_TEXT_SENTINEL, "{{query_text}}"))
@@ -122,17 +124,31 @@ def to_template(plan: QueryPlan, query_vector: Sequence[float] | None = None) ->
     tid = template_id(plan)
     sources = _template_sources(plan)
     ids = [f"{tid}-bm25", f"{tid}-dense"] if plan.strategy == "rrf-client" else [tid]
-    out = [f"# scholar-es search template: strategy {plan.strategy}, search type {plan.search_type}, "
-           f"intent rule {plan.intent.rule}, profile {plan.profile.name}",
-           "# params: query_text (the question), query_vector (its embedding), size (<= the baked kNN k)"]
+    out = [
+        f"# scholar-es search template: strategy {plan.strategy}, search type {plan.search_type}, "
+        f"intent rule {plan.intent.rule}, profile {plan.profile.name}",
+        "# params: query_text (the question), query_vector (its embedding), size (<= the baked kNN k)",
+    ]
     for sid, src in zip(ids, sources, strict=True):
-        out += [f"PUT _scripts/{sid}", "{", '  "script": {', '    "lang": "mustache",',
-                '    "source": """', src, '"""', "  }", "}", ""]
+        out += [
+            f"PUT _scripts/{sid}",
+            "{",
+            '  "script": {',
+            '    "lang": "mustache",',
+            '    "source": """',
+            src,
+            '"""',
+            "  }",
+            "}",
+            "",
+        ]
     vector = query_vector if query_vector is not None else [1.0]
     params = template_params(plan.text, vector, plan.size)
     if plan.strategy == "rrf-client":
-        out.append("# run both with GET <index>/_msearch/template and fuse the two rankings client-side "
-                   "(querybuilder.run.rrf_fuse)")
+        out.append(
+            "# run both with GET <index>/_msearch/template and fuse the two rankings client-side "
+            "(querybuilder.run.rrf_fuse)"
+        )
         for sid in ids:
             out.append(f"# {json.dumps({'id': sid, 'params': {**params, 'query_vector': '...'}})}")
     else:
@@ -148,8 +164,19 @@ def to_template(plan: QueryPlan, query_vector: Sequence[float] | None = None) ->
 FORMATS = ("json", "console", "template")
 
 
-def show_query(question: str, *, strategy: str = "hybrid", fmt: str = "json", profile=None, embedder=None,
-               es=None, size: int = 10, papers: bool = False, filters=None, prefix: str = "") -> str:
+def show_query(
+    question: str,
+    *,
+    strategy: str = "hybrid",
+    fmt: str = "json",
+    profile=None,
+    embedder=None,
+    es=None,
+    size: int = 10,
+    papers: bool = False,
+    filters=None,
+    prefix: str = "",
+) -> str:
     """What ``scholar-es query`` prints: the DSL for ``question`` as json, console text or a template.
 
     Strategies with a kNN part embed the question: with ``es`` given, with the index's model (and
@@ -162,8 +189,9 @@ def show_query(question: str, *, strategy: str = "hybrid", fmt: str = "json", pr
 
     if fmt not in FORMATS:
         raise ConfigError(f"unknown format {fmt!r}; valid formats: {choices(FORMATS)}")
-    plan = make_plan(question, strategy=strategy, profile=profile, size=size, papers=papers, filters=filters,
-                     prefix=prefix)
+    plan = make_plan(
+        question, strategy=strategy, profile=profile, size=size, papers=papers, filters=filters, prefix=prefix
+    )
     vector = None
     if STRATEGIES[plan.strategy].uses_vector:
         if es is not None:
@@ -171,6 +199,7 @@ def show_query(question: str, *, strategy: str = "hybrid", fmt: str = "json", pr
         else:
             if embedder is None:
                 from indexer.embedder import Embedder
+
                 embedder = Embedder()
             vector = embedder.encode([plan.question])[0]
     if fmt == "template":
@@ -181,13 +210,17 @@ def show_query(question: str, *, strategy: str = "hybrid", fmt: str = "json", pr
 
 def format_results(result, explain: bool = False) -> str:
     """What ``scholar-es search`` prints for a :class:`querybuilder.run.SearchResult` (without --json)."""
-    head = (f"# {result.strategy} · intent {result.intent_rule} · fields {result.search_type} · "
-            f"{result.total if result.total is not None else '?'} matching chunks · {result.took_ms} ms")
+    head = (
+        f"# {result.strategy} · intent {result.intent_rule} · fields {result.search_type} · "
+        f"{result.total if result.total is not None else '?'} matching chunks · {result.took_ms} ms"
+    )
     lines = [head]
 
     def hit_lines(rank: str, h) -> list[str]:
-        out = [f"{rank:>4} {h.score:8.4f}  {h.paper_id}  [{h.section_type}] {h.section_heading}  — {h.title}",
-               f"      {h.snippet}"]
+        out = [
+            f"{rank:>4} {h.score:8.4f}  {h.paper_id}  [{h.section_type}] {h.section_heading}  — {h.title}",
+            f"      {h.snippet}",
+        ]
         if explain and h.explanation is not None:
             e = h.explanation
             parts = [f"bm25 {f}={v:.3f}" for f, v in sorted(e.bm25.items())]

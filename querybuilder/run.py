@@ -90,8 +90,10 @@ def index_meta(es, index: str) -> dict:
     try:
         body = es.indices.get_mapping(index=index).body
     except NotFoundError:
-        raise ConfigError(f"index {index!r} not found; build it with `scholar-es index` (or pass the --prefix "
-                          "it was built with)") from None
+        raise ConfigError(
+            f"index {index!r} not found; build it with `scholar-es index` (or pass the --prefix "
+            "it was built with)"
+        ) from None
     metas = []
     for name, m in body.items():
         mapping = m.get("mappings", {})
@@ -101,8 +103,10 @@ def index_meta(es, index: str) -> dict:
         metas.append({**meta, "index": name})
     keyed = {(m.get("embedding_model"), m.get("dims")) for m in metas}
     if len(keyed) > 1:
-        raise ModelMismatchError(f"{index!r} points to indices built with different models {sorted(map(str, keyed))}; "
-                                 "point it at one index")
+        raise ModelMismatchError(
+            f"{index!r} points to indices built with different models {sorted(map(str, keyed))}; "
+            "point it at one index"
+        )
     return metas[0]
 
 
@@ -111,11 +115,15 @@ def check_model(meta: dict, *, model: str | None = None, dims: int | None = None
     index, imodel, idims = meta.get("index", "?"), meta.get("embedding_model"), meta.get("dims")
     fix = f"embed the question with {imodel!r} (--model {imodel}) or rebuild the index with your model"
     if model is not None and imodel is not None and model_key(model) != model_key(imodel):
-        raise ModelMismatchError(f"index {index!r} holds vectors of model {imodel!r} ({idims} dims), but the "
-                                 f"question is embedded with {model!r}; {fix}")
+        raise ModelMismatchError(
+            f"index {index!r} holds vectors of model {imodel!r} ({idims} dims), but the "
+            f"question is embedded with {model!r}; {fix}"
+        )
     if dims is not None and idims is not None and int(dims) != int(idims):
-        raise ModelMismatchError(f"the query vector has {dims} dimensions but index {index!r} holds {idims}-dim "
-                                 f"vectors of model {imodel!r}; {fix}")
+        raise ModelMismatchError(
+            f"the query vector has {dims} dimensions but index {index!r} holds {idims}-dim "
+            f"vectors of model {imodel!r}; {fix}"
+        )
 
 
 def embed_question(es, plan: QueryPlan, embedder=None) -> np.ndarray:
@@ -123,6 +131,7 @@ def embed_question(es, plan: QueryPlan, embedder=None) -> np.ndarray:
     meta = index_meta(es, plan.index)
     if embedder is None:
         from indexer.embedder import DEFAULT_MODEL, Embedder
+
         embedder = Embedder(meta.get("embedding_model") or DEFAULT_MODEL)
     check_model(meta, model=getattr(embedder, "name", None))
     vector = np.asarray(embedder.encode([plan.question])[0], dtype=np.float32)
@@ -197,17 +206,23 @@ def snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
     if len(text) <= limit:
         return text
     cut = text[:limit]
-    return (cut[:cut.rfind(" ")] if " " in cut[limit // 2:] else cut) + " …"
+    return (cut[: cut.rfind(" ")] if " " in cut[limit // 2 :] else cut) + " …"
 
 
 def to_hit(raw: dict, score: float | None = None) -> Hit:
     src = raw.get("_source") or {}
-    return Hit(chunk_id=str(src.get("chunk_id") or raw.get("_id")), paper_id=str(src.get("paper_id", "")),
-               section_type=src.get("section_type") or "", section_heading=src.get("section_heading") or "",
-               title=src.get("title") or "", year=src.get("year"), venue=src.get("venue"),
-               score=float(score if score is not None else (raw.get("_score") or 0.0)),
-               snippet=snippet(src.get("chunk_text", "")),
-               explanation=parse_explanation(raw["_explanation"]) if "_explanation" in raw else None)
+    return Hit(
+        chunk_id=str(src.get("chunk_id") or raw.get("_id")),
+        paper_id=str(src.get("paper_id", "")),
+        section_type=src.get("section_type") or "",
+        section_heading=src.get("section_heading") or "",
+        title=src.get("title") or "",
+        year=src.get("year"),
+        venue=src.get("venue"),
+        score=float(score if score is not None else (raw.get("_score") or 0.0)),
+        snippet=snippet(src.get("chunk_text", "")),
+        explanation=parse_explanation(raw["_explanation"]) if "_explanation" in raw else None,
+    )
 
 
 def group_papers(hits: list[Hit], n: int, cap: int) -> list[PaperHit]:
@@ -244,8 +259,10 @@ def _collapsed(plan: QueryPlan, raw_hits: list[dict]) -> tuple[list[Hit], list[P
         chunks = [to_hit(h) for h in inner] or [to_hit(raw)]
         top = to_hit(raw)
         papers.append(PaperHit(paper_id=top.paper_id, title=top.title, score=top.score, chunks=chunks))
-    flat = sorted((h for p in papers for h in p.chunks), key=lambda h: -h.score)  # stable: paper order on ties
-    return flat[:plan.size], papers
+    flat = sorted(
+        (h for p in papers for h in p.chunks), key=lambda h: -h.score
+    )  # stable: paper order on ties
+    return flat[: plan.size], papers
 
 
 def _total(resp: dict) -> int | None:
@@ -261,18 +278,38 @@ def _check_item(resp: dict) -> dict:
     return resp
 
 
-def search(es, question: str, *, strategy: str = "hybrid", profile: Profile | str | None = None, embedder=None,
-           size: int = 10, papers: bool = False, filters: Filters | dict | None = None, explain: bool = False,
-           prefix: str = "", search_type: str | None = None) -> SearchResult:
+def search(
+    es,
+    question: str,
+    *,
+    strategy: str = "hybrid",
+    profile: Profile | str | None = None,
+    embedder=None,
+    size: int = 10,
+    papers: bool = False,
+    filters: Filters | dict | None = None,
+    explain: bool = False,
+    prefix: str = "",
+    search_type: str | None = None,
+) -> SearchResult:
     """Rank ``question`` with ``strategy`` on ``<prefix>chunks`` through the client ``es``."""
-    plan = make_plan(question, strategy=strategy, profile=profile, size=size, papers=papers, filters=filters,
-                     prefix=prefix, search_type=search_type)
+    plan = make_plan(
+        question,
+        strategy=strategy,
+        profile=profile,
+        size=size,
+        papers=papers,
+        filters=filters,
+        prefix=prefix,
+        search_type=search_type,
+    )
     vector = embed_question(es, plan, embedder) if STRATEGIES[plan.strategy].uses_vector else None
     return run_plan(es, plan, vector, explain=explain)
 
 
-def run_plan(es, plan: QueryPlan, vector=None, *, explain: bool = False,
-             strategy_name: str | None = None) -> SearchResult:
+def run_plan(
+    es, plan: QueryPlan, vector=None, *, explain: bool = False, strategy_name: str | None = None
+) -> SearchResult:
     """Send ``plan``'s request with an already made ``vector`` and shape the answer.
 
     ``strategy_name`` is what the result reports (callers that route the vector themselves,
@@ -281,8 +318,13 @@ def run_plan(es, plan: QueryPlan, vector=None, *, explain: bool = False,
     if explain and plan.collapse:  # Elasticsearch explains only each group's top hit: cap client-side
         plan = plan.with_changes(collapse=False)
     built = build_search(plan, vector)
-    common = {"question": plan.question, "strategy": strategy_name or plan.strategy,
-              "intent_rule": plan.intent.rule, "search_type": plan.search_type, "index": plan.index}
+    common = {
+        "question": plan.question,
+        "strategy": strategy_name or plan.strategy,
+        "intent_rule": plan.intent.rule,
+        "search_type": plan.search_type,
+        "index": plan.index,
+    }
     if isinstance(built, tuple):  # rrf-client: one _msearch, fused here
         bodies = [s.extra(explain=True).to_dict() if explain else s.to_dict() for s in built]
         resp = es.msearch(index=plan.index, searches=[x for b in bodies for x in ({}, b)]).body
@@ -294,16 +336,21 @@ def run_plan(es, plan: QueryPlan, vector=None, *, explain: bool = False,
                 entry[1].setdefault(leg_name, rank)
                 if "_explanation" in raw:
                     entry[2].append(raw["_explanation"])
-        fused = rrf_fuse([[h["_id"] for h in leg["hits"]["hits"]] for leg in legs], k=plan.profile.rank_constant)
+        fused = rrf_fuse(
+            [[h["_id"] for h in leg["hits"]["hits"]] for leg in legs], k=plan.profile.rank_constant
+        )
         hits = []
         for doc_id, score in fused:
             raw, ranks, expls = by_id[doc_id]
             hit = to_hit({k: v for k, v in raw.items() if k != "_explanation"}, score=score)
             if explain:
                 parts = [parse_explanation(e) for e in expls]
-                hit.explanation = ScoreParts(total=score, ranks=ranks,
-                                             bm25={k: v for p in parts for k, v in p.bm25.items()},
-                                             knn=next((p.knn for p in parts if p.knn is not None), None))
+                hit.explanation = ScoreParts(
+                    total=score,
+                    ranks=ranks,
+                    bm25={k: v for p in parts for k, v in p.bm25.items()},
+                    knn=next((p.knn for p in parts if p.knn is not None), None),
+                )
             hits.append(hit)
         took = max(int(leg.get("took", 0)) for leg in legs)
         total, request = _total(legs[0]), bodies
@@ -314,8 +361,20 @@ def run_plan(es, plan: QueryPlan, vector=None, *, explain: bool = False,
         took, total, request = int(resp.get("took", 0)), _total(resp), body
         if plan.collapse and plan.cap > 0:
             flat, paper_hits = _collapsed(plan, raw_hits)
-            return SearchResult(**common, total=total, took_ms=took, hits=flat,
-                                papers=paper_hits if plan.papers else [], request=request)
+            return SearchResult(
+                **common,
+                total=total,
+                took_ms=took,
+                hits=flat,
+                papers=paper_hits if plan.papers else [],
+                request=request,
+            )
         hits = [to_hit(h) for h in raw_hits]
-    return SearchResult(**common, total=total, took_ms=took, hits=cap_hits(hits, plan.size, plan.cap),
-                        papers=group_papers(hits, plan.size, plan.cap) if plan.papers else [], request=request)
+    return SearchResult(
+        **common,
+        total=total,
+        took_ms=took,
+        hits=cap_hits(hits, plan.size, plan.cap),
+        papers=group_papers(hits, plan.size, plan.cap) if plan.papers else [],
+        request=request,
+    )

@@ -9,8 +9,10 @@ import click
 from scholar_es.client import default_target, display_target, is_url
 from scholar_es.errors import ConfigError, ScholarEsError
 
-TARGET_HELP = ("http(s):// URL of an Elasticsearch cluster, or a directory for the embedded engine "
-               "[default: $SCHOLAR_ES_URL, else ./.scholar-es]")
+TARGET_HELP = (
+    "http(s):// URL of an Elasticsearch cluster, or a directory for the embedded engine "
+    "[default: $SCHOLAR_ES_URL, else ./.scholar-es]"
+)
 
 
 def _fail(message: str) -> None:
@@ -52,8 +54,13 @@ def main() -> None:
 
 @main.command("index")
 @click.argument("sources", nargs=-1, required=True, type=click.Path(exists=True))
-@click.option("--format", "fmt", default="auto", show_default=True,
-              help="Input format: auto, jsonl (ours), beir, qasper or pubmedqa.")
+@click.option(
+    "--format",
+    "fmt",
+    default="auto",
+    show_default=True,
+    help="Input format: auto, jsonl (ours), beir, qasper or pubmedqa.",
+)
 @click.option("--es", "target", default=None, help=TARGET_HELP)
 @click.option("--chunking", default="paragraph", show_default=True, help="paragraph or window.")
 @click.option("--model", default=None, help="Embedding model [default: all-MiniLM-L6-v2, shipped offline].")
@@ -100,8 +107,15 @@ def index_cmd(sources, fmt, target, chunking, model, batch_size, prefix, rebuild
         es.info()  # an unreachable cluster fails now, before the model loads
         embedder = Embedder(model or DEFAULT_MODEL, batch_size=batch_size)
         bar = tqdm(unit=" papers", disable=quiet, file=sys.stderr, dynamic_ncols=True)
-        run = IndexRun(es, embedder, prefix=prefix, chunking=chunking, rebuild=rebuild,
-                       on_error=report, on_progress=progress)
+        run = IndexRun(
+            es,
+            embedder,
+            prefix=prefix,
+            chunking=chunking,
+            rebuild=rebuild,
+            on_error=report,
+            on_progress=progress,
+        )
         try:
             return run.run(list(sources), fmt)
         finally:
@@ -109,8 +123,10 @@ def index_cmd(sources, fmt, target, chunking, model, batch_size, prefix, rebuild
 
     summary = _run(body)
     click.echo(summary.line())
-    click.echo(f"indices: {', '.join(f'{prefix}{k} -> {v}' for k, v in summary.indices.items())} "
-               f"({display_target(target)})")
+    click.echo(
+        f"indices: {', '.join(f'{prefix}{k} -> {v}' for k, v in summary.indices.items())} "
+        f"({display_target(target)})"
+    )
     sys.exit(1 if summary.rejected else 0)
 
 
@@ -133,7 +149,6 @@ def console_cmd(file, target) -> None:
     sys.exit(1 if run_console(es, file, sys.stdout) else 0)
 
 
-
 def _filters(year_from, year_to, venues, paper_ids, sections) -> dict | None:
     f: dict = {}
     if year_from is not None:
@@ -152,23 +167,37 @@ def _filters(year_from, year_to, venues, paper_ids, sections) -> dict | None:
 def _search_options(fn):
     """Options shared by ``query`` and ``search``."""
     opts = [
-        click.option("--strategy", default="hybrid", show_default=True,
-                     help="bm25, dense, hybrid, sections, expanded, rrf, rrf-client or linear "
-                          "(rrf/linear need an Enterprise license on a cluster); direct, multihead and "
-                          "multihead-hybrid route the question through trained heads (--heads); search "
-                          "also takes multisection."),
-        click.option("--profile", "profile", default=None, help="A profile JSON file (see querybuilder/profiles.py)."),
-        click.option("--size", default=10, show_default=True, type=int, help="Hits (or papers with --papers)."),
-        click.option("--papers", is_flag=True, help="Paper-level view: top papers, each with its best chunks."),
+        click.option(
+            "--strategy",
+            default="hybrid",
+            show_default=True,
+            help="bm25, dense, hybrid, sections, expanded, rrf, rrf-client or linear "
+            "(rrf/linear need an Enterprise license on a cluster); direct, multihead and "
+            "multihead-hybrid route the question through trained heads (--heads); search "
+            "also takes multisection.",
+        ),
+        click.option(
+            "--profile", "profile", default=None, help="A profile JSON file (see querybuilder/profiles.py)."
+        ),
+        click.option(
+            "--size", default=10, show_default=True, type=int, help="Hits (or papers with --papers)."
+        ),
+        click.option(
+            "--papers", is_flag=True, help="Paper-level view: top papers, each with its best chunks."
+        ),
         click.option("--prefix", default="", help="Prefix of the index aliases."),
         click.option("--year-from", type=int, default=None, help="Only papers from this year on."),
         click.option("--year-to", type=int, default=None, help="Only papers up to this year."),
         click.option("--venue", "venues", multiple=True, help="Only these venues (repeatable)."),
         click.option("--paper-id", "paper_ids", multiple=True, help="Only these papers (repeatable)."),
         click.option("--section", "sections", multiple=True, help="Only these section types (repeatable)."),
-        click.option("--heads", "heads", default=None,
-                     help="Heads for the multihead strategies (trained with `scholar-es heads train`) "
-                          "[default: 'default']."),
+        click.option(
+            "--heads",
+            "heads",
+            default=None,
+            help="Heads for the multihead strategies (trained with `scholar-es heads train`) "
+            "[default: 'default'].",
+        ),
     ]
     for opt in reversed(opts):
         fn = opt(fn)
@@ -179,10 +208,28 @@ def _search_options(fn):
 @click.argument("question")
 @_search_options
 @click.option("--format", "fmt", default="json", show_default=True, help="json, console or template.")
-@click.option("--es", "target", default=None,
-              help="Embed with the model recorded in this target's index (checks it); default: the default model.")
-def query_cmd(question, strategy, profile, size, papers, prefix, year_from, year_to, venues, paper_ids, sections,
-              heads, fmt, target) -> None:
+@click.option(
+    "--es",
+    "target",
+    default=None,
+    help="Embed with the model recorded in this target's index (checks it); default: the default model.",
+)
+def query_cmd(
+    question,
+    strategy,
+    profile,
+    size,
+    papers,
+    prefix,
+    year_from,
+    year_to,
+    venues,
+    paper_ids,
+    sections,
+    heads,
+    fmt,
+    target,
+) -> None:
     """Print the Elasticsearch DSL for QUESTION (nothing is searched).
 
     --format console prints Kibana dev console text (``GET chunks/_search`` + body) that
@@ -203,17 +250,37 @@ def query_cmd(question, strategy, profile, size, papers, prefix, year_from, year
 
             if es is None:
                 raise ConfigError(f"--strategy {strategy} needs --es: the heads are stored in the engine")
-            request = build_request(es, question, strategy=strategy, heads=heads, prefix=prefix,
-                                    profile=load_profile(profile), size=size, papers=papers,
-                                    filters=_filters(year_from, year_to, venues, paper_ids, sections))
+            request = build_request(
+                es,
+                question,
+                strategy=strategy,
+                heads=heads,
+                prefix=prefix,
+                profile=load_profile(profile),
+                size=size,
+                papers=papers,
+                filters=_filters(year_from, year_to, venues, paper_ids, sections),
+            )
             if fmt == "template":
-                raise ConfigError("the multihead strategies project each question's vector at query time; "
-                                  "use --format json or console")
+                raise ConfigError(
+                    "the multihead strategies project each question's vector at query time; "
+                    "use --format json or console"
+                )
             search_ = request.search()
-            return (to_console(search_, index=f"{prefix}chunks") if fmt == "console" else to_json(search_)) + "\n"
-        return show_query(question, strategy=strategy, fmt=fmt, profile=load_profile(profile), es=es,
-                          size=size, papers=papers, prefix=prefix,
-                          filters=_filters(year_from, year_to, venues, paper_ids, sections))
+            return (
+                to_console(search_, index=f"{prefix}chunks") if fmt == "console" else to_json(search_)
+            ) + "\n"
+        return show_query(
+            question,
+            strategy=strategy,
+            fmt=fmt,
+            profile=load_profile(profile),
+            es=es,
+            size=size,
+            papers=papers,
+            prefix=prefix,
+            filters=_filters(year_from, year_to, venues, paper_ids, sections),
+        )
 
     click.echo(_run(body), nl=False)
 
@@ -223,12 +290,38 @@ def query_cmd(question, strategy, profile, size, papers, prefix, year_from, year
 @_search_options
 @click.option("--es", "target", default=None, help=TARGET_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-@click.option("--explain", is_flag=True, help="Show each hit's score parts (BM25 per field, kNN, section multiplier).")
-@click.option("--show-plan", is_flag=True,
-              help="multisection: print the sections, each sub-query as console text and its candidates.")
-@click.option("--crossencoder", default=None, help="multisection: re-score with this sentence-transformers CrossEncoder.")
-def search_cmd(question, strategy, profile, size, papers, prefix, year_from, year_to, venues, paper_ids, sections,
-               heads, target, as_json, explain, show_plan, crossencoder) -> None:
+@click.option(
+    "--explain", is_flag=True, help="Show each hit's score parts (BM25 per field, kNN, section multiplier)."
+)
+@click.option(
+    "--show-plan",
+    is_flag=True,
+    help="multisection: print the sections, each sub-query as console text and its candidates.",
+)
+@click.option(
+    "--crossencoder",
+    default=None,
+    help="multisection: re-score with this sentence-transformers CrossEncoder.",
+)
+def search_cmd(
+    question,
+    strategy,
+    profile,
+    size,
+    papers,
+    prefix,
+    year_from,
+    year_to,
+    venues,
+    paper_ids,
+    sections,
+    heads,
+    target,
+    as_json,
+    explain,
+    show_plan,
+    crossencoder,
+) -> None:
     """Search QUESTION and print ranked results: paper, section type, score and a snippet.
 
     --strategy multisection splits the question into 1-5 focused sections, sends them in one
@@ -246,44 +339,86 @@ def search_cmd(question, strategy, profile, size, papers, prefix, year_from, yea
         if strategy == "multisection":
             from scholar_es.multisection.flow import multisection_search, render_result
 
-            ms = multisection_search(es, question, profile=load_profile(profile), prefix=prefix, filters=filters,
-                                     papers=size, show_plan=show_plan, crossencoder=crossencoder)
+            ms = multisection_search(
+                es,
+                question,
+                profile=load_profile(profile),
+                prefix=prefix,
+                filters=filters,
+                papers=size,
+                show_plan=show_plan,
+                crossencoder=crossencoder,
+            )
             return ms.model_dump_json(indent=2) if as_json else render_result(ms, show_plan=show_plan)
         from scholar_es.projection.search import STRATEGIES as PROJECTED
 
         if strategy in PROJECTED:
             from scholar_es.projection.search import search as projected_search
 
-            projected = projected_search(es, question, strategy=strategy, heads=heads, prefix=prefix, size=size,
-                                         papers=papers, filters=filters, profile=load_profile(profile),
-                                         explain=explain)
+            projected = projected_search(
+                es,
+                question,
+                strategy=strategy,
+                heads=heads,
+                prefix=prefix,
+                size=size,
+                papers=papers,
+                filters=filters,
+                profile=load_profile(profile),
+                explain=explain,
+            )
             result = projected.result
         else:
-            result = search(es, question, strategy=strategy, profile=load_profile(profile), size=size,
-                            papers=papers, explain=explain, prefix=prefix, filters=filters)
+            result = search(
+                es,
+                question,
+                strategy=strategy,
+                profile=load_profile(profile),
+                size=size,
+                papers=papers,
+                explain=explain,
+                prefix=prefix,
+                filters=filters,
+            )
         return result.model_dump_json(indent=2) if as_json else format_results(result, explain=explain)
 
     click.echo(_run(body))
 
 
-
 @main.command("eval")
 @click.argument("dataset", type=click.Path(exists=True))
 @click.option("--format", "fmt", default="auto", show_default=True, help="beir or qasper (auto detects).")
-@click.option("--split", default=None,
-              help="The qrels split to evaluate; needed when the dataset has several (they are listed).")
-@click.option("--strategy", "strategies", default="bm25,dense,hybrid", show_default=True,
-              help="Comma-separated strategies to compare (any search strategy, multisection included).")
+@click.option(
+    "--split",
+    default=None,
+    help="The qrels split to evaluate; needed when the dataset has several (they are listed).",
+)
+@click.option(
+    "--strategy",
+    "strategies",
+    default="bm25,dense,hybrid",
+    show_default=True,
+    help="Comma-separated strategies to compare (any search strategy, multisection included).",
+)
 @click.option("--es", "target", default=None, help=TARGET_HELP)
-@click.option("--scope", default="corpus", show_default=True,
-              help="corpus (search everything) or paper (QASPER: each question within its own paper).")
+@click.option(
+    "--scope",
+    default="corpus",
+    show_default=True,
+    help="corpus (search everything) or paper (QASPER: each question within its own paper).",
+)
 @click.option("--limit", type=int, default=None, help="Evaluate the first N judged queries only.")
 @click.option("--json", "json_out", default=None, help="Write {strategy: {metric: value}} here.")
 @click.option("--plot", "plot_out", default=None, help="Write a PNG comparison plot here.")
 @click.option("--profile", default=None, help="A profile JSON file (e.g. from scholar-es tune).")
-@click.option("--prefix", default=None,
-              help="Index alias prefix [default: <name>-<split>- for QASPER, <name>- for BEIR].")
-def eval_cmd(dataset, fmt, split, strategies, target, scope, limit, json_out, plot_out, profile, prefix) -> None:
+@click.option(
+    "--prefix",
+    default=None,
+    help="Index alias prefix [default: <name>-<split>- for QASPER, <name>- for BEIR].",
+)
+def eval_cmd(
+    dataset, fmt, split, strategies, target, scope, limit, json_out, plot_out, profile, prefix
+) -> None:
     """Evaluate strategies on a judged DATASET: nDCG@10, MRR@10, P@1/3/10, Recall@10/100, latency.
 
     The dataset is indexed into the target the first time and reused afterwards; queries with
@@ -291,19 +426,36 @@ def eval_cmd(dataset, fmt, split, strategies, target, scope, limit, json_out, pl
     """
     from scholar_es.evaluation.command import run_eval
 
-    _run(lambda: run_eval(dataset, fmt=fmt, split=split, strategies=strategies, target=target, scope=scope,
-                          limit=limit, json_out=json_out, plot_out=plot_out, profile=profile, prefix=prefix))
+    _run(
+        lambda: run_eval(
+            dataset,
+            fmt=fmt,
+            split=split,
+            strategies=strategies,
+            target=target,
+            scope=scope,
+            limit=limit,
+            json_out=json_out,
+            plot_out=plot_out,
+            profile=profile,
+            prefix=prefix,
+        )
+    )
 
 
 @main.command("tune")
 @click.argument("dataset", type=click.Path(exists=True))
 @click.option("--format", "fmt", default="auto", show_default=True, help="beir or qasper (auto detects).")
-@click.option("--split", default="train", show_default=True, help="The split to tune on (train only, by design).")
+@click.option(
+    "--split", default="train", show_default=True, help="The split to tune on (train only, by design)."
+)
 @click.option("--es", "target", default=None, help=TARGET_HELP)
 @click.option("--scope", default="corpus", show_default=True, help="corpus or paper (QASPER).")
 @click.option("--limit", type=int, default=None, help="Tune on the first N judged queries only.")
 @click.option("--papers", type=int, default=None, help="QASPER: tune on the first N papers of the split.")
-@click.option("--folds", type=int, default=5, show_default=True, help="Cross-validation folds for the report.")
+@click.option(
+    "--folds", type=int, default=5, show_default=True, help="Cross-validation folds for the report."
+)
 @click.option("--profile", default=None, help="The profile to start from.")
 @click.option("--out", "out_profile", default=None, help="Write the tuned profile JSON here.")
 @click.option("--name", default=None, help="Name of the tuned profile.")
@@ -315,8 +467,21 @@ def tune_cmd(dataset, fmt, split, target, scope, limit, papers, folds, profile, 
     """
     from scholar_es.evaluation.command import run_tune
 
-    _run(lambda: run_tune(dataset, fmt=fmt, split=split, target=target, scope=scope, limit=limit, papers=papers,
-                          folds=folds, profile=profile, out_profile=out_profile, name=name))
+    _run(
+        lambda: run_tune(
+            dataset,
+            fmt=fmt,
+            split=split,
+            target=target,
+            scope=scope,
+            limit=limit,
+            papers=papers,
+            folds=folds,
+            profile=profile,
+            out_profile=out_profile,
+            name=name,
+        )
+    )
 
 
 @main.group("heads")
@@ -327,15 +492,28 @@ def heads_group() -> None:
 @heads_group.command("train")
 @click.argument("dataset", type=click.Path(exists=True))
 @click.option("--format", "fmt", default="auto", show_default=True, help="beir or qasper.")
-@click.option("--split", default="train", show_default=True, help="The judged split whose pairs train the heads.")
+@click.option(
+    "--split", default="train", show_default=True, help="The judged split whose pairs train the heads."
+)
 @click.option("--es", "target", default=None, help=TARGET_HELP)
 @click.option("--name", default="default", show_default=True, help="Name of the heads.")
-@click.option("--prefix", default=None, help="Alias prefix of the indexed corpus [default: <dataset>-<split>-].")
+@click.option(
+    "--prefix", default=None, help="Alias prefix of the indexed corpus [default: <dataset>-<split>-]."
+)
 @click.option("--tau", type=float, default=0.1, show_default=True, help="Softmax temperature of the routing.")
-@click.option("--threshold", type=float, default=None,
-              help="Confidence fallback: below this best-centroid similarity the direct vector is used.")
-@click.option("--alpha", type=float, default=1.0, show_default=True,
-              help="Fallback blend: alpha*q + (1-alpha)*projected (1.0 = the direct vector).")
+@click.option(
+    "--threshold",
+    type=float,
+    default=None,
+    help="Confidence fallback: below this best-centroid similarity the direct vector is used.",
+)
+@click.option(
+    "--alpha",
+    type=float,
+    default=1.0,
+    show_default=True,
+    help="Fallback blend: alpha*q + (1-alpha)*projected (1.0 = the direct vector).",
+)
 @click.option("--tune", is_flag=True, help="Tune the threshold on the training pairs (no-harm rule).")
 def heads_train_cmd(dataset, fmt, split, target, name, prefix, tau, threshold, alpha, tune) -> None:
     """Train heads from the (question, answer) pairs of a judged DATASET and store them in the engine."""
@@ -344,9 +522,19 @@ def heads_train_cmd(dataset, fmt, split, target, name, prefix, tau, threshold, a
 
     def body():
         es = connect(target or default_target())
-        return train_heads(es, dataset, fmt=fmt, split=split, name=name, prefix=prefix, tau=tau,
-                           threshold=threshold, alpha=alpha, tune=tune,
-                           on_warning=lambda m: click.echo(f"warning: {m}", err=True))
+        return train_heads(
+            es,
+            dataset,
+            fmt=fmt,
+            split=split,
+            name=name,
+            prefix=prefix,
+            tau=tau,
+            threshold=threshold,
+            alpha=alpha,
+            tune=tune,
+            on_warning=lambda m: click.echo(f"warning: {m}", err=True),
+        )
 
     click.echo(_run(body).line())
 
@@ -374,6 +562,7 @@ def heads_delete_cmd(name, target, prefix) -> None:
 
     deleted = _run(lambda: delete_heads(connect(target or default_target(), must_exist=True), name, prefix))
     click.echo(f"deleted {', '.join(deleted) if deleted else 'nothing'}")
+
 
 if __name__ == "__main__":
     main()

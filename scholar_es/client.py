@@ -45,8 +45,12 @@ def connect(target: str | None = None, *, must_exist: bool = False):
     if is_url(target):
         from elasticsearch import Elasticsearch
 
-        kwargs: dict = {"retry_on_status": RETRY_STATUSES, "retry_on_timeout": True, "max_retries": 5,
-                        "request_timeout": 60}
+        kwargs: dict = {
+            "retry_on_status": RETRY_STATUSES,
+            "retry_on_timeout": True,
+            "max_retries": 5,
+            "request_timeout": 60,
+        }
         if os.environ.get("SCHOLAR_ES_API_KEY"):
             kwargs["api_key"] = os.environ["SCHOLAR_ES_API_KEY"]
         elif os.environ.get("SCHOLAR_ES_USER"):
@@ -57,17 +61,23 @@ def connect(target: str | None = None, *, must_exist: bool = False):
             kwargs["verify_certs"] = False
         return Elasticsearch(target, **kwargs)
     if "://" in target:
-        raise ConfigError(f"unsupported target {target!r}: use an http(s):// URL for a cluster or a directory "
-                          "for the embedded engine")
+        raise ConfigError(
+            f"unsupported target {target!r}: use an http(s):// URL for a cluster or a directory "
+            "for the embedded engine"
+        )
     path = Path(target).expanduser()
     if path.exists() and not path.is_dir():
         raise ConfigError(f"target {target!r} is a file; the embedded engine needs a directory")
     if must_exist and not (path / "engine.sqlite3").exists():
-        raise ConfigError(f"no embedded engine at {target!r}; index papers there first (scholar-es index ... "
-                          f"--es {target}) or pass --es with the right directory or URL")
+        raise ConfigError(
+            f"no embedded engine at {target!r}; index papers there first (scholar-es index ... "
+            f"--es {target}) or pass --es with the right directory or URL"
+        )
     from scholar_es.engine.node import embedded_client
+
     try:
         return embedded_client(path)
     except OSError as e:
-        raise ConfigError(f"cannot open an embedded engine at {target!r}: {e.strerror or e}; "
-                          "use a writable directory") from None
+        raise ConfigError(
+            f"cannot open an embedded engine at {target!r}: {e.strerror or e}; use a writable directory"
+        ) from None

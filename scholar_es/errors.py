@@ -30,8 +30,9 @@ class InputError(ScholarEsError):
     field at fault if any.
     """
 
-    def __init__(self, reason: str, *, source: str = "", line: int | None = None,
-                 field: str | None = None) -> None:
+    def __init__(
+        self, reason: str, *, source: str = "", line: int | None = None, field: str | None = None
+    ) -> None:
         self.reason = reason
         self.source = source
         self.line = line

@@ -29,8 +29,10 @@ def main() -> None:
     embedder = Embedder()
     for question, strategy in QUESTIONS:
         result = search(es, question, strategy=strategy, embedder=embedder, size=5)
-        print(f"\n=== {question}\n    strategy={strategy} intent={result.intent_rule} "
-              f"search_type={result.search_type} ({result.took_ms} ms)")
+        print(
+            f"\n=== {question}\n    strategy={strategy} intent={result.intent_rule} "
+            f"search_type={result.search_type} ({result.took_ms} ms)"
+        )
         for rank, hit in enumerate(result.hits, start=1):
             print(f"{rank:2}. {hit.score:7.4f}  [{hit.section_type:<12}] {hit.paper_id}  {hit.title[:60]}")
             print(f"      {hit.snippet[:150]}")
@@ -38,9 +40,12 @@ def main() -> None:
 
     text = to_console(result.request, index=result.index)
     # the 384-number query vector would fill the screen: show its first numbers only
-    text = re.sub(r'("query_vector": \[)([^\]]*)\]',
-                  lambda m: m[1] + ", ".join(m[2].split(", ")[:3]) + ", ...]", text)
-    print("\n=== Kibana dev console text of the last query (`scholar-es query --format console` prints it whole):\n")
+    text = re.sub(
+        r'("query_vector": \[)([^\]]*)\]', lambda m: m[1] + ", ".join(m[2].split(", ")[:3]) + ", ...]", text
+    )
+    print(
+        "\n=== Kibana dev console text of the last query (`scholar-es query --format console` prints it whole):\n"
+    )
     print(text)
 
 

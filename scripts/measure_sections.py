@@ -47,7 +47,9 @@ def count(files: list[Path], fmt: str, rules: HeadingRules) -> Counts:
                 print(f"warning: {item}", file=sys.stderr)
                 continue
             headings = [s.heading for s in item.sections]
-            for section, section_type in zip(item.sections, section_types(headings, rules=rules), strict=True):
+            for section, section_type in zip(
+                item.sections, section_types(headings, rules=rules), strict=True
+            ):
                 n = sum(1 for p in section.paragraphs if p.text.strip())
                 counts.by_heading[section.heading] += n
                 counts.in_context[section_type] += n
@@ -68,17 +70,27 @@ def report(name: str, counts: Counts, rules: HeadingRules, other_top: int, per_t
     print(f"{'':<14}{'heading only':>30}{'with neighbours':>20}")
     print(f"{'type':<14}{'paragraphs':>12}{'%':>7}{'headings':>10}{'%':>7}{'paragraphs':>13}{'%':>7}")
     for t in SECTION_TYPES:
-        print(f"{t:<14}{by_para[t]:>12}{by_para[t] / total_para:>7.1%}{by_heading[t]:>10}"
-              f"{by_heading[t] / total_head:>7.1%}{counts.in_context[t]:>13}"
-              f"{counts.in_context[t] / total_para:>7.1%}")
+        print(
+            f"{t:<14}{by_para[t]:>12}{by_para[t] / total_para:>7.1%}{by_heading[t]:>10}"
+            f"{by_heading[t] / total_head:>7.1%}{counts.in_context[t]:>13}"
+            f"{counts.in_context[t] / total_para:>7.1%}"
+        )
     unmatched = {h: n for h, n in headings.items() if matched[h] is None}
-    print(f"'other' by heading only: {sum(unmatched.values())} paragraphs / {len(unmatched)} headings "
-          "match no rule, the rest are other on purpose (acknowledgments, appendices, ...)")
-    _top(f"most frequent headings left at 'other' ({name})",
-         {h: n for h, n in headings.items() if typed[h] == "other"}, other_top)
+    print(
+        f"'other' by heading only: {sum(unmatched.values())} paragraphs / {len(unmatched)} headings "
+        "match no rule, the rest are other on purpose (acknowledgments, appendices, ...)"
+    )
+    _top(
+        f"most frequent headings left at 'other' ({name})",
+        {h: n for h, n in headings.items() if typed[h] == "other"},
+        other_top,
+    )
     for t in SECTION_TYPES if per_type else ():
-        _top(f"top headings typed {t!r} ({name})", {h: n for h, n in headings.items() if typed[h] == t},
-             per_type)
+        _top(
+            f"top headings typed {t!r} ({name})",
+            {h: n for h, n in headings.items() if typed[h] == t},
+            per_type,
+        )
     if paths:
         differ = {}
         for heading, n in headings.items():
@@ -86,8 +98,10 @@ def report(name: str, counts: Counts, rules: HeadingRules, other_top: int, per_t
             deepest = next((t for t in reversed(types) if t not in (None, "other")), "other")
             if len(types) > 1 and deepest != typed[heading]:
                 differ[f"{heading}  [{typed[heading]}, deepest part: {deepest}]"] = n
-        print(f"\n-- paths where the top part overrides the deepest: {len(differ)} headings, "
-              f"{sum(differ.values())} paragraphs")
+        print(
+            f"\n-- paths where the top part overrides the deepest: {len(differ)} headings, "
+            f"{sum(differ.values())} paragraphs"
+        )
         _top("", differ, paths)
 
 
@@ -100,8 +114,12 @@ def _top(title: str, counts: dict[str, int], n: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, default=Path(os.environ.get("SCHOLAR_ES_DATA", DEFAULT_DATA)),
-                        help="the shared data folder (default: $SCHOLAR_ES_DATA or ../shared/data)")
+    parser.add_argument(
+        "--data",
+        type=Path,
+        default=Path(os.environ.get("SCHOLAR_ES_DATA", DEFAULT_DATA)),
+        help="the shared data folder (default: $SCHOLAR_ES_DATA or ../shared/data)",
+    )
     parser.add_argument("--rules", type=Path, default=None, help="a sections.json to measure instead")
     parser.add_argument("--other", type=int, default=40, help="how many 'other' headings to list")
     parser.add_argument("--per-type", type=int, default=0, help="list the top N headings of every type")
@@ -111,10 +129,22 @@ def main() -> None:
         sys.exit(f"data folder {str(args.data)!r} not found; pass --data or set SCHOLAR_ES_DATA")
     rules = load_rules(args.rules)
     qasper = sorted((args.data / "qasper").glob("papers_*.jsonl"))
-    report("QASPER " + "+".join(p.stem.removeprefix("papers_") for p in qasper),
-           count(qasper, "qasper", rules), rules, args.other, args.per_type, args.paths)
-    report("PubMedQA", count([args.data / "pubmedqa" / "papers.jsonl"], "pubmedqa", rules),
-           rules, args.other, args.per_type, args.paths)
+    report(
+        "QASPER " + "+".join(p.stem.removeprefix("papers_") for p in qasper),
+        count(qasper, "qasper", rules),
+        rules,
+        args.other,
+        args.per_type,
+        args.paths,
+    )
+    report(
+        "PubMedQA",
+        count([args.data / "pubmedqa" / "papers.jsonl"], "pubmedqa", rules),
+        rules,
+        args.other,
+        args.per_type,
+        args.paths,
+    )
 
 
 if __name__ == "__main__":

@@ -7,18 +7,20 @@ from scholar_es.errors import ConfigError
 
 def _section(paper_id, s, heading, section_type, lengths):
     """A section whose words are unique tokens "s<section>p<paragraph>w<word>"."""
-    paragraphs = [Paragraph(id=f"{paper_id}#{s}.{p}", text=" ".join(f"s{s}p{p}w{w}" for w in range(n)))
-                  for p, n in enumerate(lengths)]
+    paragraphs = [
+        Paragraph(id=f"{paper_id}#{s}.{p}", text=" ".join(f"s{s}p{p}w{w}" for w in range(n)))
+        for p, n in enumerate(lengths)
+    ]
     return Section(heading=heading, type=section_type, paragraphs=paragraphs)
 
 
 def _paper(abstract_words=40):
     sections = [
-        _section("P", 0, "1 Introduction", "introduction", [30, 0, 25]),   # an empty paragraph inside
+        _section("P", 0, "1 Introduction", "introduction", [30, 0, 25]),  # an empty paragraph inside
         _section("P", 1, "2 Model", "method", [200, 7, 90]),
-        _section("P", 2, "Empty", "other", [0]),                           # no text at all
-        _section("P", 3, "3 Results", "results", [5]),                     # shorter than a window
-        _section("P", 4, "4 Conclusion", "conclusion", [150]),             # exactly one window
+        _section("P", 2, "Empty", "other", [0]),  # no text at all
+        _section("P", 3, "3 Results", "results", [5]),  # shorter than a window
+        _section("P", 4, "4 Conclusion", "conclusion", [150]),  # exactly one window
     ]
     abstract = " ".join(f"abs{w}" for w in range(abstract_words))
     return Paper(id="P", title="T", abstract=abstract, sections=sections)
@@ -29,7 +31,11 @@ def test_paragraph_mode_one_chunk_per_non_empty_paragraph():
     assert [c.id for c in chunks] == ["P#abs", "P#0.0", "P#0.2", "P#1.0", "P#1.1", "P#1.2", "P#3.0", "P#4.0"]
     assert [c.position for c in chunks] == list(range(len(chunks)))
     first = chunks[0]
-    assert (first.section_heading, first.section_type, first.paragraph_ids) == ("Abstract", "abstract", ["P#abs"])
+    assert (first.section_heading, first.section_type, first.paragraph_ids) == (
+        "Abstract",
+        "abstract",
+        ["P#abs"],
+    )
     model = chunks[3]
     assert (model.section_heading, model.section_type, model.paper_id) == ("2 Model", "method", "P")
     assert model.text.startswith("s1p0w0 ") and model.paragraph_ids == ["P#1.0"]
@@ -67,13 +73,19 @@ def test_windows_stay_in_sections_cover_every_word_and_overlap(window, overlap):
         assert all(len(ws) == window for ws in words[:-1])
         assert words[-1][-1] == expected[-1]
         for a, b in zip(words, words[1:], strict=False):
-            assert a[len(a) - overlap:] == b[:overlap] if overlap else a[-1] != b[0]
+            assert a[len(a) - overlap :] == b[:overlap] if overlap else a[-1] != b[0]
             assert b[-1] not in a, "a window lies wholly inside the previous one"
         for chunk, ws in zip(windows, words, strict=True):
             assert chunk.section_type == ("abstract" if key == "abs" else paper.sections[int(key)].type)
             touched = {t.split("w")[0] for t in ws}
-            expected_ids = ["P#abs"] if key == "abs" else \
-                [f"P#{key}.{t[len(prefix):]}" for t in sorted(touched, key=lambda t: int(t[len(prefix):]))]
+            expected_ids = (
+                ["P#abs"]
+                if key == "abs"
+                else [
+                    f"P#{key}.{t[len(prefix) :]}"
+                    for t in sorted(touched, key=lambda t: int(t[len(prefix) :]))
+                ]
+            )
             assert chunk.paragraph_ids == expected_ids
 
 
@@ -90,15 +102,18 @@ def test_window_ids_are_deterministic():
     assert ids == ["P#abs.w0", "P#0.w0", "P#1.w0", "P#1.w1", "P#1.w2", "P#3.w0", "P#4.w0"]
 
 
-@pytest.mark.parametrize("window, overlap, fragment", [
-    (100, 100, "overlap_words must be at least 0 and less than window_words (100), got 100"),
-    (100, 150, "got 150"),
-    (0, 0, "window_words must be positive, got 0"),
-    (-5, 0, "got -5"),
-    (100, -1, "got -1"),
-    (100.0, 10, "window_words must be an integer, got 100.0"),
-    (True, 0, "window_words must be an integer, got True"),
-])
+@pytest.mark.parametrize(
+    "window, overlap, fragment",
+    [
+        (100, 100, "overlap_words must be at least 0 and less than window_words (100), got 100"),
+        (100, 150, "got 150"),
+        (0, 0, "window_words must be positive, got 0"),
+        (-5, 0, "got -5"),
+        (100, -1, "got -1"),
+        (100.0, 10, "window_words must be an integer, got 100.0"),
+        (True, 0, "window_words must be an integer, got True"),
+    ],
+)
 def test_bad_window_parameters_raise_config_error(window, overlap, fragment):
     with pytest.raises(ConfigError) as info:
         chunk_paper(_paper(), "window", window_words=window, overlap_words=overlap)

@@ -86,7 +86,9 @@ def test_script(tmp_engine):
 
 def test_each_response_is_one_line_even_when_pretty(tmp_engine):
     out = io.StringIO()
-    run_console(tmp_engine, io.StringIO("PUT x\n{\"settings\": {\"number_of_shards\": 1}}\nGET x/_mapping\n"), out)
+    run_console(
+        tmp_engine, io.StringIO('PUT x\n{"settings": {"number_of_shards": 1}}\nGET x/_mapping\n'), out
+    )
     assert out.getvalue().count("\n") == 2
 
 
@@ -100,24 +102,32 @@ def test_error_shape_and_status(tmp_engine):
 
 
 def test_invalid_json_is_reported_and_not_sent(tmp_engine):
-    responses, failures = run(tmp_engine, 'PUT a\n{"mappings": \n\nPUT b\n{}\nPOST b/_bulk\n{"index": {}}\n{oops\n')
+    responses, failures = run(
+        tmp_engine, 'PUT a\n{"mappings": \n\nPUT b\n{}\nPOST b/_bulk\n{"index": {}}\n{oops\n'
+    )
     assert failures == 2 and len(responses) == 3
     assert responses[0]["error"]["type"] == "console_parse_exception" and responses[0]["status"] == 400
     assert "PUT a" in responses[0]["error"]["reason"]
     assert responses[1]["acknowledged"] is True
-    assert responses[2]["error"]["type"] == "console_parse_exception" and "line 2" in responses[2]["error"]["reason"]
+    assert (
+        responses[2]["error"]["type"] == "console_parse_exception"
+        and "line 2" in responses[2]["error"]["reason"]
+    )
     assert not tmp_engine.indices.exists(index="a")
 
 
 def test_stray_text_and_comments(tmp_engine):
     responses, failures = run(tmp_engine, "# only a comment\n\nthis is not a request\n\n// another\nGET /\n")
     assert failures == 1
-    assert responses[0]["error"]["type"] == "console_parse_exception" and "line 3" in responses[0]["error"]["reason"]
+    assert (
+        responses[0]["error"]["type"] == "console_parse_exception"
+        and "line 3" in responses[0]["error"]["reason"]
+    )
     assert responses[1]["tagline"] == "You Know, for Search"
 
 
 def test_requests_end_at_next_request_line_and_at_end_of_input(tmp_engine):
-    responses, _ = run(tmp_engine, "PUT i1\nPUT i2\n{\"mappings\": {}}\nget _cat/indices")
+    responses, _ = run(tmp_engine, 'PUT i1\nPUT i2\n{"mappings": {}}\nget _cat/indices')
     assert [r.get("index") for r in responses[:2]] == ["i1", "i2"]
     assert sorted(row["index"] for row in responses[2]) == ["i1", "i2"]
 
@@ -138,11 +148,20 @@ def _reader(stream, q: queue.Queue) -> None:
 
 
 def test_pipe_one_request_at_a_time(tmp_path):
-    code = ("import sys\nfrom scholar_es.engine.console import run_console\nfrom scholar_es.engine.node import embedded_client\n"
-            f"sys.exit(min(run_console(embedded_client({str(tmp_path / 'eng')!r}), sys.stdin, sys.stdout), 1))\n")
+    code = (
+        "import sys\nfrom scholar_es.engine.console import run_console\nfrom scholar_es.engine.node import embedded_client\n"
+        f"sys.exit(min(run_console(embedded_client({str(tmp_path / 'eng')!r}), sys.stdin, sys.stdout), 1))\n"
+    )
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env, cwd=str(REPO))
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=str(REPO),
+    )
     lines: queue.Queue = queue.Queue()
     threading.Thread(target=_reader, args=(proc.stdout, lines), daemon=True).start()
 
@@ -154,12 +173,14 @@ def test_pipe_one_request_at_a_time(tmp_path):
         return json.loads(line)
 
     try:
-        assert ask('PUT pipe\n{"mappings": {"properties": {"n": {"type": "integer"}}}}')["acknowledged"] is True
+        assert (
+            ask('PUT pipe\n{"mappings": {"properties": {"n": {"type": "integer"}}}}')["acknowledged"] is True
+        )
         for i in range(3):
             assert ask(f'PUT pipe/_doc/{i}?refresh=true\n{{"n": {i}}}')["result"] == "created"
             # the answer depends on the previous request: it really ran before this one was sent
             assert ask("GET pipe/_count")["count"] == i + 1
-        assert ask("GET pipe/_search\n{\"query\": {\"range\": {\"n\": {\"gte\": 1}}}}")["hits"]["total"]["value"] == 2
+        assert ask('GET pipe/_search\n{"query": {"range": {"n": {"gte": 1}}}}')["hits"]["total"]["value"] == 2
         assert ask("GET nope/_search")["status"] == 404
     finally:
         proc.stdin.close()
@@ -185,7 +206,11 @@ class _EsOverHttp(BaseHTTPRequestHandler):
         body = None
         if raw:
             text = raw.decode()
-            body = [json.loads(x) for x in text.splitlines() if x.strip()] if "ndjson" in ctype else json.loads(text)
+            body = (
+                [json.loads(x) for x in text.splitlines() if x.strip()]
+                if "ndjson" in ctype
+                else json.loads(text)
+            )
         status, out = handle(self.engine, self.command, parts.path, dict(parse_qsl(parts.query)), body)
         data = b"" if out is None or self.command == "HEAD" else json.dumps(out).encode()
         self.send_response(status)

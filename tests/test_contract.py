@@ -24,18 +24,22 @@ def _cluster():
     url = os.environ.get("SCHOLAR_ES_URL")
     if url:
         from scholar_es.client import connect
+
         return connect(url), None, None
     if not shutil.which("docker"):
         return None, None, "no SCHOLAR_ES_URL and no docker client; real-cluster contract tests skipped"
     try:
         import docker
+
         docker.from_env().ping()
     except Exception as e:  # noqa: BLE001 - any failure means no engine to talk to
         return None, None, f"no SCHOLAR_ES_URL and no reachable Docker engine ({type(e).__name__}); skipped"
     from testcontainers.elasticsearch import ElasticSearchContainer
+
     container = ElasticSearchContainer(ES_IMAGE, mem_limit="2g").with_env("xpack.security.enabled", "false")
     container.start()
     from elasticsearch import Elasticsearch
+
     return Elasticsearch(container.get_url()), container, None
 
 
@@ -86,9 +90,17 @@ def test_rerun_updates_in_place(es, embedder, demo_index):
 @pytest.mark.slow
 def test_bm25_ranking_on_section_tagged_chunks(es, demo_index):
     prefix, _ = demo_index
-    resp = es.search(index=f"{prefix}chunks", query={"multi_match": {
-        "query": "reciprocal rank fusion", "fields": ["title^2", "abstract", "chunk_text^1.5"],
-        "tie_breaker": 0.3}}, size=3)
+    resp = es.search(
+        index=f"{prefix}chunks",
+        query={
+            "multi_match": {
+                "query": "reciprocal rank fusion",
+                "fields": ["title^2", "abstract", "chunk_text^1.5"],
+                "tie_breaker": 0.3,
+            }
+        },
+        size=3,
+    )
     hits = resp["hits"]["hits"]
     # every chunk of demo-006 shares its title and abstract; the tie breaker orders them by
     # their own text: the abstract (the phrase twice), then the method paragraph ("rank" twice),
@@ -104,7 +116,10 @@ def test_bm25_ranking_on_section_tagged_chunks(es, demo_index):
 def test_knn_finds_the_paraphrased_paragraph(es, embedder, demo_index):
     prefix, _ = demo_index
     qv = embedder.encode(["How can a model keep information from earlier parts of a very long text?"])[0]
-    resp = es.search(index=f"{prefix}chunks", knn={"field": "vector", "query_vector": qv.tolist(), "k": 3,
-                                                   "num_candidates": 50}, size=3)
+    resp = es.search(
+        index=f"{prefix}chunks",
+        knn={"field": "vector", "query_vector": qv.tolist(), "k": 3, "num_candidates": 50},
+        size=3,
+    )
     assert resp["hits"]["hits"][0]["_source"]["paper_id"] == "demo-001"
     assert 0.5 < resp["hits"]["hits"][0]["_score"] <= 1.0

@@ -43,8 +43,12 @@ def es(tmp_path_factory):
     from scholar_es.engine.node import embedded_client
 
     client = embedded_client(tmp_path_factory.mktemp("compound"))
-    client.indices.create(index="c", mappings={"properties": {
-        "title": {"type": "text"}, "tag": {"type": "keyword"}, "year": {"type": "integer"}}})
+    client.indices.create(
+        index="c",
+        mappings={
+            "properties": {"title": {"type": "text"}, "tag": {"type": "keyword"}, "year": {"type": "integer"}}
+        },
+    )
     for doc_id, src in DOCS.items():
         client.index(index="c", id=doc_id, document=src)
     client.indices.refresh(index="c")
@@ -70,13 +74,23 @@ def approx(d):
 
 def test_bool_must_plus_should_adds_optional_scores(es):
     q = {"bool": {"must": [match("apple")], "should": [match("banana")]}}
-    assert scores(es, q) == approx({"d1": t("apple", "d1") + t("banana", "d1"), "d2": t("apple", "d2"),
-                                    "d5": t("apple", "d5") + t("banana", "d5")})
+    assert scores(es, q) == approx(
+        {
+            "d1": t("apple", "d1") + t("banana", "d1"),
+            "d2": t("apple", "d2"),
+            "d5": t("apple", "d5") + t("banana", "d5"),
+        }
+    )
 
 
 def test_bool_filter_and_must_not_do_not_score(es):
-    q = {"bool": {"must": [match("apple")], "should": [match("banana")],
-                  "filter": [{"range": {"year": {"gte": 2002}}}]}}
+    q = {
+        "bool": {
+            "must": [match("apple")],
+            "should": [match("banana")],
+            "filter": [{"range": {"year": {"gte": 2002}}}],
+        }
+    }
     assert scores(es, q) == approx({"d2": t("apple", "d2"), "d5": t("apple", "d5") + t("banana", "d5")})
     q["bool"]["must_not"] = [{"term": {"tag": "c"}}]
     assert scores(es, q) == approx({"d2": t("apple", "d2")})
@@ -84,15 +98,26 @@ def test_bool_filter_and_must_not_do_not_score(es):
 
 def test_bool_should_only_needs_one_match(es):
     q = {"bool": {"should": [match("apple"), match("cherry")]}}
-    assert scores(es, q) == approx({"d1": t("apple", "d1"), "d2": t("apple", "d2"), "d3": t("cherry", "d3"),
-                                    "d4": t("cherry", "d4"), "d5": t("apple", "d5")})
+    assert scores(es, q) == approx(
+        {
+            "d1": t("apple", "d1"),
+            "d2": t("apple", "d2"),
+            "d3": t("cherry", "d3"),
+            "d4": t("cherry", "d4"),
+            "d5": t("apple", "d5"),
+        }
+    )
 
 
 def test_bool_minimum_should_match(es):
     q = {"bool": {"should": [match("apple"), match("banana"), match("cherry")], "minimum_should_match": 2}}
-    assert scores(es, q) == approx({"d1": t("apple", "d1") + t("banana", "d1"),
-                                    "d3": t("banana", "d3") + t("cherry", "d3"),
-                                    "d5": t("apple", "d5") + t("banana", "d5")})
+    assert scores(es, q) == approx(
+        {
+            "d1": t("apple", "d1") + t("banana", "d1"),
+            "d3": t("banana", "d3") + t("cherry", "d3"),
+            "d5": t("apple", "d5") + t("banana", "d5"),
+        }
+    )
     q["bool"]["minimum_should_match"] = "34%"  # 3 · 0.34 = 1.02 -> 1
     assert set(scores(es, q)) == {"d1", "d2", "d3", "d4", "d5"}
     q["bool"]["minimum_should_match"] = "-34%"  # 3 + (int)(-1.02) = 2
@@ -134,7 +159,9 @@ def test_bool_should_sums_constant_clauses(es):
 def test_nested_bool(es):
     inner = {"bool": {"should": [match("banana"), match("cherry")], "boost": 2}}
     q = {"bool": {"must": [inner], "must_not": [match("date")]}}
-    assert scores(es, q) == approx({"d1": 2 * t("banana", "d1"), "d3": 2 * (t("banana", "d3") + t("cherry", "d3"))})
+    assert scores(es, q) == approx(
+        {"d1": 2 * t("banana", "d1"), "d3": 2 * (t("banana", "d3") + t("cherry", "d3"))}
+    )
 
 
 # --- dis_max / constant_score ------------------------------------------------------------------
@@ -146,19 +173,28 @@ def test_dis_max_tie_breaker(es):
     def dm(*parts):
         return max(parts) + 0.4 * (sum(parts) - max(parts))
 
-    expected = {"d1": dm(t("apple", "d1"), t("banana", "d1")), "d2": dm(t("apple", "d2")),
-                "d3": dm(t("banana", "d3")), "d4": dm(t("date", "d4")),
-                "d5": dm(t("apple", "d5"), t("banana", "d5"), t("date", "d5"))}
+    expected = {
+        "d1": dm(t("apple", "d1"), t("banana", "d1")),
+        "d2": dm(t("apple", "d2")),
+        "d3": dm(t("banana", "d3")),
+        "d4": dm(t("date", "d4")),
+        "d5": dm(t("apple", "d5"), t("banana", "d5"), t("date", "d5")),
+    }
     assert scores(es, q) == approx(expected)
     q["dis_max"].pop("tie_breaker")
-    assert scores(es, q)["d5"] == pytest.approx(max(t("apple", "d5"), t("banana", "d5"), t("date", "d5")), rel=1e-5)
+    assert scores(es, q)["d5"] == pytest.approx(
+        max(t("apple", "d5"), t("banana", "d5"), t("date", "d5")), rel=1e-5
+    )
     q["dis_max"]["boost"] = 2
     assert scores(es, q)["d1"] == pytest.approx(2 * t("apple", "d1"), rel=1e-5)
 
 
 def test_constant_score(es):
     assert scores(es, {"constant_score": {"filter": match("banana")}}) == {"d1": 1.0, "d3": 1.0, "d5": 1.0}
-    assert scores(es, {"constant_score": {"filter": {"term": {"tag": "a"}}, "boost": 1.5}}) == {"d1": 1.5, "d3": 1.5}
+    assert scores(es, {"constant_score": {"filter": {"term": {"tag": "a"}}, "boost": 1.5}}) == {
+        "d1": 1.5,
+        "d3": 1.5,
+    }
 
 
 # --- constant-scoring leaves -------------------------------------------------------------------
@@ -185,7 +221,9 @@ def test_terms_on_integer_and_match_on_integer(es):
 
 def test_constant_leaf_inside_bool_adds_its_boost(es):
     q = {"bool": {"must": [match("apple")], "should": [{"terms": {"tag": ["b", "c"], "boost": 0.7}}]}}
-    assert scores(es, q) == approx({"d1": t("apple", "d1"), "d2": t("apple", "d2") + 0.7, "d5": t("apple", "d5") + 0.7})
+    assert scores(es, q) == approx(
+        {"d1": t("apple", "d1"), "d2": t("apple", "d2") + 0.7, "d5": t("apple", "d5") + 0.7}
+    )
 
 
 def test_range_on_text_is_rejected(es):

@@ -12,11 +12,23 @@ def es(tmp_path_factory):
     from scholar_es.engine.node import embedded_client
 
     client = embedded_client(tmp_path_factory.mktemp("errors"))
-    client.indices.create(index="e", mappings={"properties": {
-        "title": {"type": "text"}, "tag": {"type": "keyword"}, "year": {"type": "integer"},
-        "vec": {"type": "dense_vector", "dims": 3, "similarity": "cosine"}}})
-    client.index(index="e", id="1", document={"title": "hello world", "tag": "a", "year": 2001, "vec": [1, 0, 0]})
-    client.index(index="e", id="2", document={"title": "hello there", "tag": "b", "year": 2002, "vec": [0, 1, 0]})
+    client.indices.create(
+        index="e",
+        mappings={
+            "properties": {
+                "title": {"type": "text"},
+                "tag": {"type": "keyword"},
+                "year": {"type": "integer"},
+                "vec": {"type": "dense_vector", "dims": 3, "similarity": "cosine"},
+            }
+        },
+    )
+    client.index(
+        index="e", id="1", document={"title": "hello world", "tag": "a", "year": 2001, "vec": [1, 0, 0]}
+    )
+    client.index(
+        index="e", id="2", document={"title": "hello there", "tag": "b", "year": 2002, "vec": [0, 1, 0]}
+    )
     client.indices.refresh(index="e")
     yield client
     client.close()
@@ -38,41 +50,73 @@ def bad_search(es, **body) -> BadRequestError:
     return e.value
 
 
-@pytest.mark.parametrize("query, name", [
-    ({"query_string": {"query": "title:hello"}}, "query_string"),
-    ({"simple_query_string": {"query": "hello"}}, "simple_query_string"),
-    ({"match_phrase": {"title": "hello world"}}, "match_phrase"),
-    ({"wildcard": {"tag": {"value": "a*"}}}, "wildcard"),
-    ({"prefix": {"tag": "a"}}, "prefix"),
-    ({"fuzzy": {"title": "helo"}}, "fuzzy"),
-    ({"nested": {"path": "x", "query": {"match_all": {}}}}, "nested"),
-    ({"bool": {"must": [{"regexp": {"tag": "a.*"}}]}}, "regexp"),  # nested inside bool too
-])
+@pytest.mark.parametrize(
+    "query, name",
+    [
+        ({"query_string": {"query": "title:hello"}}, "query_string"),
+        ({"simple_query_string": {"query": "hello"}}, "simple_query_string"),
+        ({"match_phrase": {"title": "hello world"}}, "match_phrase"),
+        ({"wildcard": {"tag": {"value": "a*"}}}, "wildcard"),
+        ({"prefix": {"tag": "a"}}, "prefix"),
+        ({"fuzzy": {"title": "helo"}}, "fuzzy"),
+        ({"nested": {"path": "x", "query": {"match_all": {}}}}, "nested"),
+        ({"bool": {"must": [{"regexp": {"tag": "a.*"}}]}}, "regexp"),  # nested inside bool too
+    ],
+)
 def test_unsupported_queries(es, query, name):
     check(bad_search(es, query=query), 400, "parsing_exception", f"[{name}]")
 
 
 def test_unknown_query_name(es):
-    check(bad_search(es, query={"frobnicate": {"title": "x"}}), 400, "parsing_exception", "unknown query [frobnicate]")
+    check(
+        bad_search(es, query={"frobnicate": {"title": "x"}}),
+        400,
+        "parsing_exception",
+        "unknown query [frobnicate]",
+    )
 
 
 def test_unknown_parameter_in_match(es):
-    check(bad_search(es, query={"match": {"title": {"query": "hello", "fuzzyness": 2}}}), 400, "parsing_exception",
-          "[match] query does not support [fuzzyness]")
+    check(
+        bad_search(es, query={"match": {"title": {"query": "hello", "fuzzyness": 2}}}),
+        400,
+        "parsing_exception",
+        "[match] query does not support [fuzzyness]",
+    )
 
 
 def test_unknown_parameter_in_other_clauses(es):
-    check(bad_search(es, query={"bool": {"must": [], "shoud": []}}), 400, "parsing_exception", "[bool]", "[shoud]")
-    check(bad_search(es, query={"multi_match": {"query": "x", "fields": ["title"], "slop": 1}}), 400,
-          "parsing_exception", "[multi_match]", "[slop]")
-    check(bad_search(es, query={"function_score": {"query": {"match_all": {}}, "functions": [], "bogus": 1}}),
-          400, "parsing_exception", "[function_score]", "[bogus]")
+    check(
+        bad_search(es, query={"bool": {"must": [], "shoud": []}}),
+        400,
+        "parsing_exception",
+        "[bool]",
+        "[shoud]",
+    )
+    check(
+        bad_search(es, query={"multi_match": {"query": "x", "fields": ["title"], "slop": 1}}),
+        400,
+        "parsing_exception",
+        "[multi_match]",
+        "[slop]",
+    )
+    check(
+        bad_search(es, query={"function_score": {"query": {"match_all": {}}, "functions": [], "bogus": 1}}),
+        400,
+        "parsing_exception",
+        "[function_score]",
+        "[bogus]",
+    )
 
 
 @pytest.mark.parametrize("mtype", ["phrase", "cross_fields", "phrase_prefix", "bool_prefix"])
 def test_unsupported_multi_match_types(es, mtype):
-    check(bad_search(es, query={"multi_match": {"query": "hello", "fields": ["title"], "type": mtype}}), 400,
-          "parsing_exception", mtype)
+    check(
+        bad_search(es, query={"multi_match": {"query": "hello", "fields": ["title"], "type": mtype}}),
+        400,
+        "parsing_exception",
+        mtype,
+    )
 
 
 @pytest.mark.parametrize("key", ["aggs", "aggregations", "highlight", "rescore", "suggest", "search_after"])
@@ -81,7 +125,9 @@ def test_unsupported_search_sections(es, key):
     if key == "search_after":
         value = [1]
     elif key in ("rescore", "suggest"):
-        value = {"window_size": 10} if key == "rescore" else {"s": {"text": "helo", "term": {"field": "title"}}}
+        value = (
+            {"window_size": 10} if key == "rescore" else {"s": {"text": "helo", "term": {"field": "title"}}}
+        )
     with pytest.raises(BadRequestError) as e:
         es.search(index="e", body={"query": {"match_all": {}}, key: value})
     check(e.value, 400, "parsing_exception", f"[{key}]")
@@ -93,11 +139,14 @@ def test_unknown_top_level_key(es):
     check(e.value, 400, "parsing_exception", "qurey")
 
 
-@pytest.mark.parametrize("source", [
-    "for (int i = 0; i < 10; i++) { }",
-    "while (true) { }",
-    "Runtime.getRuntime().exec('ls')",
-])
+@pytest.mark.parametrize(
+    "source",
+    [
+        "for (int i = 0; i < 10; i++) { }",
+        "while (true) { }",
+        "Runtime.getRuntime().exec('ls')",
+    ],
+)
 def test_script_outside_the_expression_subset(es, source):
     e = bad_search(es, query={"script_score": {"query": {"match_all": {}}, "script": {"source": source}}})
     check(e, 400, "script_exception")
@@ -109,21 +158,45 @@ def test_knn_query_vector_of_wrong_dimension(es):
     check(e, 400, "illegal_argument_exception", "different number of dimensions [2]", "[3]")
     e = bad_search(es, query={"knn": {"field": "vec", "query_vector": [1, 0, 0, 0], "k": 1}})
     check(e, 400, "illegal_argument_exception", "[4]", "[3]")
-    e = bad_search(es, query={"script_score": {"query": {"match_all": {}}, "script": {
-        "source": "cosineSimilarity(params.q, 'vec') + 1.0", "params": {"q": [1, 0]}}}})
+    e = bad_search(
+        es,
+        query={
+            "script_score": {
+                "query": {"match_all": {}},
+                "script": {"source": "cosineSimilarity(params.q, 'vec') + 1.0", "params": {"q": [1, 0]}},
+            }
+        },
+    )
     assert e.body["error"]["type"] in ("illegal_argument_exception", "script_exception")
     assert "dimension" in str(e.body)
 
 
 def test_knn_parameter_errors(es):
-    check(bad_search(es, knn={"field": "vec", "query_vector": [1, 0, 0], "k": 0, "num_candidates": 2}), 400,
-          "illegal_argument_exception", "[k] must be greater than 0")
-    check(bad_search(es, knn={"field": "vec", "query_vector": [1, 0, 0], "k": 1, "num_candidates": 10_001}), 400,
-          "illegal_argument_exception", "[num_candidates] cannot exceed [10000]")
-    check(bad_search(es, knn={"field": "title", "query_vector": [1, 0, 0], "k": 1}), 400,
-          "illegal_argument_exception", "[title]")
-    check(bad_search(es, knn={"field": "vec", "query_vector": [1, 0, 0], "k": 1, "foo": 1}), 400,
-          "parsing_exception", "[knn]", "[foo]")
+    check(
+        bad_search(es, knn={"field": "vec", "query_vector": [1, 0, 0], "k": 0, "num_candidates": 2}),
+        400,
+        "illegal_argument_exception",
+        "[k] must be greater than 0",
+    )
+    check(
+        bad_search(es, knn={"field": "vec", "query_vector": [1, 0, 0], "k": 1, "num_candidates": 10_001}),
+        400,
+        "illegal_argument_exception",
+        "[num_candidates] cannot exceed [10000]",
+    )
+    check(
+        bad_search(es, knn={"field": "title", "query_vector": [1, 0, 0], "k": 1}),
+        400,
+        "illegal_argument_exception",
+        "[title]",
+    )
+    check(
+        bad_search(es, knn={"field": "vec", "query_vector": [1, 0, 0], "k": 1, "foo": 1}),
+        400,
+        "parsing_exception",
+        "[knn]",
+        "[foo]",
+    )
 
 
 def test_missing_index(es):
@@ -158,12 +231,18 @@ def test_bad_mapping(es):
 
 
 def test_msearch_one_bad_item_among_good_ones(es):
-    resp = es.msearch(searches=[
-        {"index": "e"}, {"query": {"match": {"title": "hello"}}},
-        {"index": "e"}, {"query": {"query_string": {"query": "x"}}},
-        {"index": "missing"}, {"query": {"match_all": {}}},
-        {"index": "e"}, {"query": {"term": {"tag": "b"}}},
-    ])
+    resp = es.msearch(
+        searches=[
+            {"index": "e"},
+            {"query": {"match": {"title": "hello"}}},
+            {"index": "e"},
+            {"query": {"query_string": {"query": "x"}}},
+            {"index": "missing"},
+            {"query": {"match_all": {}}},
+            {"index": "e"},
+            {"query": {"term": {"tag": "b"}}},
+        ]
+    )
     r = resp["responses"]
     assert len(r) == 4
     assert r[0]["status"] == 200 and {h["_id"] for h in r[0]["hits"]["hits"]} == {"1", "2"}
@@ -175,15 +254,31 @@ def test_msearch_one_bad_item_among_good_ones(es):
 
 def test_bulk_one_bad_doc_among_good_ones(tmp_engine):
     es = tmp_engine
-    es.indices.create(index="b", mappings={"properties": {"year": {"type": "integer"}, "title": {"type": "text"},
-                                                          "vec": {"type": "dense_vector", "dims": 2}}})
-    resp = es.bulk(operations=[
-        {"index": {"_index": "b", "_id": "1"}}, {"title": "one", "year": 2001},
-        {"index": {"_index": "b", "_id": "2"}}, {"title": "two", "year": "not a year"},
-        {"index": {"_index": "b", "_id": "3"}}, {"title": "three", "vec": [1, 2, 3]},
-        {"create": {"_index": "b", "_id": "1"}}, {"title": "again"},
-        {"index": {"_index": "b", "_id": "4"}}, {"title": "four", "year": 2004},
-    ], refresh=True)
+    es.indices.create(
+        index="b",
+        mappings={
+            "properties": {
+                "year": {"type": "integer"},
+                "title": {"type": "text"},
+                "vec": {"type": "dense_vector", "dims": 2},
+            }
+        },
+    )
+    resp = es.bulk(
+        operations=[
+            {"index": {"_index": "b", "_id": "1"}},
+            {"title": "one", "year": 2001},
+            {"index": {"_index": "b", "_id": "2"}},
+            {"title": "two", "year": "not a year"},
+            {"index": {"_index": "b", "_id": "3"}},
+            {"title": "three", "vec": [1, 2, 3]},
+            {"create": {"_index": "b", "_id": "1"}},
+            {"title": "again"},
+            {"index": {"_index": "b", "_id": "4"}},
+            {"title": "four", "year": 2004},
+        ],
+        refresh=True,
+    )
     assert resp["errors"] is True
     items = [next(iter(i.values())) for i in resp["items"]]
     assert [i["status"] for i in items] == [201, 400, 400, 409, 201]
@@ -196,44 +291,80 @@ def test_bulk_one_bad_doc_among_good_ones(tmp_engine):
     assert es.get(index="b", id="1")["_source"] == {"title": "one", "year": 2001}
     # helpers.bulk reports the failed items as BulkIndexError, after indexing the good ones
     with pytest.raises(helpers.BulkIndexError) as e:
-        helpers.bulk(es, [{"_index": "b", "_id": "5", "_source": {"year": 5}},
-                          {"_index": "b", "_id": "6", "_source": {"year": "six"}}], refresh=True)
+        helpers.bulk(
+            es,
+            [
+                {"_index": "b", "_id": "5", "_source": {"year": 5}},
+                {"_index": "b", "_id": "6", "_source": {"year": "six"}},
+            ],
+            refresh=True,
+        )
     assert len(e.value.errors) == 1 and es.count(index="b")["count"] == 3
 
 
 def test_strict_mapping_rejects_unknown_fields(tmp_engine):
     es = tmp_engine
-    es.indices.create(index="strict", mappings={"dynamic": "strict", "properties": {"a": {"type": "keyword"}}})
+    es.indices.create(
+        index="strict", mappings={"dynamic": "strict", "properties": {"a": {"type": "keyword"}}}
+    )
     with pytest.raises(BadRequestError) as e:
         es.index(index="strict", id="1", document={"a": "x", "b": "y"})
     check(e.value, 400, "strict_dynamic_mapping_exception", "[b]")
 
 
 def test_sort_and_collapse_on_text(es):
-    check(bad_search(es, query={"match_all": {}}, sort=[{"title": "asc"}]), 400, "illegal_argument_exception",
-          "[title]")
-    check(bad_search(es, query={"match_all": {}}, collapse={"field": "title"}), 400, "illegal_argument_exception",
-          "collapse field `title`")
+    check(
+        bad_search(es, query={"match_all": {}}, sort=[{"title": "asc"}]),
+        400,
+        "illegal_argument_exception",
+        "[title]",
+    )
+    check(
+        bad_search(es, query={"match_all": {}}, collapse={"field": "title"}),
+        400,
+        "illegal_argument_exception",
+        "collapse field `title`",
+    )
 
 
 def test_unknown_retriever_and_field(es):
     check(bad_search(es, retriever={"magic": {}}), 400, "parsing_exception", "[magic]")
-    check(bad_search(es, retriever={"standard": {"query": {"match_all": {}}}}, query={"match_all": {}}), 400,
-          "parsing_exception", "[retriever]")
+    check(
+        bad_search(es, retriever={"standard": {"query": {"match_all": {}}}}, query={"match_all": {}}),
+        400,
+        "parsing_exception",
+        "[retriever]",
+    )
 
 
 def test_result_window(es):
-    check(bad_search(es, query={"match_all": {}}, from_=9_999, size=2), 400, "illegal_argument_exception",
-          "Result window is too large")
+    check(
+        bad_search(es, query={"match_all": {}}, from_=9_999, size=2),
+        400,
+        "illegal_argument_exception",
+        "Result window is too large",
+    )
 
 
 def test_malformed_query_values(es):
-    check(bad_search(es, query={"match": {"title": {"query": "x", "operator": "xor"}}}), 400,
-          "illegal_argument_exception", "XOR")
-    check(bad_search(es, query={"bool": {"minimum_should_match": "lots", "should": [{"match_all": {}}]}}), 400,
-          "parsing_exception", "[minimum_should_match]")
-    check(bad_search(es, query={"function_score": {"query": {"match_all": {}}, "score_mode": "median"}}), 400,
-          "parsing_exception", "score_mode")
+    check(
+        bad_search(es, query={"match": {"title": {"query": "x", "operator": "xor"}}}),
+        400,
+        "illegal_argument_exception",
+        "XOR",
+    )
+    check(
+        bad_search(es, query={"bool": {"minimum_should_match": "lots", "should": [{"match_all": {}}]}}),
+        400,
+        "parsing_exception",
+        "[minimum_should_match]",
+    )
+    check(
+        bad_search(es, query={"function_score": {"query": {"match_all": {}}, "score_mode": "median"}}),
+        400,
+        "parsing_exception",
+        "score_mode",
+    )
     check(bad_search(es, query={"term": {"year": "abc"}}), 400, "query_shard_exception", "abc")
 
 

@@ -20,7 +20,13 @@ def bm25(freq, dl, avgdl, n, N, boost=1.0):
 
 
 DOCS = {
-    "d1": {"title": "graph neural network", "section": "abstract", "citations": 10, "rating": 4.0, "vec": [1, 0, 0]},
+    "d1": {
+        "title": "graph neural network",
+        "section": "abstract",
+        "citations": 10,
+        "rating": 4.0,
+        "vec": [1, 0, 0],
+    },
     "d2": {"title": "graph theory", "section": "method", "citations": 0, "rating": 2.5, "vec": [0, 1, 0]},
     "d3": {"title": "neural graph graph", "section": "results", "citations": 99, "vec": [1, 1, 0]},
     "d4": {"title": "deep learning", "section": "abstract", "citations": 3, "rating": 5.0, "vec": [0, 0, 1]},
@@ -29,9 +35,11 @@ DOCS = {
 Q = {"d1": bm25(1, 3, 2.5, 3, 4), "d2": bm25(1, 2, 2.5, 3, 4), "d3": bm25(2, 3, 2.5, 3, 4)}
 GRAPH = {"match": {"title": "graph"}}
 # three weight functions: abstract x2 (d1), results x3 (d3), citations >= 5 x5 (d1, d3); d2 matches none
-FUNCTIONS = [{"filter": {"term": {"section": "abstract"}}, "weight": 2},
-             {"filter": {"term": {"section": "results"}}, "weight": 3},
-             {"filter": {"range": {"citations": {"gte": 5}}}, "weight": 5}]
+FUNCTIONS = [
+    {"filter": {"term": {"section": "abstract"}}, "weight": 2},
+    {"filter": {"term": {"section": "results"}}, "weight": 3},
+    {"filter": {"range": {"citations": {"gte": 5}}}, "weight": 5},
+]
 MATCHED = {"d1": [2, 5], "d2": [], "d3": [3, 5]}  # weights of the matching functions, in order
 
 
@@ -40,9 +48,18 @@ def es(tmp_path_factory):
     from scholar_es.engine.node import embedded_client
 
     client = embedded_client(tmp_path_factory.mktemp("functions"))
-    client.indices.create(index="f", mappings={"properties": {
-        "title": {"type": "text"}, "section": {"type": "keyword"}, "citations": {"type": "integer"},
-        "rating": {"type": "float"}, "vec": {"type": "dense_vector", "dims": 3, "similarity": "cosine"}}})
+    client.indices.create(
+        index="f",
+        mappings={
+            "properties": {
+                "title": {"type": "text"},
+                "section": {"type": "keyword"},
+                "citations": {"type": "integer"},
+                "rating": {"type": "float"},
+                "vec": {"type": "dense_vector", "dims": 3, "similarity": "cosine"},
+            }
+        },
+    )
     for doc_id, src in DOCS.items():
         client.index(index="f", id=doc_id, document=src)
     client.indices.refresh(index="f")
@@ -87,19 +104,30 @@ def test_default_modes_are_multiply(es):
 
 def test_avg_is_weighted_by_function_weights(es):
     # (2·1 + 3·ln(2 + citations)) / (2 + 3) for the abstract doc, 3·ln(2 + c)/3 for the others
-    functions = [{"filter": {"term": {"section": "abstract"}}, "weight": 2},
-                 {"field_value_factor": {"field": "citations", "modifier": "ln2p"}, "weight": 3}]
+    functions = [
+        {"filter": {"term": {"section": "abstract"}}, "weight": 2},
+        {"field_value_factor": {"field": "citations", "modifier": "ln2p"}, "weight": 3},
+    ]
     q = {"function_score": {"query": GRAPH, "functions": functions, "score_mode": "avg"}}
-    assert scores(es, q) == approx({"d1": Q["d1"] * (2 + 3 * math.log(12)) / 5, "d2": Q["d2"] * math.log(2),
-                                    "d3": Q["d3"] * math.log(101)})
+    assert scores(es, q) == approx(
+        {
+            "d1": Q["d1"] * (2 + 3 * math.log(12)) / 5,
+            "d2": Q["d2"] * math.log(2),
+            "d3": Q["d3"] * math.log(101),
+        }
+    )
 
 
 # --- boost_mode ------------------------------------------------------------------------------
 
 FACTOR = {"d1": 10.0, "d2": 1.0, "d3": 15.0}  # score_mode multiply
 BOOST_MODES = {
-    "multiply": lambda q, f: q * f, "replace": lambda q, f: f, "sum": lambda q, f: q + f,
-    "avg": lambda q, f: (q + f) / 2, "max": max, "min": min,
+    "multiply": lambda q, f: q * f,
+    "replace": lambda q, f: f,
+    "sum": lambda q, f: q + f,
+    "avg": lambda q, f: (q + f) / 2,
+    "max": max,
+    "min": min,
 }
 
 
@@ -117,8 +145,9 @@ def test_function_score_boost_multiplies_the_sub_query_only(es, mode):
 
 def test_max_boost_caps_the_factor_not_the_score(es):
     assert scores(es, fs(max_boost=7)) == approx({"d1": Q["d1"] * 7, "d2": Q["d2"], "d3": Q["d3"] * 7})
-    assert scores(es, fs(max_boost=7, boost_mode="sum")) == approx({"d1": Q["d1"] + 7, "d2": Q["d2"] + 1,
-                                                                  "d3": Q["d3"] + 7})
+    assert scores(es, fs(max_boost=7, boost_mode="sum")) == approx(
+        {"d1": Q["d1"] + 7, "d2": Q["d2"] + 1, "d3": Q["d3"] + 7}
+    )
 
 
 def test_min_score_compares_the_final_score(es):
@@ -133,29 +162,46 @@ def test_single_top_level_weight_and_no_functions(es):
     q = {"function_score": {"query": GRAPH, "weight": 4}}
     assert scores(es, q) == approx({d: 4 * s for d, s in Q.items()})
     assert scores(es, {"function_score": {"query": GRAPH}}) == approx(Q)
-    assert scores(es, {"function_score": {"weight": 2}}) == {d: 2.0 for d in DOCS}  # query defaults to match_all
+    assert scores(es, {"function_score": {"weight": 2}}) == {
+        d: 2.0 for d in DOCS
+    }  # query defaults to match_all
 
 
 # --- field_value_factor ----------------------------------------------------------------------
 
 X = {"d1": 1.5 * 4.0, "d2": 1.5 * 2.5, "d3": 1.5 * 1.0, "d4": 1.5 * 5.0}  # factor 1.5, missing 1 for d3
 MODIFIERS = {
-    "none": lambda x: x, "log": math.log10, "log1p": lambda x: math.log10(x + 1),
-    "log2p": lambda x: math.log10(x + 2), "ln": math.log, "ln1p": math.log1p, "ln2p": lambda x: math.log(x + 2),
-    "square": lambda x: x * x, "sqrt": math.sqrt, "reciprocal": lambda x: 1 / x,
+    "none": lambda x: x,
+    "log": math.log10,
+    "log1p": lambda x: math.log10(x + 1),
+    "log2p": lambda x: math.log10(x + 2),
+    "ln": math.log,
+    "ln1p": math.log1p,
+    "ln2p": lambda x: math.log(x + 2),
+    "square": lambda x: x * x,
+    "sqrt": math.sqrt,
+    "reciprocal": lambda x: 1 / x,
 }
 
 
 @pytest.mark.parametrize("modifier", list(MODIFIERS))
 def test_field_value_factor_modifiers(es, modifier):
-    q = {"function_score": {"field_value_factor": {"field": "rating", "factor": 1.5, "modifier": modifier,
-                                                   "missing": 1}, "boost_mode": "replace"}}
+    q = {
+        "function_score": {
+            "field_value_factor": {"field": "rating", "factor": 1.5, "modifier": modifier, "missing": 1},
+            "boost_mode": "replace",
+        }
+    }
     assert scores(es, q) == approx({d: MODIFIERS[modifier](x) for d, x in X.items()})
 
 
 def test_field_value_factor_multiplies_the_query_score(es):
-    q = {"function_score": {"query": GRAPH, "field_value_factor": {"field": "citations", "modifier": "log1p"}}}
-    assert scores(es, q) == approx({"d1": Q["d1"] * math.log10(11), "d2": 0.0, "d3": Q["d3"] * math.log10(100)})
+    q = {
+        "function_score": {"query": GRAPH, "field_value_factor": {"field": "citations", "modifier": "log1p"}}
+    }
+    assert scores(es, q) == approx(
+        {"d1": Q["d1"] * math.log10(11), "d2": 0.0, "d3": Q["d3"] * math.log10(100)}
+    )
 
 
 def test_field_value_factor_missing_value_is_an_error(es):
@@ -167,8 +213,12 @@ def test_field_value_factor_missing_value_is_an_error(es):
 
 
 def test_field_value_factor_negative_result_is_an_error(es):
-    q = {"function_score": {"query": {"ids": {"values": ["d3"]}},  # 99 * 0.001 -> ln < 0
-                            "field_value_factor": {"field": "citations", "factor": 0.001, "modifier": "ln"}}}
+    q = {
+        "function_score": {
+            "query": {"ids": {"values": ["d3"]}},  # 99 * 0.001 -> ln < 0
+            "field_value_factor": {"field": "citations", "factor": 0.001, "modifier": "ln"},
+        }
+    }
     with pytest.raises(BadRequestError) as e:
         es.search(index="f", query=q)
     assert "must not produce negative scores" in e.value.body["error"]["reason"]
@@ -178,8 +228,12 @@ def test_field_value_factor_negative_result_is_an_error(es):
 
 
 def test_script_score_saturation(es):
-    q = {"script_score": {"query": GRAPH, "script": {"source": "saturation(_score, params.pivot)",
-                                                     "params": {"pivot": 2.0}}}}
+    q = {
+        "script_score": {
+            "query": GRAPH,
+            "script": {"source": "saturation(_score, params.pivot)", "params": {"pivot": 2.0}},
+        }
+    }
     assert scores(es, q) == approx({d: s / (s + 2.0) for d, s in Q.items()})
     q["script_score"]["boost"] = 3
     assert scores(es, q) == approx({d: 3 * s / (s + 2.0) for d, s in Q.items()})
@@ -192,32 +246,63 @@ def test_script_score_sees_the_inner_clause_boost(es):
 
 
 def test_script_score_cosine_similarity_plus_one(es):
-    q = {"script_score": {"query": {"match_all": {}}, "script": {
-        "source": "cosineSimilarity(params.qv, 'vec') + 1.0", "params": {"qv": [2, 2, 0]}}}}
+    q = {
+        "script_score": {
+            "query": {"match_all": {}},
+            "script": {"source": "cosineSimilarity(params.qv, 'vec') + 1.0", "params": {"qv": [2, 2, 0]}},
+        }
+    }
     r = 1 / math.sqrt(2)  # cos([1,1,0], [1,0,0])
     assert scores(es, q) == approx({"d1": 1 + r, "d2": 1 + r, "d3": 2.0, "d4": 1.0})
 
 
 def test_script_score_doc_values_and_math(es):
-    q = {"script_score": {"query": GRAPH, "script": {
-        "source": "_score * Math.log(2 + doc['citations'].value) + params.bonus", "params": {"bonus": 0.5}}}}
-    assert scores(es, q) == approx({"d1": Q["d1"] * math.log(12) + 0.5, "d2": Q["d2"] * math.log(2) + 0.5,
-                                    "d3": Q["d3"] * math.log(101) + 0.5})
+    q = {
+        "script_score": {
+            "query": GRAPH,
+            "script": {
+                "source": "_score * Math.log(2 + doc['citations'].value) + params.bonus",
+                "params": {"bonus": 0.5},
+            },
+        }
+    }
+    assert scores(es, q) == approx(
+        {
+            "d1": Q["d1"] * math.log(12) + 0.5,
+            "d2": Q["d2"] * math.log(2) + 0.5,
+            "d3": Q["d3"] * math.log(101) + 0.5,
+        }
+    )
 
 
 def test_script_score_min_score_uses_the_boosted_score(es):
     # Q: d3 > d2 > d1; compared with the unboosted score nothing would pass 10·Q(d2)
-    q = {"script_score": {"query": GRAPH, "script": {"source": "_score"}, "boost": 10,
-                          "min_score": 10 * Q["d2"] * (1 - 1e-4)}}
+    q = {
+        "script_score": {
+            "query": GRAPH,
+            "script": {"source": "_score"},
+            "boost": 10,
+            "min_score": 10 * Q["d2"] * (1 - 1e-4),
+        }
+    }
     assert scores(es, q) == approx({"d2": 10 * Q["d2"], "d3": 10 * Q["d3"]})
 
 
 def test_script_score_function_inside_function_score(es):
-    q = {"function_score": {"query": GRAPH, "functions": [
-        {"script_score": {"script": {"source": "saturation(_score, 1.0)"}}},
-        {"filter": {"term": {"section": "results"}}, "weight": 3}], "score_mode": "sum", "boost_mode": "replace"}}
-    assert scores(es, q) == approx({"d1": Q["d1"] / (Q["d1"] + 1), "d2": Q["d2"] / (Q["d2"] + 1),
-                                    "d3": Q["d3"] / (Q["d3"] + 1) + 3})
+    q = {
+        "function_score": {
+            "query": GRAPH,
+            "functions": [
+                {"script_score": {"script": {"source": "saturation(_score, 1.0)"}}},
+                {"filter": {"term": {"section": "results"}}, "weight": 3},
+            ],
+            "score_mode": "sum",
+            "boost_mode": "replace",
+        }
+    }
+    assert scores(es, q) == approx(
+        {"d1": Q["d1"] / (Q["d1"] + 1), "d2": Q["d2"] / (Q["d2"] + 1), "d3": Q["d3"] / (Q["d3"] + 1) + 3}
+    )
 
 
 def test_script_score_negative_score_is_an_error(es):

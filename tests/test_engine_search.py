@@ -28,8 +28,13 @@ DOCS = {  # paper (keyword), title (standard), year (integer), meta (object)
 }
 # title: N = 6, lengths 2, 1, 2, 3, 1, 1 -> avgdl = 10/6; "graph": n = 5
 AVG = 10 / 6
-G = {"c1": bm25(2, 2, AVG, 5, 6), "c2": bm25(1, 1, AVG, 5, 6), "c3": bm25(1, 2, AVG, 5, 6),
-     "c4": bm25(1, 3, AVG, 5, 6), "c6": bm25(1, 1, AVG, 5, 6)}
+G = {
+    "c1": bm25(2, 2, AVG, 5, 6),
+    "c2": bm25(1, 1, AVG, 5, 6),
+    "c3": bm25(1, 2, AVG, 5, 6),
+    "c4": bm25(1, 3, AVG, 5, 6),
+    "c6": bm25(1, 1, AVG, 5, 6),
+}
 G_ORDER = ["c1", "c2", "c6", "c3", "c4"]  # c2 and c6 tie: index order
 GRAPH = {"match": {"title": "graph"}}
 
@@ -39,9 +44,17 @@ def es(tmp_path_factory):
     from scholar_es.engine.node import embedded_client
 
     client = embedded_client(tmp_path_factory.mktemp("search"))
-    client.indices.create(index="s", mappings={"properties": {
-        "paper": {"type": "keyword"}, "title": {"type": "text"}, "year": {"type": "integer"},
-        "meta": {"properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}}}})
+    client.indices.create(
+        index="s",
+        mappings={
+            "properties": {
+                "paper": {"type": "keyword"},
+                "title": {"type": "text"},
+                "year": {"type": "integer"},
+                "meta": {"properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}},
+            }
+        },
+    )
     for doc_id, src in DOCS.items():
         client.index(index="s", id=doc_id, document=src)
     client.indices.refresh(index="s")
@@ -68,7 +81,9 @@ def test_plain_ranking(es):
 
 
 def test_collapse_with_inner_hits(es):
-    resp = es.search(index="s", query=GRAPH, collapse={"field": "paper", "inner_hits": {"name": "top", "size": 2}})
+    resp = es.search(
+        index="s", query=GRAPH, collapse={"field": "paper", "inner_hits": {"name": "top", "size": 2}}
+    )
     assert resp["hits"]["total"] == {"value": 5, "relation": "eq"}  # documents, not groups
     assert ids(resp) == ["c1", "c6"]  # best of A, best of B, by score
     a, b = hits(resp)
@@ -85,7 +100,9 @@ def test_collapse_with_inner_hits(es):
 
 
 def test_collapse_inner_hits_default_size_is_3_and_paging_is_over_groups(es):
-    resp = es.search(index="s", query={"match_all": {}}, collapse={"field": "paper", "inner_hits": {"name": "all"}})
+    resp = es.search(
+        index="s", query={"match_all": {}}, collapse={"field": "paper", "inner_hits": {"name": "all"}}
+    )
     assert ids(resp) == ["c1", "c3", "c5"]  # all score 1: first doc of each group in index order
     assert [h["_id"] for h in hits(resp)[0]["inner_hits"]["all"]["hits"]["hits"]] == ["c1", "c2", "c4"]
     resp = es.search(index="s", query=GRAPH, collapse={"field": "paper"}, from_=1, size=1)
@@ -103,22 +120,46 @@ def test_rrf_retriever(es):
     # r1: graph ranking c1 c2 c6 c3 c4; r2: papers B or C, constant score -> index order c3 c5 c6
     r2 = {"terms": {"paper": ["B", "C"]}}
     resp = es.search(index="s", retriever={"rrf": {"retrievers": [standard(GRAPH), standard(r2)]}})
-    expected = {"c1": 1 / 61, "c2": 1 / 62, "c6": 1 / 63 + 1 / 63, "c3": 1 / 64 + 1 / 61, "c4": 1 / 65,
-                "c5": 1 / 62}
+    expected = {
+        "c1": 1 / 61,
+        "c2": 1 / 62,
+        "c6": 1 / 63 + 1 / 63,
+        "c3": 1 / 64 + 1 / 61,
+        "c4": 1 / 65,
+        "c5": 1 / 62,
+    }
     assert {h["_id"]: h["_score"] for h in hits(resp)} == pytest.approx(expected, rel=1e-5)
     assert ids(resp) == ["c3", "c6", "c1", "c2", "c5", "c4"]  # c2/c5 tie: index order
-    resp = es.search(index="s", retriever={"rrf": {"retrievers": [standard(GRAPH), standard(r2)],
-                                                   "rank_constant": 1, "rank_window_size": 2}}, size=2)
+    resp = es.search(
+        index="s",
+        retriever={
+            "rrf": {"retrievers": [standard(GRAPH), standard(r2)], "rank_constant": 1, "rank_window_size": 2}
+        },
+        size=2,
+    )
     # only each retriever's top 2 count: c1 c2 | c3 c5
     assert {h["_id"]: h["_score"] for h in hits(resp)} == pytest.approx({"c1": 1 / 2, "c3": 1 / 2}, rel=1e-5)
 
 
 def test_linear_retriever_minmax(es):
-    by_year = {"function_score": {"query": {"exists": {"field": "year"}},
-                                  "field_value_factor": {"field": "year"}, "boost_mode": "replace"}}
-    resp = es.search(index="s", retriever={"linear": {"retrievers": [
-        {"retriever": standard(GRAPH), "weight": 2, "normalizer": "minmax"},
-        {"retriever": standard(by_year), "weight": 1, "normalizer": "minmax"}]}})
+    by_year = {
+        "function_score": {
+            "query": {"exists": {"field": "year"}},
+            "field_value_factor": {"field": "year"},
+            "boost_mode": "replace",
+        }
+    }
+    resp = es.search(
+        index="s",
+        retriever={
+            "linear": {
+                "retrievers": [
+                    {"retriever": standard(GRAPH), "weight": 2, "normalizer": "minmax"},
+                    {"retriever": standard(by_year), "weight": 1, "normalizer": "minmax"},
+                ]
+            }
+        },
+    )
     lo, hi = G["c4"], G["c1"]
     year = {d: src["year"] for d, src in DOCS.items()}
     expected = {d: (2 * (G[d] - lo) / (hi - lo) if d in G else 0.0) + (year[d] - 2000) / 20 for d in DOCS}
@@ -156,9 +197,14 @@ def test_from_and_size(es):
 
 def test_source_filtering(es):
     def src(spec):
-        return hits(es.search(index="s", query={"ids": {"values": ["c1"]}}, source=spec))[0].get("_source", "ABSENT")
+        return hits(es.search(index="s", query={"ids": {"values": ["c1"]}}, source=spec))[0].get(
+            "_source", "ABSENT"
+        )
 
-    assert src({"includes": ["title", "meta.*"], "excludes": ["meta.b"]}) == {"title": "graph graph", "meta": {"a": 1}}
+    assert src({"includes": ["title", "meta.*"], "excludes": ["meta.b"]}) == {
+        "title": "graph graph",
+        "meta": {"a": 1},
+    }
     assert src({"excludes": ["meta", "year"]}) == {"paper": "A", "title": "graph graph"}
     assert src(["paper", "year"]) == {"paper": "A", "year": 2001}
     assert src("title") == {"title": "graph graph"}
@@ -177,8 +223,11 @@ def big(tmp_path_factory):
 
     client = embedded_client(tmp_path_factory.mktemp("big"))
     client.indices.create(index="big", mappings={"properties": {"k": {"type": "keyword"}}})
-    helpers.bulk(client, ({"_index": "big", "_id": str(i), "_source": {"k": "x"}} for i in range(10_001)),
-                 chunk_size=5000)
+    helpers.bulk(
+        client,
+        ({"_index": "big", "_id": str(i), "_source": {"k": "x"}} for i in range(10_001)),
+        chunk_size=5000,
+    )
     client.indices.refresh(index="big")
     yield client
     client.close()
@@ -186,7 +235,9 @@ def big(tmp_path_factory):
 
 def test_track_total_hits(big):
     def total(**kw):
-        return big.search(index="big", query={"term": {"k": "x"}}, size=1, **kw)["hits"].get("total", "ABSENT")
+        return big.search(index="big", query={"term": {"k": "x"}}, size=1, **kw)["hits"].get(
+            "total", "ABSENT"
+        )
 
     assert total() == {"value": 10_000, "relation": "gte"}
     assert total(track_total_hits=True) == {"value": 10_001, "relation": "eq"}

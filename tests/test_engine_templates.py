@@ -12,16 +12,25 @@ from scholar_es.engine.templates import render_string
 @pytest.fixture()
 def es(tmp_path):
     client = embedded_client(tmp_path)
-    client.indices.create(index="docs", mappings={"properties": {
-        "text": {"type": "text"}, "v": {"type": "dense_vector", "dims": 2, "similarity": "cosine"}}})
+    client.indices.create(
+        index="docs",
+        mappings={
+            "properties": {
+                "text": {"type": "text"},
+                "v": {"type": "dense_vector", "dims": 2, "similarity": "cosine"},
+            }
+        },
+    )
     client.index(index="docs", id="a", document={"text": "sliding window memory", "v": [1.0, 0.0]})
     client.index(index="docs", id="b", document={"text": "rank fusion", "v": [0.0, 1.0]})
     return client
 
 
 def test_render_escapes_strings_as_json_and_keeps_json_values():
-    out = render_string('{"q": "{{q}}", "v": {{#toJson}}v{{/toJson}}, "n": {{n}}}',
-                        {"q": 'say "hi" \\ now', "v": [0.5, 1], "n": 3})
+    out = render_string(
+        '{"q": "{{q}}", "v": {{#toJson}}v{{/toJson}}, "n": {{n}}}',
+        {"q": 'say "hi" \\ now', "v": [0.5, 1], "n": 3},
+    )
     assert out == '{"q": "say \\"hi\\" \\\\ now", "v": [0.5, 1], "n": 3}'
 
 
@@ -31,12 +40,22 @@ def test_sections_inverted_sections_and_join():
 
 
 def test_stored_template_runs_a_hybrid_search(es):
-    es.put_script(id="hybrid", script={"lang": "mustache", "source": (
-        '{"query": {"match": {"text": "{{query_text}}"}}, '
-        '"knn": {"field": "v", "query_vector": {{#toJson}}query_vector{{/toJson}}, "k": {{size}}, '
-        '"num_candidates": 10}, "size": {{size}}}')})
-    resp = es.search_template(index="docs", id="hybrid",
-                              params={"query_text": 'rank "fusion"', "query_vector": [0.0, 1.0], "size": 2})
+    es.put_script(
+        id="hybrid",
+        script={
+            "lang": "mustache",
+            "source": (
+                '{"query": {"match": {"text": "{{query_text}}"}}, '
+                '"knn": {"field": "v", "query_vector": {{#toJson}}query_vector{{/toJson}}, "k": {{size}}, '
+                '"num_candidates": 10}, "size": {{size}}}'
+            ),
+        },
+    )
+    resp = es.search_template(
+        index="docs",
+        id="hybrid",
+        params={"query_text": 'rank "fusion"', "query_vector": [0.0, 1.0], "size": 2},
+    )
     hits = resp["hits"]["hits"]
     assert [h["_id"] for h in hits] == ["b", "a"]
     assert hits[1]["_score"] == pytest.approx(0.5)  # knn only: (1 + cos 90deg) / 2

@@ -16,28 +16,56 @@ def _jsonl(path: Path, records: list) -> Path:
 
 
 def make_beir(root: Path, qrels: str | None = None, queries: list | None = None) -> Path:
-    _jsonl(root / "corpus.jsonl", [{"_id": "d1", "title": "A", "text": "alpha"},
-                                   {"_id": "d2", "title": "B", "text": "beta"}])
-    _jsonl(root / "queries.jsonl", queries if queries is not None else [
-        {"_id": "q1", "text": "alpha?"}, {"_id": "q2", "text": "beta?"}, {"_id": "q3", "text": "gamma?"}])
+    _jsonl(
+        root / "corpus.jsonl",
+        [{"_id": "d1", "title": "A", "text": "alpha"}, {"_id": "d2", "title": "B", "text": "beta"}],
+    )
+    _jsonl(
+        root / "queries.jsonl",
+        queries
+        if queries is not None
+        else [
+            {"_id": "q1", "text": "alpha?"},
+            {"_id": "q2", "text": "beta?"},
+            {"_id": "q3", "text": "gamma?"},
+        ],
+    )
     (root / "qrels").mkdir(exist_ok=True)
     (root / "qrels" / "train.tsv").write_text(
-        qrels if qrels is not None else "query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td2\t1\nq2\td9\t1\n")
+        qrels if qrels is not None else "query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td2\t1\nq2\td9\t1\n"
+    )
     return root
 
 
 def make_qasper(root: Path, split: str = "dev") -> Path:
-    _jsonl(root / f"papers_{split}.jsonl", [
-        {"paper_id": "P1", "title": "T1", "abstract": "Abstract one.",
-         "sections": [{"section_name": "Intro", "paragraphs": ["first para", "", "third para"]}]},
-        {"paper_id": "P2", "title": "T2", "abstract": "Abstract two.",
-         "sections": [{"section_name": "Method", "paragraphs": ["how it works"]}]}])
-    _jsonl(root / f"questions_{split}.jsonl", [
-        {"question_id": "a", "question": "what is first?", "paper_id": "P1"},
-        {"question_id": "b", "question": "how does it work?", "paper_id": "P2"},
-        {"question_id": "c", "question": "unanswerable?", "paper_id": "P2"}])
+    _jsonl(
+        root / f"papers_{split}.jsonl",
+        [
+            {
+                "paper_id": "P1",
+                "title": "T1",
+                "abstract": "Abstract one.",
+                "sections": [{"section_name": "Intro", "paragraphs": ["first para", "", "third para"]}],
+            },
+            {
+                "paper_id": "P2",
+                "title": "T2",
+                "abstract": "Abstract two.",
+                "sections": [{"section_name": "Method", "paragraphs": ["how it works"]}],
+            },
+        ],
+    )
+    _jsonl(
+        root / f"questions_{split}.jsonl",
+        [
+            {"question_id": "a", "question": "what is first?", "paper_id": "P1"},
+            {"question_id": "b", "question": "how does it work?", "paper_id": "P2"},
+            {"question_id": "c", "question": "unanswerable?", "paper_id": "P2"},
+        ],
+    )
     (root / f"qrels_{split}.tsv").write_text(
-        "query-id\tcorpus-id\tscore\na\tP1#0.0\t1\na\tP1#0.2\t1\nb\tP2#0.0\t1\nb\tP2#abs\t0\n")
+        "query-id\tcorpus-id\tscore\na\tP1#0.0\t1\na\tP1#0.2\t1\nb\tP2#0.0\t1\nb\tP2#abs\t0\n"
+    )
     return root
 
 
@@ -70,7 +98,10 @@ def test_unknown_query_id_in_qrels_is_located_and_counted(tmp_path):
     ds = load_dataset(root)
     assert [e.line for e in ds.unknown_query_lines] == [2, 4]
     assert all(isinstance(e, InputError) for e in ds.unknown_query_lines)
-    assert str(ds.unknown_query_lines[0]) == f"{root / 'qrels' / 'train.tsv'}:2: query id 'q7' is not in the query file"
+    assert (
+        str(ds.unknown_query_lines[0])
+        == f"{root / 'qrels' / 'train.tsv'}:2: query id 'q7' is not in the query file"
+    )
     assert "2 qrels lines name a query id missing from the query file" in "\n".join(ds.summary_lines())
     with pytest.raises(InputError, match=r"train.tsv:2: query id 'q7'"):
         load_dataset(root, strict=True)
@@ -99,7 +130,9 @@ def test_malformed_lines_are_located(tmp_path):
     with pytest.raises(InputError, match=r"train.tsv:1: expected 3 tab-separated columns"):
         load_dataset(make_beir(tmp_path / "b", qrels="q1\td1\n"))
     with pytest.raises(InputError, match=r"queries.jsonl:2: .*duplicate query id 'q1', first seen at line 1"):
-        load_dataset(make_beir(tmp_path / "c", queries=[{"_id": "q1", "text": "x"}, {"_id": "q1", "text": "y"}]))
+        load_dataset(
+            make_beir(tmp_path / "c", queries=[{"_id": "q1", "text": "x"}, {"_id": "q1", "text": "y"}])
+        )
     with pytest.raises(InputError, match=r"queries.jsonl:1: field 'text': query 'q1' has no text"):
         load_dataset(make_beir(tmp_path / "d", queries=[{"_id": "q1", "text": " "}]))
     with pytest.raises(InputError, match=r"queries.jsonl:2: malformed JSON"):

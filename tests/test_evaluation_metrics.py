@@ -20,9 +20,9 @@ L2, L3, L4 = math.log2(2), math.log2(3), math.log2(4)
 # Three queries, binary relevance; "x", "y", "n*" are never relevant.
 QRELS = {"q1": {"a": 1, "b": 1}, "q2": {"c": 1}, "q3": {"d": 1, "e": 1, "f": 1}}
 RUN = {
-    "q1": ["a", "x", "b"],                              # relevant at ranks 1 and 3
-    "q2": ["y", "c"],                                   # relevant at rank 2
-    "q3": [f"n{i}" for i in range(11)] + ["d"],          # relevant only at rank 12
+    "q1": ["a", "x", "b"],  # relevant at ranks 1 and 3
+    "q2": ["y", "c"],  # relevant at rank 2
+    "q3": [f"n{i}" for i in range(11)] + ["d"],  # relevant only at rank 12
 }
 # q1: DCG@10 = 1/log2(2) + 1/log2(4) = 1.5; IDCG = 1/log2(2) + 1/log2(3) = 1.63093 -> 0.919721
 #     MRR 1, P@1 1, P@3 2/3, P@10 2/10, R@10 1, R@100 1
@@ -100,7 +100,10 @@ def test_unjudged_queries_in_the_run_are_ignored_and_empty_qrels_refused():
 
 def test_latency_percentiles_interpolate():
     # p50 of 10,20,30,40 = 25; p95: position 0.95 * 3 = 2.85 -> 30 + 0.85 * 10 = 38.5
-    assert latency_percentiles([40, 10, 30, 20]) == {"latency_p50_ms": 25.0, "latency_p95_ms": pytest.approx(38.5)}
+    assert latency_percentiles([40, 10, 30, 20]) == {
+        "latency_p50_ms": 25.0,
+        "latency_p95_ms": pytest.approx(38.5),
+    }
     assert latency_percentiles([]) == {"latency_p50_ms": 0.0, "latency_p95_ms": 0.0}
 
 

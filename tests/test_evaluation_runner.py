@@ -45,35 +45,78 @@ def _jsonl(path: Path, records: list[dict]) -> None:
 @pytest.fixture
 def beir(tmp_path) -> Path:
     root = tmp_path / "tiny"
-    _jsonl(root / "corpus.jsonl", [
-        {"_id": "d1", "title": "Protein folding", "text": "Alpha helices and beta sheets form during protein folding."},
-        {"_id": "d2", "title": "Graph neural networks", "text": "Message passing networks learn on graphs."},
-        {"_id": "d3", "title": "Coral reefs", "text": "Ocean warming bleaches coral reefs worldwide."},
-        {"_id": "d4", "title": "Vaccines", "text": "mRNA vaccines induce antibody responses."}])
-    _jsonl(root / "queries.jsonl", [
-        {"_id": "q1", "text": "protein folding helices"},
-        {"_id": "q2", "text": "coral reefs ocean warming"},
-        {"_id": "q3", "text": "graph message passing"},
-        {"_id": "q4", "text": "zebra xylophone"},      # judged, but no word of it is in the corpus
-        {"_id": "q5", "text": "antibody vaccines"}])   # no judgment: skipped
+    _jsonl(
+        root / "corpus.jsonl",
+        [
+            {
+                "_id": "d1",
+                "title": "Protein folding",
+                "text": "Alpha helices and beta sheets form during protein folding.",
+            },
+            {
+                "_id": "d2",
+                "title": "Graph neural networks",
+                "text": "Message passing networks learn on graphs.",
+            },
+            {"_id": "d3", "title": "Coral reefs", "text": "Ocean warming bleaches coral reefs worldwide."},
+            {"_id": "d4", "title": "Vaccines", "text": "mRNA vaccines induce antibody responses."},
+        ],
+    )
+    _jsonl(
+        root / "queries.jsonl",
+        [
+            {"_id": "q1", "text": "protein folding helices"},
+            {"_id": "q2", "text": "coral reefs ocean warming"},
+            {"_id": "q3", "text": "graph message passing"},
+            {"_id": "q4", "text": "zebra xylophone"},  # judged, but no word of it is in the corpus
+            {"_id": "q5", "text": "antibody vaccines"},
+        ],
+    )  # no judgment: skipped
     (root / "qrels").mkdir()
-    (root / "qrels" / "train.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td3\t1\nq3\td2\t1\nq4\td4\t1\n")
+    (root / "qrels" / "train.tsv").write_text(
+        "query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td3\t1\nq3\td2\t1\nq4\td4\t1\n"
+    )
     return root
 
 
 @pytest.fixture
 def qasper(tmp_path) -> Path:
     root = tmp_path / "qasper"
-    _jsonl(root / "papers_dev.jsonl", [
-        {"paper_id": "P1", "title": "Neural parsing", "abstract": "We parse sentences with neural networks.",
-         "sections": [{"section_name": "Introduction", "paragraphs": ["Parsing is hard for long sentences."]},
-                      {"section_name": "Method", "paragraphs": ["Our parser uses a transition system.",
-                                                                "We train the parser with beam search."]}]},
-        {"paper_id": "P2", "title": "Parser evaluation", "abstract": "We evaluate every parser on treebanks.",
-         "sections": [{"section_name": "Results", "paragraphs": ["The transition parser scores 91 LAS."]}]}])
-    _jsonl(root / "questions_dev.jsonl", [
-        {"question_id": "a", "question": "what transition system does the parser use?", "paper_id": "P1"},
-        {"question_id": "b", "question": "what does the transition parser score?", "paper_id": "P2"}])
+    _jsonl(
+        root / "papers_dev.jsonl",
+        [
+            {
+                "paper_id": "P1",
+                "title": "Neural parsing",
+                "abstract": "We parse sentences with neural networks.",
+                "sections": [
+                    {"section_name": "Introduction", "paragraphs": ["Parsing is hard for long sentences."]},
+                    {
+                        "section_name": "Method",
+                        "paragraphs": [
+                            "Our parser uses a transition system.",
+                            "We train the parser with beam search.",
+                        ],
+                    },
+                ],
+            },
+            {
+                "paper_id": "P2",
+                "title": "Parser evaluation",
+                "abstract": "We evaluate every parser on treebanks.",
+                "sections": [
+                    {"section_name": "Results", "paragraphs": ["The transition parser scores 91 LAS."]}
+                ],
+            },
+        ],
+    )
+    _jsonl(
+        root / "questions_dev.jsonl",
+        [
+            {"question_id": "a", "question": "what transition system does the parser use?", "paper_id": "P1"},
+            {"question_id": "b", "question": "what does the transition parser score?", "paper_id": "P2"},
+        ],
+    )
     (root / "qrels_dev.tsv").write_text("a\tP1#1.0\t1\nb\tP2#0.0\t1\n")
     return root
 
@@ -108,8 +151,15 @@ def test_rankings_match_the_query_builders_search(beir, tmp_engine):
     prefix = ev.index.prefix
     for strategy in ("hybrid", "rrf-client"):
         for q in ds.queries:
-            res = search(tmp_engine, q.text, strategy=strategy, profile=eval_profile(None), embedder=emb,
-                         size=100, prefix=prefix)
+            res = search(
+                tmp_engine,
+                q.text,
+                strategy=strategy,
+                profile=eval_profile(None),
+                embedder=emb,
+                size=100,
+                prefix=prefix,
+            )
             assert ev.runs[strategy].rankings[q.id] == list(dict.fromkeys(h.paper_id for h in res.hits))
     assert len(ev.runs["hybrid"].latencies_ms) == 4
 
@@ -172,8 +222,16 @@ def test_window_chunking_gets_its_own_index(qasper, tmp_engine):
 def test_command_prints_and_writes_reports(beir, tmp_path):
     out = io.StringIO()
     json_path, png_path = tmp_path / "out.json", tmp_path / "out.png"
-    run_eval(beir, strategies="bm25,dense", target=str(tmp_path / "engine"), json_out=json_path,
-             plot_out=png_path, progress=False, out=out, embedder=FakeEmbedder())
+    run_eval(
+        beir,
+        strategies="bm25,dense",
+        target=str(tmp_path / "engine"),
+        json_out=json_path,
+        plot_out=png_path,
+        progress=False,
+        out=out,
+        embedder=FakeEmbedder(),
+    )
     text = out.getvalue()
     assert "4 judged queries evaluated" in text and "1 queries skipped: no relevant judgment" in text
     assert "| strategy | nDCG@10 | MRR@10 | P@1 | P@3 | P@10 | R@10 | R@100 | p50 ms | p95 ms |" in text
@@ -182,14 +240,22 @@ def test_command_prints_and_writes_reports(beir, tmp_path):
     assert list(data) == ["bm25", "dense"] and all(tuple(v) == ALL_METRICS for v in data.values())
     assert png_path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     out2 = io.StringIO()
-    run_eval(beir, strategies=["bm25"], target=str(tmp_path / "engine"), progress=False, out=out2,
-             embedder=FakeEmbedder())
+    run_eval(
+        beir,
+        strategies=["bm25"],
+        target=str(tmp_path / "engine"),
+        progress=False,
+        out=out2,
+        embedder=FakeEmbedder(),
+    )
     assert "(reused)" in out2.getvalue()
 
 
 def test_markdown_json_and_plot_from_results(tmp_path):
-    results = {"bm25": dict.fromkeys(ALL_METRICS, 0.5), "hybrid": {**dict.fromkeys(ALL_METRICS, 0.6),
-                                                                   "latency_p50_ms": 12.345}}
+    results = {
+        "bm25": dict.fromkeys(ALL_METRICS, 0.5),
+        "hybrid": {**dict.fromkeys(ALL_METRICS, 0.6), "latency_p50_ms": 12.345},
+    }
     table = markdown_table(results).splitlines()
     assert table[0].startswith("| strategy | nDCG@10 |") and table[1].startswith("|---|---:|")
     assert table[2] == "| bm25 | 0.500 | 0.500 | 0.500 | 0.500 | 0.500 | 0.500 | 0.500 | 0.5 | 0.5 |"
@@ -216,5 +282,7 @@ def test_multisection_is_evaluated_by_its_own_flow(beir, tmp_engine):
     run = ev.runs["multisection"]
     assert len(run.latencies_ms) == 4
     for q in ds.queries[:2]:
-        res = multisection_search(tmp_engine, q.text, embedder=emb, profile=eval_profile(None), prefix=ev.index.prefix)
+        res = multisection_search(
+            tmp_engine, q.text, embedder=emb, profile=eval_profile(None), prefix=ev.index.prefix
+        )
         assert run.rankings[q.id] == list(dict.fromkeys(h.paper_id for h in res.hits))[:100]

@@ -25,7 +25,9 @@ def test_qasper_first_papers_scope_paper_end_to_end(shared_data, tmp_path):
     from indexer.embedder import Embedder
     from scholar_es.engine.node import embedded_client
 
-    ds = load_dataset(shared_data / "qasper", "qasper", "validation", check_corpus=False).first_papers(5, tmp_path)
+    ds = load_dataset(shared_data / "qasper", "qasper", "validation", check_corpus=False).first_papers(
+        5, tmp_path
+    )
     assert ds.default_prefix == "qasper-validation-first5-" and len(ds.queries) >= 10
     es = embedded_client(tmp_path / "engine")
     try:

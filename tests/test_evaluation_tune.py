@@ -34,17 +34,41 @@ def qasper(tmp_path) -> Path:
     root = tmp_path / "qasper"
     paras = {
         "Introduction": ["Parsing long sentences is hard and slow.", "We study transition parsers."],
-        "Method": ["Our parser uses a transition system with a stack.", "How we train: beam search and dropout."],
-        "Results": ["The transition parser scores 91 LAS on the treebank.", "Beam search helps long sentences."],
+        "Method": [
+            "Our parser uses a transition system with a stack.",
+            "How we train: beam search and dropout.",
+        ],
+        "Results": [
+            "The transition parser scores 91 LAS on the treebank.",
+            "Beam search helps long sentences.",
+        ],
     }
     sections = [{"section_name": k, "paragraphs": v} for k, v in paras.items()]
-    _jsonl(root / "papers_train.jsonl", [
-        {"paper_id": "P1", "title": "Transition parsing", "abstract": "A fast transition parser.", "sections": sections},
-        {"paper_id": "P2", "title": "Parser results", "abstract": "We report parser scores.", "sections": sections}])
-    _jsonl(root / "questions_train.jsonl", [
-        {"question_id": "a", "question": "how do they train the parser?", "paper_id": "P1"},
-        {"question_id": "b", "question": "what score does the transition parser get?", "paper_id": "P2"},
-        {"question_id": "c", "question": "why is parsing long sentences hard?", "paper_id": "P1"}])
+    _jsonl(
+        root / "papers_train.jsonl",
+        [
+            {
+                "paper_id": "P1",
+                "title": "Transition parsing",
+                "abstract": "A fast transition parser.",
+                "sections": sections,
+            },
+            {
+                "paper_id": "P2",
+                "title": "Parser results",
+                "abstract": "We report parser scores.",
+                "sections": sections,
+            },
+        ],
+    )
+    _jsonl(
+        root / "questions_train.jsonl",
+        [
+            {"question_id": "a", "question": "how do they train the parser?", "paper_id": "P1"},
+            {"question_id": "b", "question": "what score does the transition parser get?", "paper_id": "P2"},
+            {"question_id": "c", "question": "why is parsing long sentences hard?", "paper_id": "P1"},
+        ],
+    )
     (root / "qrels_train.tsv").write_text("a\tP1#1.1\t1\nb\tP2#2.0\t1\nc\tP1#0.0\t1\n")
     return root
 
@@ -55,22 +79,34 @@ def test_simulated_hybrid_and_sections_equal_the_engine(qasper, tmp_engine, scop
     emb = FakeEmbedder()
     prof = eval_profile(None)
     ev = run_evaluation(ds, ["hybrid", "sections"], tmp_engine, emb, scope=scope, progress=False)
-    cands = collect_candidates(tmp_engine, ds, emb, scope=scope, profile=prof, prefix=ev.index.prefix,
-                               progress=False)
+    cands = collect_candidates(
+        tmp_engine, ds, emb, scope=scope, profile=prof, prefix=ev.index.prefix, progress=False
+    )
     plain = Params(prof.bm25_weight, prof.knn_weight, prof.saturation_k)
     assert simulate(ds, cands, plain) == ev.runs["hybrid"].rankings
-    with_mults = Params(prof.bm25_weight, prof.knn_weight, prof.saturation_k, _freeze(prof.section_multipliers))
+    with_mults = Params(
+        prof.bm25_weight, prof.knn_weight, prof.saturation_k, _freeze(prof.section_multipliers)
+    )
     assert simulate(ds, cands, with_mults) == ev.runs["sections"].rankings
     assert cands["a"].rule == "how"
 
 
 def test_learned_lift_by_hand():
-    ds = Dataset(name="t", format="qasper", split="train", level="paragraph", corpus=Path("x"),
-                 queries=[EvalQuery("q", "how?", "P")], qrels={"q": {"P#1.0": 1}})
-    hits = [{"chunk_id": "P#1.0", "paragraph_ids": ["P#1.0"], "section_type": "method", "paper_id": "P"},
-            {"chunk_id": "P#1.1", "paragraph_ids": ["P#1.1"], "section_type": "method", "paper_id": "P"},
-            {"chunk_id": "P#0.0", "paragraph_ids": ["P#0.0"], "section_type": "introduction", "paper_id": "P"},
-            {"chunk_id": "P#2.0", "paragraph_ids": ["P#2.0"], "section_type": "results", "paper_id": "P"}]
+    ds = Dataset(
+        name="t",
+        format="qasper",
+        split="train",
+        level="paragraph",
+        corpus=Path("x"),
+        queries=[EvalQuery("q", "how?", "P")],
+        qrels={"q": {"P#1.0": 1}},
+    )
+    hits = [
+        {"chunk_id": "P#1.0", "paragraph_ids": ["P#1.0"], "section_type": "method", "paper_id": "P"},
+        {"chunk_id": "P#1.1", "paragraph_ids": ["P#1.1"], "section_type": "method", "paper_id": "P"},
+        {"chunk_id": "P#0.0", "paragraph_ids": ["P#0.0"], "section_type": "introduction", "paper_id": "P"},
+        {"chunk_id": "P#2.0", "paragraph_ids": ["P#2.0"], "section_type": "results", "paper_id": "P"},
+    ]
     zeros = np.zeros(4)
     cands = {"q": Candidates(hits=hits, bm25=zeros, matched=zeros.astype(bool), knn=zeros, rule="how")}
     lifts = learn_lifts(ds, cands)
@@ -111,10 +147,18 @@ def test_cross_validation_picks_on_other_folds():
 
     # point A is perfect on q0 only, B on q1 only: each fold picks the point that wins the OTHER fold,
     # which scores 0 on the held-out query -> cross-validated 0, though both points average 0.5
-    a = GridPoint(Params(), "A", {m: {"q0": 1.0, "q1": 0.0} for m in ("ndcg@10", "mrr@10", "p@3")},
-                  {"ndcg@10": 0.5, "mrr@10": 0.5, "p@3": 0.5})
-    b = GridPoint(Params(), "B", {m: {"q0": 0.0, "q1": 1.0} for m in ("ndcg@10", "mrr@10", "p@3")},
-                  {"ndcg@10": 0.5, "mrr@10": 0.5, "p@3": 0.5})
+    a = GridPoint(
+        Params(),
+        "A",
+        {m: {"q0": 1.0, "q1": 0.0} for m in ("ndcg@10", "mrr@10", "p@3")},
+        {"ndcg@10": 0.5, "mrr@10": 0.5, "p@3": 0.5},
+    )
+    b = GridPoint(
+        Params(),
+        "B",
+        {m: {"q0": 0.0, "q1": 1.0} for m in ("ndcg@10", "mrr@10", "p@3")},
+        {"ndcg@10": 0.5, "mrr@10": 0.5, "p@3": 0.5},
+    )
     cv = cross_validate([a, b], "ndcg@10", 2, baseline=a)
     assert cv["cv_tuned_ndcg@10"] == 0.0 and cv["cv_base_ndcg@10"] == 0.5
 
@@ -126,11 +170,24 @@ def test_run_tune_refuses_held_out_splits_and_writes_the_profile(qasper, tmp_pat
     from scholar_es.evaluation.command import run_tune
 
     with pytest.raises(ConfigError, match="Tune on --split train"):
-        run_tune(qasper, fmt="qasper", split="validation", target=str(tmp_path / "e"), embedder=FakeEmbedder())
+        run_tune(
+            qasper, fmt="qasper", split="validation", target=str(tmp_path / "e"), embedder=FakeEmbedder()
+        )
     out = io.StringIO()
     path = tmp_path / "p.json"
-    run_tune(qasper, fmt="qasper", split="train", target=str(tmp_path / "e"), scope="paper", folds=0,
-             out_profile=path, name="mine", progress=False, out=out, embedder=FakeEmbedder())
+    run_tune(
+        qasper,
+        fmt="qasper",
+        split="train",
+        target=str(tmp_path / "e"),
+        scope="paper",
+        folds=0,
+        out_profile=path,
+        name="mine",
+        progress=False,
+        out=out,
+        embedder=FakeEmbedder(),
+    )
     assert load_profile(str(path)).name == "mine"
     assert "hybrid weights: base nDCG@10" in out.getvalue() and f"wrote {path}" in out.getvalue()
 
@@ -140,8 +197,11 @@ def test_section_counts_from_papers_and_qrels(qasper):
 
     ds = load_dataset(qasper, "qasper", "train")
     counts = paper_section_counts(ds)
-    assert counts["a"] == ("how", {"abstract": 1.0, "introduction": 2.0, "method": 2.0, "results": 2.0},
-                           {"method": 1.0})
+    assert counts["a"] == (
+        "how",
+        {"abstract": 1.0, "introduction": 2.0, "method": 2.0, "results": 2.0},
+        {"method": 1.0},
+    )
     # rule "how" has question a only: 1 relevant of 7 chunks; method expected 2/7, seen 1
     lifts = lifts_from_counts(counts, ["a"])
     assert lifts["how"]["method"] == pytest.approx((1 + 10) / (2 / 7 + 10))

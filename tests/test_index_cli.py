@@ -14,23 +14,35 @@ from scholar_es.engine.node import embedded_client
 pytestmark = pytest.mark.slow
 
 GOOD = [
-    {"id": "g1", "title": "Graph neural networks for citation recommendation", "year": 2020,
-     "sections": [{"heading": "Method", "paragraphs": ["We propagate citation signals over the graph."]}]},
-    {"id": "g2", "title": "Active learning for named entity recognition", "abstract": "We label less data.",
-     "sections": [{"heading": "4 Results", "text": "F1 improves by three points.\n\nLabels drop by half."}]},
+    {
+        "id": "g1",
+        "title": "Graph neural networks for citation recommendation",
+        "year": 2020,
+        "sections": [{"heading": "Method", "paragraphs": ["We propagate citation signals over the graph."]}],
+    },
+    {
+        "id": "g2",
+        "title": "Active learning for named entity recognition",
+        "abstract": "We label less data.",
+        "sections": [
+            {"heading": "4 Results", "text": "F1 improves by three points.\n\nLabels drop by half."}
+        ],
+    },
     {"id": "g3", "title": "Tokenizers for chemistry", "abstract": "SMILES strings need their own tokenizer."},
 ]
 
 
 def _write_mixed(path: Path) -> None:
-    lines = [json.dumps(GOOD[0]).encode(),
-             b'{"id": "bad-json", "title": "unterminated',                      # 2: malformed JSON
-             json.dumps({"title": "no id here", "abstract": "text"}).encode(),  # 3: missing id
-             json.dumps(GOOD[1]).encode(),
-             json.dumps({"id": "empty"}).encode(),                               # 5: no text at all
-             json.dumps({"id": "typed", "title": "x", "year": "abc"}).encode(),  # 6: wrong type
-             b'{"id": "utf", "title": "caf\xe9 \xff"}',                          # 7: invalid UTF-8
-             json.dumps(GOOD[2]).encode()]
+    lines = [
+        json.dumps(GOOD[0]).encode(),
+        b'{"id": "bad-json", "title": "unterminated',  # 2: malformed JSON
+        json.dumps({"title": "no id here", "abstract": "text"}).encode(),  # 3: missing id
+        json.dumps(GOOD[1]).encode(),
+        json.dumps({"id": "empty"}).encode(),  # 5: no text at all
+        json.dumps({"id": "typed", "title": "x", "year": "abc"}).encode(),  # 6: wrong type
+        b'{"id": "utf", "title": "caf\xe9 \xff"}',  # 7: invalid UTF-8
+        json.dumps(GOOD[2]).encode(),
+    ]
     path.write_bytes(b"\n".join(lines) + b"\n")
 
 
@@ -49,8 +61,10 @@ def test_mixed_file_indexes_every_valid_record_and_locates_each_bad_one(tmp_path
     errors = [line for line in result.output.splitlines() if line.startswith("rejected: ")]
     assert len(errors) == 6, result.output
     for line_no, field in ((2, None), (3, "id"), (5, None), (6, "year"), (7, None)):
-        assert any(f"mixed.jsonl:{line_no}:" in e and (field is None or repr(field) in e) for e in errors), \
-            (line_no, errors)
+        assert any(f"mixed.jsonl:{line_no}:" in e and (field is None or repr(field) in e) for e in errors), (
+            line_no,
+            errors,
+        )
     assert any("empty.jsonl" in e and "empty" in e for e in errors)
     assert "indexed 3 papers, 5 chunks; rejected 6 records" in result.output
     es = embedded_client(target)

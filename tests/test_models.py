@@ -22,8 +22,15 @@ def test_models_are_frozen():
     paper = Paper(id="p", title="t")
     with pytest.raises(ValidationError):
         paper.title = "changed"
-    chunk = Chunk(id="p#abs", paper_id="p", section_heading="Abstract", section_type="abstract",
-                  text="x", paragraph_ids=["p#abs"], position=0)
+    chunk = Chunk(
+        id="p#abs",
+        paper_id="p",
+        section_heading="Abstract",
+        section_type="abstract",
+        text="x",
+        paragraph_ids=["p#abs"],
+        position=0,
+    )
     with pytest.raises(ValidationError):
         chunk.position = 3
 
@@ -34,15 +41,25 @@ def test_defaults_are_not_shared_between_instances():
     assert a.authors is not b.authors
 
 
-@pytest.mark.parametrize("build", [
-    lambda: Section(heading="x", type="methods", paragraphs=[]),          # not a section type
-    lambda: Paper(id=""),                                                 # empty id
-    lambda: Paper(id="p", year="abc"),                                    # not a year
-    lambda: Paper(id="p", titel="typo"),                                  # unknown field
-    lambda: Paragraph(id="", text="x"),
-    lambda: Chunk(id="c", paper_id="p", section_heading="h", section_type="other", text="x",
-                  paragraph_ids=[], position=-1),                         # negative position
-])
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda: Section(heading="x", type="methods", paragraphs=[]),  # not a section type
+        lambda: Paper(id=""),  # empty id
+        lambda: Paper(id="p", year="abc"),  # not a year
+        lambda: Paper(id="p", titel="typo"),  # unknown field
+        lambda: Paragraph(id="", text="x"),
+        lambda: Chunk(
+            id="c",
+            paper_id="p",
+            section_heading="h",
+            section_type="other",
+            text="x",
+            paragraph_ids=[],
+            position=-1,
+        ),  # negative position
+    ],
+)
 def test_invalid_values_are_rejected(build):
     with pytest.raises(ValidationError):
         build()

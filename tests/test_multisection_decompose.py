@@ -18,7 +18,9 @@ from scholar_es.multisection.decompose import (
     survey_section,
 )
 
-CONTEXT_Q = "How do LLMs handle context length limits when reading long documents or reasoning over many steps?"
+CONTEXT_Q = (
+    "How do LLMs handle context length limits when reading long documents or reasoning over many steps?"
+)
 
 
 def titles(b: Breakdown) -> list[str]:
@@ -28,32 +30,57 @@ def titles(b: Breakdown) -> list[str]:
 def test_offline_example_question():
     b = offline_breakdown(CONTEXT_Q)
     assert b.source == "offline"
-    assert titles(b) == ["Overview of context length limits in LLMs", "Methods for reading long documents",
-                         "Methods for reasoning over many steps"]
+    assert titles(b) == [
+        "Overview of context length limits in LLMs",
+        "Methods for reading long documents",
+        "Methods for reasoning over many steps",
+    ]
     assert [s.kind for s in b.sections] == ["overview", "facet", "facet"]
     assert b.keywords == "LLMs context length limits reading long documents reasoning many steps"
     assert offline_breakdown(CONTEXT_Q) == b  # deterministic
 
 
-@pytest.mark.parametrize(("question", "expected"), [
-    ("Which models perform best on SQuAD, TriviaQA and Natural Questions?",
-     ["Models perform best on SQuAD", "Models perform best on TriviaQA", "Models perform best on Natural Questions"]),
-    ("Which datasets and metrics are used to evaluate summarization of scientific articles?",
-     ["Datasets used to evaluate summarization of scientific articles",
-      "Metrics used to evaluate summarization of scientific articles"]),
-    ("How do LLMs handle long documents and multi-step reasoning?",
-     ["Methods for long documents in LLMs", "Methods for multi-step reasoning in LLMs"]),
-    ("How are transformers applied to vision tasks such as detection, segmentation and tracking?",
-     ["Overview of transformers applied to vision tasks", "Methods for detection", "Methods for segmentation",
-      "Methods for tracking"]),
-])
+@pytest.mark.parametrize(
+    ("question", "expected"),
+    [
+        (
+            "Which models perform best on SQuAD, TriviaQA and Natural Questions?",
+            [
+                "Models perform best on SQuAD",
+                "Models perform best on TriviaQA",
+                "Models perform best on Natural Questions",
+            ],
+        ),
+        (
+            "Which datasets and metrics are used to evaluate summarization of scientific articles?",
+            [
+                "Datasets used to evaluate summarization of scientific articles",
+                "Metrics used to evaluate summarization of scientific articles",
+            ],
+        ),
+        (
+            "How do LLMs handle long documents and multi-step reasoning?",
+            ["Methods for long documents in LLMs", "Methods for multi-step reasoning in LLMs"],
+        ),
+        (
+            "How are transformers applied to vision tasks such as detection, segmentation and tracking?",
+            [
+                "Overview of transformers applied to vision tasks",
+                "Methods for detection",
+                "Methods for segmentation",
+                "Methods for tracking",
+            ],
+        ),
+    ],
+)
 def test_offline_lists_and_conditions(question, expected):
     assert titles(offline_breakdown(question)) == expected
 
 
 def test_offline_condition_with_evaluation_terms_adds_a_benchmark_facet():
-    b = offline_breakdown("How do summarization models perform when articles are long or scientific, and which "
-                          "metrics apply?")
+    b = offline_breakdown(
+        "How do summarization models perform when articles are long or scientific, and which metrics apply?"
+    )
     assert 1 <= len(b.sections) <= 5
     b = offline_breakdown("How is argument mining evaluated when the data is noisy or small?")
     assert titles(b)[0].startswith("Overview of")
@@ -61,28 +88,48 @@ def test_offline_condition_with_evaluation_terms_adds_a_benchmark_facet():
 
 
 def test_offline_survey_question_gets_a_survey_facet():
-    b = offline_breakdown("What are recent trends in dialogue data collection, question paraphrasing and "
-                          "interactive learning?")
+    b = offline_breakdown(
+        "What are recent trends in dialogue data collection, question paraphrasing and interactive learning?"
+    )
     assert b.sections[0].kind == "survey"
-    assert b.sections[0].title == "Survey of dialogue data collection, question paraphrasing and interactive learning"
-    assert [s.title for s in b.sections[1:]] == ["Recent trends in dialogue data collection",
-                                                 "Recent trends in question paraphrasing",
-                                                 "Recent trends in interactive learning"]
-    assert survey_section("Give me a survey of retrieval-augmented generation").title == \
-        "Survey of retrieval-augmented generation"
-    assert survey_section("What is the state of the art in argument mining?").title == "Survey of argument mining"
+    assert (
+        b.sections[0].title
+        == "Survey of dialogue data collection, question paraphrasing and interactive learning"
+    )
+    assert [s.title for s in b.sections[1:]] == [
+        "Recent trends in dialogue data collection",
+        "Recent trends in question paraphrasing",
+        "Recent trends in interactive learning",
+    ]
+    assert (
+        survey_section("Give me a survey of retrieval-augmented generation").title
+        == "Survey of retrieval-augmented generation"
+    )
+    assert (
+        survey_section("What is the state of the art in argument mining?").title
+        == "Survey of argument mining"
+    )
     assert survey_section(CONTEXT_Q) is None
 
 
 def test_offline_several_questions_in_one():
     b = offline_breakdown("What are the main approaches to argument mining and how are they evaluated?")
     assert [s.kind for s in b.sections] == ["survey", "facet", "facet"]
-    assert titles(b)[1:] == ["Main approaches to argument mining", "Main approaches to argument mining evaluated"]
+    assert titles(b)[1:] == [
+        "Main approaches to argument mining",
+        "Main approaches to argument mining evaluated",
+    ]
 
 
-@pytest.mark.parametrize("question", ["What is BERT?", "How do they train the LLM?",
-                                      "What are the differences between BERT and GPT?",
-                                      "What discourse relations does it work best/worst for?"])
+@pytest.mark.parametrize(
+    "question",
+    [
+        "What is BERT?",
+        "How do they train the LLM?",
+        "What are the differences between BERT and GPT?",
+        "What discourse relations does it work best/worst for?",
+    ],
+)
 def test_offline_single_facet_question_is_its_own_section(question):
     b = offline_breakdown(question)
     assert titles(b) == [question]
@@ -104,7 +151,9 @@ def test_at_most_five_sections_and_no_duplicates():
 
 
 def test_preprocess_drops_fillers_and_keeps_acronyms():
-    cleaned, rewritten, keywords = preprocess("Can you tell me how  prior knowledge is used in text classification?")
+    cleaned, rewritten, keywords = preprocess(
+        "Can you tell me how  prior knowledge is used in text classification?"
+    )
     assert cleaned == "Can you tell me how prior knowledge is used in text classification?"
     assert rewritten == "How prior knowledge is used in text classification?"
     assert keywords == "prior knowledge used text classification"
@@ -117,24 +166,40 @@ def test_llm_breakdown_used_and_prompt_holds_the_question():
 
     def llm(prompt: str) -> str:
         prompts.append(prompt)
-        return json.dumps({"rewritten": "How do LLMs cope with long inputs?", "keywords": "LLM long context",
-                           "sections": ["Overview of context limits", "Long-document methods",
-                                        "Multi-step reasoning methods", "Benchmarks for context extension"]})
+        return json.dumps(
+            {
+                "rewritten": "How do LLMs cope with long inputs?",
+                "keywords": "LLM long context",
+                "sections": [
+                    "Overview of context limits",
+                    "Long-document methods",
+                    "Multi-step reasoning methods",
+                    "Benchmarks for context extension",
+                ],
+            }
+        )
 
     b = breakdown(CONTEXT_Q, llm)
     assert b.source == "llm" and b.note == ""
-    assert titles(b) == ["Overview of context limits", "Long-document methods", "Multi-step reasoning methods",
-                         "Benchmarks for context extension"]
+    assert titles(b) == [
+        "Overview of context limits",
+        "Long-document methods",
+        "Multi-step reasoning methods",
+        "Benchmarks for context extension",
+    ]
     assert (b.rewritten, b.keywords) == ("How do LLMs cope with long inputs?", "LLM long context")
     assert len(prompts) == 1 and CONTEXT_Q in prompts[0] and prompts[0] == build_prompt(CONTEXT_Q)
 
 
-@pytest.mark.parametrize("answer", [
-    'Sure! ```json\n{"sections": ["A topic", {"title": "B topic"}]}\n```',
-    'Here: {"sections": ["A topic", "B topic"]} hope this helps',
-    '["A topic", "B topic"]',
-    "Sections:\n- A topic\n2. B topic\n",
-])
+@pytest.mark.parametrize(
+    "answer",
+    [
+        'Sure! ```json\n{"sections": ["A topic", {"title": "B topic"}]}\n```',
+        'Here: {"sections": ["A topic", "B topic"]} hope this helps',
+        '["A topic", "B topic"]',
+        "Sections:\n- A topic\n2. B topic\n",
+    ],
+)
 def test_llm_answer_formats(answer):
     b = breakdown(CONTEXT_Q, lambda p: answer)
     assert b.source == "llm"
@@ -143,7 +208,9 @@ def test_llm_answer_formats(answer):
 
 
 def test_llm_sections_are_capped_and_deduplicated():
-    answer = json.dumps({"sections": ["One", "one", "Two", "  ", "???", "Three", "Four", "Five", "Six", "Seven"]})
+    answer = json.dumps(
+        {"sections": ["One", "one", "Two", "  ", "???", "Three", "Four", "Five", "Six", "Seven"]}
+    )
     b = breakdown(CONTEXT_Q, lambda p: answer)
     assert titles(b) == ["One", "Two", "Three", "Four", "Five"]
 
@@ -152,13 +219,16 @@ def _raises(prompt):
     raise RuntimeError("model server unavailable")
 
 
-@pytest.mark.parametrize(("llm", "reason"), [
-    (_raises, "RuntimeError: model server unavailable"),
-    (lambda p: "I cannot help with that.", "no JSON object"),
-    (lambda p: json.dumps({"sections": []}), "no section title"),
-    (lambda p: json.dumps({"sections": ["!!!", "..."]}), "no section title"),
-    (lambda p: None, "no JSON object"),
-])
+@pytest.mark.parametrize(
+    ("llm", "reason"),
+    [
+        (_raises, "RuntimeError: model server unavailable"),
+        (lambda p: "I cannot help with that.", "no JSON object"),
+        (lambda p: json.dumps({"sections": []}), "no section title"),
+        (lambda p: json.dumps({"sections": ["!!!", "..."]}), "no section title"),
+        (lambda p: None, "no JSON object"),
+    ],
+)
 def test_llm_failure_falls_back_to_offline(llm, reason):
     b = breakdown(CONTEXT_Q, llm)
     assert b.source == "fallback"
@@ -191,13 +261,27 @@ def test_llm_must_be_callable():
 
 def test_prompts_file_override_and_errors(tmp_path):
     custom = tmp_path / "p.json"
-    custom.write_text(json.dumps({"breakdown": "Split: {question}", "offline": {
-        "titles": {"overview": "Background on {topic}", "survey": "Reviews of {topic}",
-                   "evaluation": "Evaluating {topic}", "facet": {"default": "{item}", "how": "Ways of {item}"}}}}))
+    custom.write_text(
+        json.dumps(
+            {
+                "breakdown": "Split: {question}",
+                "offline": {
+                    "titles": {
+                        "overview": "Background on {topic}",
+                        "survey": "Reviews of {topic}",
+                        "evaluation": "Evaluating {topic}",
+                        "facet": {"default": "{item}", "how": "Ways of {item}"},
+                    }
+                },
+            }
+        )
+    )
     p = load_prompts(custom)
     assert build_prompt("Q?", p) == "Split: Q?"
-    assert titles(offline_breakdown(CONTEXT_Q, p))[:2] == ["Background on context length limits in LLMs",
-                                                           "Ways of reading long documents"]
+    assert titles(offline_breakdown(CONTEXT_Q, p))[:2] == [
+        "Background on context length limits in LLMs",
+        "Ways of reading long documents",
+    ]
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"breakdown": "no placeholder"}))
     with pytest.raises(ConfigError, match="breakdown"):

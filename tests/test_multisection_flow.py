@@ -38,19 +38,44 @@ pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[1]
 
 QASPER_PAPERS = 5
-CONTEXT_Q = "How do LLMs handle context length limits when reading long documents or reasoning over many steps?"
-QASPER_Q = ("How is prior knowledge used to regularize text classifiers, and how are semantic roles induced "
-            "without supervision?")
+CONTEXT_Q = (
+    "How do LLMs handle context length limits when reading long documents or reasoning over many steps?"
+)
+QASPER_Q = (
+    "How is prior knowledge used to regularize text classifiers, and how are semantic roles induced "
+    "without supervision?"
+)
 SHORT_PAPERS = [
-    {"id": "short-abs", "title": "Quantum Widget Calibration", "year": 2021,
-     "abstract": "We calibrate quantum widgets with a three-stage procedure and report the residual drift.",
-     "sections": [{"heading": "Results", "paragraphs": ["Quantum widgets.", "Widget calibration.", "See Table 2."]}]},
-    {"id": "short-first", "title": "Calibrating Quantum Widgets Again", "year": 2022,
-     "sections": [{"heading": "Introduction", "paragraphs": ["Quantum widgets.", "Calibration: widgets."]},
-                  {"heading": "Method", "paragraphs": ["Widgets drift, so the calibration is repeated hourly.",
-                                                       "Widget calibration."]}]},
-    {"id": "short-none", "title": "Widget Calibration Notes", "year": 2020,
-     "sections": [{"heading": "Notes", "paragraphs": ["Quantum widgets.", "Widget calibration."]}]},
+    {
+        "id": "short-abs",
+        "title": "Quantum Widget Calibration",
+        "year": 2021,
+        "abstract": "We calibrate quantum widgets with a three-stage procedure and report the residual drift.",
+        "sections": [
+            {"heading": "Results", "paragraphs": ["Quantum widgets.", "Widget calibration.", "See Table 2."]}
+        ],
+    },
+    {
+        "id": "short-first",
+        "title": "Calibrating Quantum Widgets Again",
+        "year": 2022,
+        "sections": [
+            {"heading": "Introduction", "paragraphs": ["Quantum widgets.", "Calibration: widgets."]},
+            {
+                "heading": "Method",
+                "paragraphs": [
+                    "Widgets drift, so the calibration is repeated hourly.",
+                    "Widget calibration.",
+                ],
+            },
+        ],
+    },
+    {
+        "id": "short-none",
+        "title": "Widget Calibration Notes",
+        "year": 2020,
+        "sections": [{"heading": "Notes", "paragraphs": ["Quantum widgets.", "Widget calibration."]}],
+    },
 ]
 
 
@@ -94,8 +119,11 @@ def ms_engine(tmp_path_factory, shared_data, embedder):
     (root / "qasper.jsonl").write_text("".join(lines[:1] + lines[2:]), encoding="utf-8")
     (root / "short.jsonl").write_text("".join(json.dumps(p) + "\n" for p in SHORT_PAPERS), encoding="utf-8")
     es = embedded_client(root / "engine")
-    for path, fmt in ((root / "qasper.jsonl", "qasper"), (REPO / "scripts" / "demo_papers.jsonl", "jsonl"),
-                      (root / "short.jsonl", "jsonl")):
+    for path, fmt in (
+        (root / "qasper.jsonl", "qasper"),
+        (REPO / "scripts" / "demo_papers.jsonl", "jsonl"),
+        (root / "short.jsonl", "jsonl"),
+    ):
         summary = IndexRun(es, embedder).run([path], fmt)
         assert summary.rejected == 0, summary.errors
     yield es
@@ -168,8 +196,9 @@ def test_candidates_deduplicated_by_chunk(ms_engine, embedder):
     result = execute(ms_engine, prepared)
     assert result.plan.candidates == len(candidates) == len(result.hits)
     assert len({h.chunk_id for h in result.hits}) == len(result.hits)
-    assert [(s.hits, s.new, s.unique) for s in result.plan.sections] == \
-        [(contrib[s.name].hits, contrib[s.name].new, contrib[s.name].unique) for s in result.plan.sections]
+    assert [(s.hits, s.new, s.unique) for s in result.plan.sections] == [
+        (contrib[s.name].hits, contrib[s.name].new, contrib[s.name].unique) for s in result.plan.sections
+    ]
 
 
 # --- stage 4: re-scoring inside the engine ----------------------------------------------------------
@@ -181,7 +210,10 @@ def test_rescoring_is_the_original_questions_hybrid_order(ms_engine, embedder, t
     ids = {h.chunk_id for h in result.hits}
     assert sorted(rescore_body["query"]["bool"]["filter"][-1]["terms"]["chunk_id"]) == sorted(ids)
     knn = rescore_body["query"]["bool"]["should"][-1]["knn"]  # the ids are the kNN pre-filter too
-    assert knn["filter"][-1]["terms"]["chunk_id"] == rescore_body["query"]["bool"]["filter"][-1]["terms"]["chunk_id"]
+    assert (
+        knn["filter"][-1]["terms"]["chunk_id"]
+        == rescore_body["query"]["bool"]["filter"][-1]["terms"]["chunk_id"]
+    )
     assert knn["k"] >= len(ids)
     full = hybrid_ranking(ms_engine, question, embedder, total_chunks)
     expected = [(doc, score) for doc, score in full if doc in ids]
@@ -243,9 +275,15 @@ def test_failed_sub_searches_are_reported_and_the_others_count(ms_engine, embedd
     good = execute(ms_engine, prepared)
     missing = prepared.searches[2].with_index("no-such-index")
     bad = prepared.searches[3]
-    broken = SubSearch(bad.name, bad.kind, bad.title, bad.plan,
-                       bad.search.update_from_dict({"query": {"knn": {"field": "vector", "query_vector": [1.0, 2.0],
-                                                                      "k": 5, "num_candidates": 10}}}))
+    broken = SubSearch(
+        bad.name,
+        bad.kind,
+        bad.title,
+        bad.plan,
+        bad.search.update_from_dict(
+            {"query": {"knn": {"field": "vector", "query_vector": [1.0, 2.0], "k": 5, "num_candidates": 10}}}
+        ),
+    )
     prepared.searches[2:4] = [missing, broken]
     result = execute(ms_engine, prepared)
     reports = {r.name: r for r in result.plan.sections}
@@ -278,14 +316,21 @@ def test_question_that_decomposes_into_nothing_still_returns_results(ms_engine, 
 def test_llm_breakdown_and_llm_failure(ms_engine, embedder):
     def llm(prompt):
         assert CONTEXT_Q in prompt
-        return json.dumps({"keywords": "context length long documents reasoning",
-                           "sections": ["Long-document memory", "Compressing reasoning traces"]})
+        return json.dumps(
+            {
+                "keywords": "context length long documents reasoning",
+                "sections": ["Long-document memory", "Compressing reasoning traces"],
+            }
+        )
 
     es = CountingClient(ms_engine)
     result = multisection_search(es, CONTEXT_Q, llm=llm, embedder=embedder)
     assert result.plan.decomposer == "llm"
-    assert [s.title for s in result.plan.sections] == ["context length long documents reasoning",
-                                                      "Long-document memory", "Compressing reasoning traces"]
+    assert [s.title for s in result.plan.sections] == [
+        "context length long documents reasoning",
+        "Long-document memory",
+        "Compressing reasoning traces",
+    ]
     assert len(es.msearch_calls) == 1 and len(es.msearch_calls[0]["searches"]) == 6
 
     def broken(prompt):
@@ -293,7 +338,9 @@ def test_llm_breakdown_and_llm_failure(ms_engine, embedder):
 
     result = multisection_search(ms_engine, CONTEXT_Q, llm=broken, embedder=embedder)
     assert result.plan.decomposer == "fallback" and "ConnectionError" in result.plan.note
-    assert [s.title for s in result.plan.sections[1:]] == [s.title for s in offline_breakdown(CONTEXT_Q).sections]
+    assert [s.title for s in result.plan.sections[1:]] == [
+        s.title for s in offline_breakdown(CONTEXT_Q).sections
+    ]
     assert result.papers
 
 
@@ -304,8 +351,9 @@ def test_survey_question_adds_a_survey_section(ms_engine, embedder):
     assert len(survey) == 1 and survey[0].search_type == "survey" and survey[0].hits > 0
     assert result.plan.survey and result.papers[0].paper_id == "demo-002"
     # an LLM breakdown without a survey section gets one added, searched with the survey boosts
-    result = multisection_search(ms_engine, q, embedder=embedder, llm=lambda p: '["RAG for science"]',
-                                 show_plan=True)
+    result = multisection_search(
+        ms_engine, q, embedder=embedder, llm=lambda p: '["RAG for science"]', show_plan=True
+    )
     assert [s.kind for s in result.plan.sections] == ["keyword", "survey", "facet"]
     assert '"title^4", "abstract^2.5", "chunk_text"' in result.plan.sections[1].console
 
@@ -334,7 +382,9 @@ def test_filters_apply_to_every_search(ms_engine, embedder):
 
 
 def test_search_result_view_and_options(ms_engine, embedder):
-    result = multisection_search(ms_engine, QASPER_Q, embedder=embedder, papers=3, per_section=10, keyword_size=5)
+    result = multisection_search(
+        ms_engine, QASPER_Q, embedder=embedder, papers=3, per_section=10, keyword_size=5
+    )
     assert result.plan.sections[0].hits <= 5 and all(s.hits <= 10 for s in result.plan.sections[1:])
     view = to_search_result(result, size=7)
     assert view.strategy == "multisection" and len(view.hits) == 7 and len(view.papers) == 3
@@ -382,12 +432,24 @@ def test_crossencoder_by_name(ms_engine, embedder, tmp_path):
 
     tok = transformers.AutoTokenizer.from_pretrained(resolve_model("all-MiniLM-L6-v2"))
     transformers.set_seed(0)
-    config = transformers.BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=1,
-                                     num_attention_heads=2, intermediate_size=64, num_labels=1)
+    config = transformers.BertConfig(
+        vocab_size=tok.vocab_size,
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=64,
+        num_labels=1,
+    )
     transformers.BertForSequenceClassification(config).save_pretrained(tmp_path / "ce")
     tok.save_pretrained(tmp_path / "ce")
-    result = multisection_search(ms_engine, QASPER_Q, embedder=embedder, crossencoder=str(tmp_path / "ce"),
-                                 per_section=10, keyword_size=10)
+    result = multisection_search(
+        ms_engine,
+        QASPER_Q,
+        embedder=embedder,
+        crossencoder=str(tmp_path / "ce"),
+        per_section=10,
+        keyword_size=10,
+    )
     assert result.plan.rescore.crossencoder == str(tmp_path / "ce")
     scores = [h.score for h in result.hits]
     assert scores == sorted(scores, reverse=True) and len(set(scores)) > 1

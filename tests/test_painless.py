@@ -95,6 +95,7 @@ def caused_by(err: EsError) -> tuple[str, str]:
 
 # ----------------------------------------------------------------------------- score helpers
 
+
 def test_saturation_of_score():
     assert run("saturation(_score, 10)") == [0.0, 0.5, 0.75]
 
@@ -107,56 +108,69 @@ def test_sigmoid_of_score():
 def test_documented_examples():
     assert run("doc['views'].value / 10") == [0.0, 1.0, 2.0]  # Longs: integer division
     assert run("Math.log(2 + doc['views'].value)") == [math.log(2), math.log(17), math.log(30)]
-    assert run("Math.log10(doc['views'].value * params.factor + 1)", factor=5) == [0.0, math.log10(76), math.log10(141)]
+    assert run("Math.log10(doc['views'].value * params.factor + 1)", factor=5) == [
+        0.0,
+        math.log10(76),
+        math.log10(141),
+    ]
     assert run("params.weight * _score", weight=2) == [0.0, 20.0, 60.0]
 
 
 def test_decay_numeric_functions():
     p = {"origin": 20, "scale": 10, "offset": 0, "decay": 0.5}
     # linear: scaling = 10 / (1 - 0.5) = 20; distance 0, 10, 20 -> 1, 0.5, 0
-    assert run("decayNumericLinear(params.origin, params.scale, params.offset, params.decay, doc['dval'].value)",
-               **p) == [1.0, 0.5, 0.0]
-    exp = run("decayNumericExp(params.origin, params.scale, params.offset, params.decay, doc['dval'].value)", **p)
+    assert run(
+        "decayNumericLinear(params.origin, params.scale, params.offset, params.decay, doc['dval'].value)", **p
+    ) == [1.0, 0.5, 0.0]
+    exp = run(
+        "decayNumericExp(params.origin, params.scale, params.offset, params.decay, doc['dval'].value)", **p
+    )
     assert exp == [math.exp(math.log(0.5) / 10 * d) for d in (0, 10, 20)]
     assert exp == pytest.approx([1.0, 0.5, 0.25])
-    gauss = run("decayNumericGauss(params.origin, params.scale, params.offset, params.decay, doc['dval'].value)", **p)
+    gauss = run(
+        "decayNumericGauss(params.origin, params.scale, params.offset, params.decay, doc['dval'].value)", **p
+    )
     assert gauss == pytest.approx([1.0, 0.5, 0.0625])
 
 
 # ----------------------------------------------------------------------------- Java arithmetic
 
-@pytest.mark.parametrize(("source", "expected"), [
-    ("params.a / 2", 2.0),
-    ("params.a / 2.0", 2.5),
-    ("-7 / 2", -3.0),
-    ("-7 % 2", -1.0),
-    ("7 % -2", 1.0),
-    ("5.5 % 2", 1.5),
-    ("-5.5 % 2", -1.5),
-    ("1 / 2 * 2.0", 0.0),
-    ("1 / 2.0 * 2", 1.0),
-    ("2147483647 + 1", -2147483648.0),
-    ("2147483647L + 1", 2147483648.0),
-    ("params.a * 1000000000", 705032704.0),  # 5e9 wraps around in int
-    ("params.big / 2", 1500000000.0),  # 3000000000 does not fit an int: it is a Long
-    ("-2147483648 / -1", -2147483648.0),
-    ("(int) 3.99 + (int) -3.99", 0.0),
-    ("(long) 1e30", 9.223372036854775807e18),
-    ("(int) Math.sqrt(-1)", 0.0),
-    ("(double) params.a / 2", 2.5),
-    ("0x1F + 017", 46.0),
-    ("2L * 3", 6.0),
-    ("1e3 + 2d / 4", 1000.5),
-    ("-2147483648", -2147483648.0),
-    ("0.1 + 0.2", 0.30000000000000004),
-    ("0.1f + 0.2f", float(np.float32(0.1) + np.float32(0.2))),
-    ("2f / 3", float(np.float32(2) / np.float32(3))),
-    ("(true ? 1 : 2.0) / 2", 0.5),  # static ternary: promoted to double
-    ("(params.flag ? 1 : 2.0) / 2", 0.5),
-    ("(true ? 1 : 2) / 2", 0.0),
-    ("params.a > 3 && !(params.a == 4) ? 1 : 0", 1.0),
-    ("1 < 2 == true ? 3 : 4", 3.0),
-])
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("params.a / 2", 2.0),
+        ("params.a / 2.0", 2.5),
+        ("-7 / 2", -3.0),
+        ("-7 % 2", -1.0),
+        ("7 % -2", 1.0),
+        ("5.5 % 2", 1.5),
+        ("-5.5 % 2", -1.5),
+        ("1 / 2 * 2.0", 0.0),
+        ("1 / 2.0 * 2", 1.0),
+        ("2147483647 + 1", -2147483648.0),
+        ("2147483647L + 1", 2147483648.0),
+        ("params.a * 1000000000", 705032704.0),  # 5e9 wraps around in int
+        ("params.big / 2", 1500000000.0),  # 3000000000 does not fit an int: it is a Long
+        ("-2147483648 / -1", -2147483648.0),
+        ("(int) 3.99 + (int) -3.99", 0.0),
+        ("(long) 1e30", 9.223372036854775807e18),
+        ("(int) Math.sqrt(-1)", 0.0),
+        ("(double) params.a / 2", 2.5),
+        ("0x1F + 017", 46.0),
+        ("2L * 3", 6.0),
+        ("1e3 + 2d / 4", 1000.5),
+        ("-2147483648", -2147483648.0),
+        ("0.1 + 0.2", 0.30000000000000004),
+        ("0.1f + 0.2f", float(np.float32(0.1) + np.float32(0.2))),
+        ("2f / 3", float(np.float32(2) / np.float32(3))),
+        ("(true ? 1 : 2.0) / 2", 0.5),  # static ternary: promoted to double
+        ("(params.flag ? 1 : 2.0) / 2", 0.5),
+        ("(true ? 1 : 2) / 2", 0.0),
+        ("params.a > 3 && !(params.a == 4) ? 1 : 0", 1.0),
+        ("1 < 2 == true ? 3 : 4", 3.0),
+    ],
+)
 def test_java_arithmetic(source, expected):
     assert run(source, a=5, big=3000000000, flag=True) == [expected] * 3
 
@@ -232,26 +246,28 @@ def test_bit_exact_against_java(source, java_hex):
     assert (math.isnan(value) and java_hex == "NaN") or value.hex() == expected.hex()
 
 
-
-@pytest.mark.parametrize(("source", "expected"), [
-    ("Math.round(2.5)", 3.0),
-    ("Math.round(-2.5)", -2.0),
-    ("Math.round(0.49999999999999994)", 0.0),
-    ("Math.round(2.5) / 2", 1.0),  # round(double) is a long
-    ("Math.abs(-3) / 2", 1.5),  # Painless whitelists only abs(double)
-    ("Math.max(1, 2) / 4", 0.5),
-    ("Math.min(3, params.a)", 3.0),
-    ("Math.log10(1000)", 3.0),
-    ("Math.pow(2, 10)", 1024.0),
-    ("Math.sqrt(16) + Math.cbrt(27)", 7.0),
-    ("Math.floor(-1.5) + Math.ceil(-1.5)", -3.0),
-    ("Math.signum(-3.2) + Math.signum(0.0)", -1.0),
-    ("Math.hypot(3, 4)", 5.0),
-    ("Math.atan2(1, 1)", math.atan2(1, 1)),
-    ("Math.exp(0) + Math.log1p(0) + Math.expm1(0)", 1.0),
-    ("Math.E * Math.PI", math.e * math.pi),
-    ("Math.sin(Math.PI / 2) + Math.cos(0) + Math.tan(0) + Math.atan(0)", 2.0),
-])
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("Math.round(2.5)", 3.0),
+        ("Math.round(-2.5)", -2.0),
+        ("Math.round(0.49999999999999994)", 0.0),
+        ("Math.round(2.5) / 2", 1.0),  # round(double) is a long
+        ("Math.abs(-3) / 2", 1.5),  # Painless whitelists only abs(double)
+        ("Math.max(1, 2) / 4", 0.5),
+        ("Math.min(3, params.a)", 3.0),
+        ("Math.log10(1000)", 3.0),
+        ("Math.pow(2, 10)", 1024.0),
+        ("Math.sqrt(16) + Math.cbrt(27)", 7.0),
+        ("Math.floor(-1.5) + Math.ceil(-1.5)", -3.0),
+        ("Math.signum(-3.2) + Math.signum(0.0)", -1.0),
+        ("Math.hypot(3, 4)", 5.0),
+        ("Math.atan2(1, 1)", math.atan2(1, 1)),
+        ("Math.exp(0) + Math.log1p(0) + Math.expm1(0)", 1.0),
+        ("Math.E * Math.PI", math.e * math.pi),
+        ("Math.sin(Math.PI / 2) + Math.cos(0) + Math.tan(0) + Math.atan(0)", 2.0),
+    ],
+)
 def test_math(source, expected):
     assert run(source, a=5) == [expected] * 3
 
@@ -265,10 +281,18 @@ def test_math_special_values():
 
 # ----------------------------------------------------------------------------- doc values
 
+
 def test_doc_access_forms():
     expected = [0.0, 15.0, 28.0]
-    for source in ("doc['views'].value", 'doc["views"].value', "doc.views.value", "doc['views'].getValue()",
-                   "doc['views'][0]", "doc['views'].get(0)", "doc[params.f].value"):
+    for source in (
+        "doc['views'].value",
+        'doc["views"].value',
+        "doc.views.value",
+        "doc['views'].getValue()",
+        "doc['views'][0]",
+        "doc['views'].get(0)",
+        "doc[params.f].value",
+    ):
         assert run(source, f="views") == expected
     assert run("doc['likes'].size()") == [1.0, 0.0, 1.0]
     assert run("doc['likes'].length") == [1.0, 0.0, 1.0]
@@ -283,17 +307,22 @@ def test_missing_value_raises_like_elasticsearch():
     for source in ("doc['likes'].value", "doc['likes'].value * 0", "doc['price'].value + 1"):
         err = fails(source)
         assert err.reason == "runtime error"
-        assert caused_by(err) == ("illegal_state_exception",
-                                  "A document doesn't have a value for a field! Use doc[<field>].size()==0 "
-                                  "to check if a document is missing a field!")
+        assert caused_by(err) == (
+            "illegal_state_exception",
+            "A document doesn't have a value for a field! Use doc[<field>].size()==0 "
+            "to check if a document is missing a field!",
+        )
 
 
 def test_guards_evaluate_only_the_reached_branch():
     assert run("doc['likes'].size() == 0 ? 0 : doc['likes'].value") == [5.0, 0.0, 7.0]
     assert run("doc['likes'].size() > 0 && doc['likes'].value > 6 ? 1 : 0") == [0.0, 0.0, 1.0]
     assert run("doc['likes'].empty || doc['likes'].value < 6 ? 1 : 0") == [1.0, 1.0, 0.0]
-    assert run("Math.log10((doc['likes'].size() == 0 ? 1 : doc['likes'].value) * 10)") == \
-        [math.log10(50), 1.0, math.log10(70)]
+    assert run("Math.log10((doc['likes'].size() == 0 ? 1 : doc['likes'].value) * 10)") == [
+        math.log10(50),
+        1.0,
+        math.log10(70),
+    ]
 
 
 def test_def_ternary_keeps_each_documents_runtime_type():
@@ -317,10 +346,13 @@ def test_unknown_and_non_numeric_fields():
 
 # ----------------------------------------------------------------------------- params
 
+
 def test_params_access():
     p = {"a": 1, "v": [10, 20, 30], "m": {"k": 100}}
-    assert run("params['a'] + params.v[1] + params.v[-1] + params.v.length + params.v.size() + params.m.k",
-               **p) == [157.0] * 3
+    assert (
+        run("params['a'] + params.v[1] + params.v[-1] + params.v.length + params.v.size() + params.m.k", **p)
+        == [157.0] * 3
+    )
     assert run("params.v.get(0) + params.m['k'] + params.v.0", **p) == [120.0] * 3
     assert caused_by(fails("params.missing + 1", **p))[0] == "null_pointer_exception"
     assert caused_by(fails("params.v[5]", **p))[0] == "index_out_of_bounds_exception"
@@ -331,60 +363,84 @@ def test_params_access():
 
 # ----------------------------------------------------------------------------- vectors
 
+
 def test_vector_functions_on_hand_made_vectors():
     # documents: [1, 0], [0, 1], [3, 4]
     cos = run("cosineSimilarity(params.query_vector, 'vector') + 1.0", query_vector=[1, 0])
     assert cos == [2.0, 1.0, 1.0 + float(np.float32(0.6))]  # 3f / 5f, computed in float
     assert run("dotProduct(params.query_vector, 'vector')", query_vector=[1, 2]) == [1.0, 2.0, 11.0]
     assert run("l1norm(params.query_vector, 'vector')", query_vector=[1, 2]) == [2.0, 2.0, 4.0]
-    assert run("l2norm(params.query_vector, 'vector')", query_vector=[1, 2]) == [2.0, math.sqrt(2), math.sqrt(8)]
+    assert run("l2norm(params.query_vector, 'vector')", query_vector=[1, 2]) == [
+        2.0,
+        math.sqrt(2),
+        math.sqrt(8),
+    ]
     assert run("1 / (1 + l2norm(params.q, 'vector'))", q=[0, 0]) == [0.5, 0.5, 1 / 6]
-    assert run("cosineSimilarity(params.q, params.field)", q=[0, 2], field="vector") == [0.0, 1.0, float(np.float32(0.8))]
+    assert run("cosineSimilarity(params.q, params.field)", q=[0, 2], field="vector") == [
+        0.0,
+        1.0,
+        float(np.float32(0.8)),
+    ]
 
 
 def test_vector_errors():
     err = fails("cosineSimilarity(params.query_vector, 'vector')", query_vector=[1, 2, 3])
-    assert caused_by(err) == ("illegal_argument_exception",
-                              "The query vector has a different number of dimensions [3] than the document vectors [2].")
+    assert caused_by(err) == (
+        "illegal_argument_exception",
+        "The query vector has a different number of dimensions [3] than the document vectors [2].",
+    )
     err = fails("cosineSimilarity(params.q, 'sparse_vec')", q=[1, 0])
-    assert caused_by(err) == ("illegal_argument_exception", "A document doesn't have a value for a vector field!")
-    assert run("doc['sparse_vec'].size() == 0 ? 0 : cosineSimilarity(params.q, 'sparse_vec')", q=[1, 0]) == \
-        [1.0, 0.0, 0.0]
+    assert caused_by(err) == (
+        "illegal_argument_exception",
+        "A document doesn't have a value for a vector field!",
+    )
+    assert run("doc['sparse_vec'].size() == 0 ? 0 : cosineSimilarity(params.q, 'sparse_vec')", q=[1, 0]) == [
+        1.0,
+        0.0,
+        0.0,
+    ]
     # 8.x takes the field name; the 7.3-7.5 doc['field'] form is rejected
-    assert caused_by(fails("cosineSimilarity(params.q, doc['vector'])", q=[1, 0]))[0] == "class_cast_exception"
+    assert (
+        caused_by(fails("cosineSimilarity(params.q, doc['vector'])", q=[1, 0]))[0] == "class_cast_exception"
+    )
     assert caused_by(fails("dotProduct(params.q, 'views')", q=[1, 0]))[0] == "class_cast_exception"
     assert caused_by(fails("dotProduct(params.q, 'vector')", q=[0, 1e39])) == (
-        "illegal_argument_exception", "element_type [float] vectors do not support infinite values but found "
-        "[Infinity] at dim [1];")
+        "illegal_argument_exception",
+        "element_type [float] vectors do not support infinite values but found [Infinity] at dim [1];",
+    )
 
 
 # ----------------------------------------------------------------------------- rejected scripts
 
-@pytest.mark.parametrize(("source", "named"), [
-    ("for (int i = 0; i < 1; i++) {}", "[for] at offset 0"),
-    ("x = 1", "[assignment =] at offset 2"),
-    ("params.a += 1", "[assignment +=]"),
-    ("doc['views'].value.foo()", "[.foo()] at offset 18"),
-    ("'abc'.length()", "[.length()]"),
-    ("randomScore(1)", "[randomScore] at offset 0"),
-    ("randomScore(100, '_seq_no')", "[randomScore]"),
-    ("decayGeoExp('40, -70', '200km', '0km', 0.2, doc['loc'].value)", "[decayGeoExp]"),
-    ("def x = 1; return x", "[declaration def x]"),
-    ("double s = _score; return s", "[declaration double s]"),
-    ("if (true) { return 1 } else { return 2 }", "[if]"),
-    ("new ArrayList()", "[new]"),
-    ("Math.random()", "[Math.random()]"),
-    ("Integer.MAX_VALUE", "[Integer]"),
-    ("1 + x", "[x] at offset 4"),
-    ("1 << 2", "[operator <<]"),
-    ("params.a ?: 1", "[elvis operator ?:]"),
-    ("_termStats.termFreq()", "[_termStats]"),
-    ("doc['views'].value == 'x' ? 1 : 0", "[string literal]"),
-    ("'a' + 'b'", "[string literal]"),
-    ("1; 2", "[multiple statements]"),
-    ("_score++", "[operator ++]"),
-    ("params.v.stream().count()", "[.stream()]"),
-])
+
+@pytest.mark.parametrize(
+    ("source", "named"),
+    [
+        ("for (int i = 0; i < 1; i++) {}", "[for] at offset 0"),
+        ("x = 1", "[assignment =] at offset 2"),
+        ("params.a += 1", "[assignment +=]"),
+        ("doc['views'].value.foo()", "[.foo()] at offset 18"),
+        ("'abc'.length()", "[.length()]"),
+        ("randomScore(1)", "[randomScore] at offset 0"),
+        ("randomScore(100, '_seq_no')", "[randomScore]"),
+        ("decayGeoExp('40, -70', '200km', '0km', 0.2, doc['loc'].value)", "[decayGeoExp]"),
+        ("def x = 1; return x", "[declaration def x]"),
+        ("double s = _score; return s", "[declaration double s]"),
+        ("if (true) { return 1 } else { return 2 }", "[if]"),
+        ("new ArrayList()", "[new]"),
+        ("Math.random()", "[Math.random()]"),
+        ("Integer.MAX_VALUE", "[Integer]"),
+        ("1 + x", "[x] at offset 4"),
+        ("1 << 2", "[operator <<]"),
+        ("params.a ?: 1", "[elvis operator ?:]"),
+        ("_termStats.termFreq()", "[_termStats]"),
+        ("doc['views'].value == 'x' ? 1 : 0", "[string literal]"),
+        ("'a' + 'b'", "[string literal]"),
+        ("1; 2", "[multiple statements]"),
+        ("_score++", "[operator ++]"),
+        ("params.v.stream().count()", "[.stream()]"),
+    ],
+)
 def test_unsupported_constructs_are_named(source, named):
     err = fails(source, a=1, v=[1])
     assert err.type == "script_exception" and err.status == 400
@@ -393,8 +449,22 @@ def test_unsupported_constructs_are_named(source, named):
     assert err.extra["script"] == source and err.extra["lang"] == "painless"
 
 
-@pytest.mark.parametrize("source", ["1 +", "(1", "doc['views'].value /", "1 2", "#", "'unterminated", "return",
-                                    "", "doc['views']. value", "true", "1 == 1"])
+@pytest.mark.parametrize(
+    "source",
+    [
+        "1 +",
+        "(1",
+        "doc['views'].value /",
+        "1 2",
+        "#",
+        "'unterminated",
+        "return",
+        "",
+        "doc['views']. value",
+        "true",
+        "1 == 1",
+    ],
+)
 def test_compile_errors(source):
     err = fails(source)
     assert err.type == "script_exception" and err.reason == "compile error"
@@ -413,11 +483,70 @@ def test_error_body_shape():
 
 def test_garbage_strings_only_raise_es_errors():
     rng = random.Random(20240607)
-    fragments = ["doc['views']", "doc['likes']", ".value", ".size()", "_score", "params.a", "params.v", "[0]", "(",
-                 ")", "?", ":", "+", "-", "*", "/", "%", "==", "<", ">=", "&&", "||", "!", "1", "2.5", "0x1F", "07",
-                 "2L", "3f", "1e400", " ", "Math.log", "Math.max", ",", "'vector'", "cosineSimilarity", "saturation",
-                 ";", "return ", "true", "\"", "'", "\\", ".", "[", "]", "{", "}", "=", "for", "/*", "*/", "//",
-                 "\n", "#", "é", "(int)", "2147483648", "decayNumericGauss", "doc", "params", "Math"]
+    fragments = [
+        "doc['views']",
+        "doc['likes']",
+        ".value",
+        ".size()",
+        "_score",
+        "params.a",
+        "params.v",
+        "[0]",
+        "(",
+        ")",
+        "?",
+        ":",
+        "+",
+        "-",
+        "*",
+        "/",
+        "%",
+        "==",
+        "<",
+        ">=",
+        "&&",
+        "||",
+        "!",
+        "1",
+        "2.5",
+        "0x1F",
+        "07",
+        "2L",
+        "3f",
+        "1e400",
+        " ",
+        "Math.log",
+        "Math.max",
+        ",",
+        "'vector'",
+        "cosineSimilarity",
+        "saturation",
+        ";",
+        "return ",
+        "true",
+        '"',
+        "'",
+        "\\",
+        ".",
+        "[",
+        "]",
+        "{",
+        "}",
+        "=",
+        "for",
+        "/*",
+        "*/",
+        "//",
+        "\n",
+        "#",
+        "é",
+        "(int)",
+        "2147483648",
+        "decayNumericGauss",
+        "doc",
+        "params",
+        "Math",
+    ]
     start = time.monotonic()
     evaluated = 0
     for i in range(1000):
@@ -443,13 +572,18 @@ def test_deep_nesting_is_rejected_not_crashing():
 
 # ----------------------------------------------------------------------------- API
 
+
 def test_compile_script_forms_and_cache():
     a = compile_script({"source": "params.w * _score", "params": {"w": 2}, "lang": "painless"})
     b = compile_script({"source": "params.w * _score", "params": {"w": 3}})
     assert isinstance(a, CompiledScript) and a._root is b._root
     assert a.evaluate(CTX).tolist() == [0.0, 20.0, 60.0] and b.evaluate(CTX).tolist() == [0.0, 30.0, 90.0]
     assert compile_script("_score + 1").evaluate(CTX).tolist() == [1.0, 11.0, 31.0]
-    assert compile_script("/* c */ return _score * 2; // trailing\n").evaluate(CTX).tolist() == [0.0, 20.0, 60.0]
+    assert compile_script("/* c */ return _score * 2; // trailing\n").evaluate(CTX).tolist() == [
+        0.0,
+        20.0,
+        60.0,
+    ]
     assert a.uses_score() and not compile_script("doc['views'].value").uses_score()
     assert compile_script("false ? _score : 1").uses_score()
     with pytest.raises(EsError) as info:

@@ -59,7 +59,7 @@ class FakeEmbedder:
             if v is None:
                 seed = int.from_bytes(hashlib.sha256(t.encode()).digest()[:8], "little")
                 v = normalize(np.random.default_rng(seed).normal(size=self.dims))
-            out.append(np.asarray(v, dtype=np.float32)[:self.dims])
+            out.append(np.asarray(v, dtype=np.float32)[: self.dims])
         return np.vstack(out).astype(np.float32)
 
 
@@ -70,12 +70,17 @@ def world(tmp_path_factory):
     root = tmp_path_factory.mktemp("projection")
     data = root / "toy"
     (data / "qrels").mkdir(parents=True)
-    (data / "corpus.jsonl").write_text("".join(json.dumps({"_id": i, "title": t, "text": x}) + "\n"
-                                               for i, (t, x, _) in DOCS.items()))
-    (data / "queries.jsonl").write_text("".join(json.dumps({"_id": q, "text": t}) + "\n"
-                                                for q, (t, _, _) in QUESTIONS.items()))
-    (data / "qrels" / "train.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(
-        f"{q}\t{a}\t1\n" for q, (_, _, a) in QUESTIONS.items()) + "q3\tC\t0\n")
+    (data / "corpus.jsonl").write_text(
+        "".join(json.dumps({"_id": i, "title": t, "text": x}) + "\n" for i, (t, x, _) in DOCS.items())
+    )
+    (data / "queries.jsonl").write_text(
+        "".join(json.dumps({"_id": q, "text": t}) + "\n" for q, (t, _, _) in QUESTIONS.items())
+    )
+    (data / "qrels" / "train.tsv").write_text(
+        "query-id\tcorpus-id\tscore\n"
+        + "".join(f"{q}\t{a}\t1\n" for q, (_, _, a) in QUESTIONS.items())
+        + "q3\tC\t0\n"
+    )
     es = embedded_client(root / "engine")
     emb = FakeEmbedder()
     summary = IndexRun(es, emb, prefix="t-").run([data], "beir")
@@ -87,16 +92,19 @@ def world(tmp_path_factory):
 @pytest.fixture(scope="module")
 def trained(world):
     es, emb, data = world
-    summary = train_heads(es, data, fmt="beir", split="train", name="toy", prefix="t-", embedder=emb,
-                          threshold=0.5)
+    summary = train_heads(
+        es, data, fmt="beir", split="train", name="toy", prefix="t-", embedder=emb, threshold=0.5
+    )
     return summary
 
 
 def test_answer_texts_are_what_the_indexer_embedded(world):
     es, emb, _ = world
     texts = answer_texts(es, ["A", "B", "nope"], prefix="t-")
-    assert texts == {"A": "Salicylate cohort\nLow dose salicylate lowers infarction incidence",
-                     "B": "Statin trial\nStatins and LDL cholesterol"}
+    assert texts == {
+        "A": "Salicylate cohort\nLow dose salicylate lowers infarction incidence",
+        "B": "Statin trial\nStatins and LDL cholesterol",
+    }
     assert set(texts.values()) <= set(emb.calls)  # the exact strings the index run embedded
     assert answer_texts(es, ["A#abs"], prefix="t-") == {"A#abs": texts["A"]}  # a chunk id works too
 
@@ -122,12 +130,17 @@ def test_projected_query_finds_the_answer_direct_query_misses(world, trained):
     assert multi.ranked_ids("paper")[0] == "A" and multi.ranked_ids("chunk")[0] == "A#abs"
     assert not multi.routing.fallback and multi.routing.top_heads[0][0] == 0
     assert multi.result.strategy == "multihead"
-    hybrid = search(es, HELD_OUT[0], strategy="multihead-hybrid", heads="toy", prefix="t-", embedder=emb, size=2)
+    hybrid = search(
+        es, HELD_OUT[0], strategy="multihead-hybrid", heads="toy", prefix="t-", embedder=emb, size=2
+    )
     assert hybrid.ranked_ids("paper")[0] == "A"
     assert "script_score" in json.dumps(hybrid.result.request)  # the query builder's hybrid DSL
-    explained = search(es, HELD_OUT[0], strategy="multihead", heads="toy", prefix="t-", embedder=emb, size=2,
-                       explain=True)
-    assert explained.ranked_ids() == multi.ranked_ids() and explained.result.hits[0].explanation.knn is not None
+    explained = search(
+        es, HELD_OUT[0], strategy="multihead", heads="toy", prefix="t-", embedder=emb, size=2, explain=True
+    )
+    assert (
+        explained.ranked_ids() == multi.ranked_ids() and explained.result.hits[0].explanation.knn is not None
+    )
     req = build_request(es, HELD_OUT[0], strategy="multihead", heads="toy", prefix="t-", embedder=emb, size=2)
     assert req.search().to_dict() == multi.result.request and req.routing.top_heads == multi.routing.top_heads
     # the raw knn ranking agrees with the strategy's
@@ -140,8 +153,16 @@ def test_fallback_keeps_unlike_questions_on_the_direct_vector(world, trained):
     multi = search(es, UNLIKE_ANY[0], strategy="multihead", heads="toy", prefix="t-", embedder=emb, size=3)
     assert multi.routing.fallback and multi.routing.max_similarity < 0.5
     assert multi.ranked_ids() == direct.ranked_ids() and direct.ranked_ids("paper")[0] == "C"
-    forced = search(es, UNLIKE_ANY[0], strategy="multihead", heads="toy", prefix="t-", embedder=emb, size=3,
-                    threshold=-1.0)  # no fallback: routed to a training answer, C is lost
+    forced = search(
+        es,
+        UNLIKE_ANY[0],
+        strategy="multihead",
+        heads="toy",
+        prefix="t-",
+        embedder=emb,
+        size=3,
+        threshold=-1.0,
+    )  # no fallback: routed to a training answer, C is lost
     assert not forced.routing.fallback and forced.ranked_ids("paper")[0] != "C"
 
 
@@ -153,8 +174,15 @@ def test_heads_refuse_another_model_or_dimension(world, trained):
     with pytest.raises(ModelMismatchError, match="query vector has 5 dimensions but heads 'toy' hold 6-dim"):
         heads.route(np.ones(5) / np.sqrt(5))
     # heads of another model stored next to an index of this one: search refuses before embedding
-    other = Heads(answer_ids=("A",), centroids=E[:1].astype(np.float32), answers=E[:1].astype(np.float32),
-                  n_questions=np.array([1]), model="other-model", dims=6, name="other")
+    other = Heads(
+        answer_ids=("A",),
+        centroids=E[:1].astype(np.float32),
+        answers=E[:1].astype(np.float32),
+        n_questions=np.array([1]),
+        model="other-model",
+        dims=6,
+        name="other",
+    )
     store.save_heads(es, other, prefix="t-")
     calls = len(emb.calls)
     with pytest.raises(ModelMismatchError, match="heads 'other' were trained with model 'other-model'"):
@@ -167,14 +195,23 @@ def test_store_round_trip_paging_versions_and_listing(world, trained, monkeypatc
     es, _, _ = world
     rng = np.random.default_rng(3)
     n = 7
-    heads = Heads(answer_ids=tuple(f"p{i}" for i in range(n)),
-                  centroids=normalize(rng.normal(size=(n, 6))).astype(np.float32),
-                  answers=normalize(rng.normal(size=(n, 6))).astype(np.float32),
-                  n_questions=np.arange(1, n + 1), model="fake-6d", dims=6, tau=0.5, alpha=0.25, name="paged",
-                  info={"dataset": "x"})
+    heads = Heads(
+        answer_ids=tuple(f"p{i}" for i in range(n)),
+        centroids=normalize(rng.normal(size=(n, 6))).astype(np.float32),
+        answers=normalize(rng.normal(size=(n, 6))).astype(np.float32),
+        n_questions=np.arange(1, n + 1),
+        model="fake-6d",
+        dims=6,
+        tau=0.5,
+        alpha=0.25,
+        name="paged",
+        info={"dataset": "x"},
+    )
     monkeypatch.setattr(store, "PAGE", 3)  # 3 pages
     assert store.save_heads(es, heads, prefix="t-") == "t-heads-paged-v1"
-    assert store.save_heads(es, heads, prefix="t-") == "t-heads-paged-v2"  # retrain: new version, previous kept
+    assert (
+        store.save_heads(es, heads, prefix="t-") == "t-heads-paged-v2"
+    )  # retrain: new version, previous kept
     assert store.save_heads(es, heads, prefix="t-") == "t-heads-paged-v3"
     assert not es.indices.exists(index="t-heads-paged-v1") and es.indices.exists(index="t-heads-paged-v2")
     back = store.load_heads(es, "paged", prefix="t-")
@@ -194,7 +231,9 @@ def test_store_round_trip_paging_versions_and_listing(world, trained, monkeypatc
 
 def test_training_errors_name_the_fix(world, tmp_path):
     es, emb, data = world
-    with pytest.raises(ConfigError, match="qrels of split 'test' file .* does not exist; splits found: 'train'"):
+    with pytest.raises(
+        ConfigError, match="qrels of split 'test' file .* does not exist; splits found: 'train'"
+    ):
         train_heads(es, data, fmt="beir", split="test", prefix="t-", embedder=emb)
     from scholar_es.engine.node import embedded_client
 
@@ -214,7 +253,9 @@ def test_training_errors_name_the_fix(world, tmp_path):
 def _corpus_without(tmp_path, data, *ids):
     out = tmp_path / "partial"
     out.mkdir()
-    lines = [ln for ln in (data / "corpus.jsonl").read_text().splitlines() if json.loads(ln)["_id"] not in ids]
+    lines = [
+        ln for ln in (data / "corpus.jsonl").read_text().splitlines() if json.loads(ln)["_id"] not in ids
+    ]
     (out / "corpus.jsonl").write_text("\n".join(lines) + "\n")
     return out
 
@@ -222,21 +263,32 @@ def _corpus_without(tmp_path, data, *ids):
 def test_read_pairs_beir_and_qasper(world, tmp_path):
     _, _, data = world
     pairs = read_pairs(data, "beir", "train")
-    assert [(p.question_id, p.answer_id) for p in pairs] == [("q1", "A"), ("q2", "A"), ("q3", "B")]  # score 0 out
+    assert [(p.question_id, p.answer_id) for p in pairs] == [
+        ("q1", "A"),
+        ("q2", "A"),
+        ("q3", "B"),
+    ]  # score 0 out
     q = tmp_path / "qasper"
     q.mkdir()
     for split in ("train", "validation"):
-        (q / f"papers_{split}.jsonl").write_text(json.dumps({"paper_id": "P", "title": "T", "abstract": "A"}) + "\n")
-    (q / "questions_train.jsonl").write_text(json.dumps({"question_id": "x1", "question": "What is it?",
-                                                         "paper_id": "P"}) + "\n")
-    (q / "qrels_train.tsv").write_text("query-id\tcorpus-id\tscore\nx1\tP#1.0\t1\nx1\tP#abs\t1\nzz\tP#2.0\t1\n")
+        (q / f"papers_{split}.jsonl").write_text(
+            json.dumps({"paper_id": "P", "title": "T", "abstract": "A"}) + "\n"
+        )
+    (q / "questions_train.jsonl").write_text(
+        json.dumps({"question_id": "x1", "question": "What is it?", "paper_id": "P"}) + "\n"
+    )
+    (q / "qrels_train.tsv").write_text(
+        "query-id\tcorpus-id\tscore\nx1\tP#1.0\t1\nx1\tP#abs\t1\nzz\tP#2.0\t1\n"
+    )
     warnings: list[str] = []
     pairs = read_pairs(q, "qasper", "train", on_warning=warnings.append)
     assert [(p.question, p.answer_id) for p in pairs] == [("What is it?", "P#1.0"), ("What is it?", "P#abs")]
     assert warnings and "1 qrels lines name questions" in warnings[0] and "'zz'" in warnings[0]
     (q / "questions_validation.jsonl").write_text('{"question_id": "x2"}\n')
     (q / "qrels_validation.tsv").write_text("x2\tP#1.0\t1\n")
-    with pytest.raises(InputError, match=r"questions_validation.jsonl:1: field 'question': query 'x2' has no text"):
+    with pytest.raises(
+        InputError, match=r"questions_validation.jsonl:1: field 'question': query 'x2' has no text"
+    ):
         read_pairs(q, "qasper", "validation")
     with pytest.raises(ConfigError, match="unknown dataset format 'csv'"):
         read_pairs(q, "csv")
@@ -258,12 +310,25 @@ def test_build_heads_is_pure_and_skips_answers_without_vectors():
 def test_tuned_training_stores_the_chosen_fallback(world, trained):
     es, emb, data = world
     progress: list[tuple[int, int]] = []
-    summary = train_heads(es, data, fmt="beir", name="tuned", prefix="t-", embedder=emb, tune=True,
-                          on_progress=lambda done, total: progress.append((done, total)))
+    summary = train_heads(
+        es,
+        data,
+        fmt="beir",
+        name="tuned",
+        prefix="t-",
+        embedder=emb,
+        tune=True,
+        on_progress=lambda done, total: progress.append((done, total)),
+    )
     assert progress[-1] == (3, 3) and summary.tuning is not None
     heads = store.load_heads(es, "tuned", prefix="t-")
-    assert heads.threshold == pytest.approx(min(summary.tuning.threshold, 2.0)) and heads.alpha == summary.alpha
-    assert heads.info["tuning"]["mrr"] == pytest.approx(summary.tuning.mrr) and heads.info["answer_level"] == "paper"
+    assert (
+        heads.threshold == pytest.approx(min(summary.tuning.threshold, 2.0)) and heads.alpha == summary.alpha
+    )
+    assert (
+        heads.info["tuning"]["mrr"] == pytest.approx(summary.tuning.mrr)
+        and heads.info["answer_level"] == "paper"
+    )
     with pytest.raises(ConfigError, match="either --threshold .* or --tune"):
         train_heads(es, data, fmt="beir", name="tuned", prefix="t-", embedder=emb, tune=True, threshold=0.3)
     store.delete_heads(es, "tuned", prefix="t-")
@@ -278,7 +343,9 @@ def test_loaded_heads_are_reused_until_retrained(world, trained):
     train_heads(es, data, fmt="beir", name="toy", prefix="t-", embedder=emb, threshold=0.25)  # new version
     again = resolve_heads(es, "toy", prefix="t-")
     assert again is not first and again.threshold == 0.25
-    train_heads(es, data, fmt="beir", name="toy", prefix="t-", embedder=emb, threshold=0.5)  # as the fixture had it
+    train_heads(
+        es, data, fmt="beir", name="toy", prefix="t-", embedder=emb, threshold=0.5
+    )  # as the fixture had it
 
 
 def test_project_vectors_for_eval_match_search(world, trained):
@@ -290,8 +357,11 @@ def test_project_vectors_for_eval_match_search(world, trained):
         routed = search(es, question, strategy="multihead", heads=heads, prefix="t-", embedder=emb).routing
         assert out[question] == pytest.approx(routed.vector, abs=1e-6)
     assert project_vectors(heads, vectors, strategy="direct") == vectors
-    assert (base_strategy("multihead"), base_strategy("multihead-hybrid"), base_strategy("direct")) == \
-        ("dense", "hybrid", "dense")
+    assert (base_strategy("multihead"), base_strategy("multihead-hybrid"), base_strategy("direct")) == (
+        "dense",
+        "hybrid",
+        "dense",
+    )
     with pytest.raises(ModelMismatchError):
         project_vectors(heads, vectors, model="other-model")
     with pytest.raises(ConfigError, match="unknown heads strategy 'multi'"):

@@ -79,7 +79,9 @@ def test_choose_fallback_never_hurts_novel_questions_unless_told():
     direct = np.array([0.5, 0.5, 0.5, 0.5, 1.0, 1.0, 1.0, 1.0])
     proj = np.array([1.0, 1.0, 1.0, 1.0, 0.8, 0.1, 0.1, 0.1])
     mean_best = choose_fallback(sims, proj, {1.0: direct}, novel, max_novel_loss=None)
-    assert mean_best.threshold == pytest.approx(0.75) and mean_best.novel_loss > 0  # loses 0.2 on novel 4, gains 0.5 on paraphrase 3
+    assert (
+        mean_best.threshold == pytest.approx(0.75) and mean_best.novel_loss > 0
+    )  # loses 0.2 on novel 4, gains 0.5 on paraphrase 3
     safe = choose_fallback(sims, proj, {1.0: direct}, novel)
     assert safe.threshold == pytest.approx(0.85) and safe.novel_loss <= 0 and safe.projected_share == 3 / 8
     blended = choose_fallback(sims, proj, {1.0: direct, 0.5: np.full(8, 1.0)}, novel)

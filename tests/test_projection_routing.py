@@ -32,7 +32,9 @@ def test_table_in_circulation_is_not_the_softmax():
     w = routing_weights(np.array([0.85, 0.70, 0.60]), tau=0.1)
     assert not np.allclose(w, [0.82, 0.15, 0.03], atol=0.005)
     for tau in np.geomspace(0.01, 10, 400):
-        assert not np.allclose(routing_weights(np.array([0.85, 0.70, 0.60]), tau), [0.82, 0.15, 0.03], atol=0.005)
+        assert not np.allclose(
+            routing_weights(np.array([0.85, 0.70, 0.60]), tau), [0.82, 0.15, 0.03], atol=0.005
+        )
 
 
 def test_temperature_sharpens_and_flattens():

@@ -21,46 +21,134 @@ FIELDS = ["chunk_text^2", "abstract^1.5", "title"]  # "section" search type (a H
 MM = {"multi_match": {"query": TEXT, "fields": FIELDS, "type": "best_fields", "tie_breaker": 0.3}}
 FILTERS = [{"range": {"year": {"gte": 2018, "lte": 2020}}}, {"terms": {"venue": ["ACL"]}}]
 COLLAPSE = {"field": "paper_id", "inner_hits": {"name": "best_chunks", "size": 5, "_source": SRC}}
-SATURATED = {"script_score": {"query": MM, "script": {"source": SATURATION_SCRIPT,
-                                                      "params": {"k": 10.0, "w": 1.0}}}}
+SATURATED = {
+    "script_score": {"query": MM, "script": {"source": SATURATION_SCRIPT, "params": {"k": 10.0, "w": 1.0}}}
+}
 KNN = {"knn": {"field": "vector", "query_vector": VEC, "k": 50, "num_candidates": 100, "boost": 1.0}}
 # the filters also go into the knn clause: Elasticsearch only pre-filters kNN with the clause's own filter
 KNN_FILTERED = {"knn": {**KNN["knn"], "filter": FILTERS}}
 HYBRID = {"bool": {"should": [SATURATED, KNN_FILTERED], "filter": FILTERS, "minimum_should_match": 1}}
-HOW_FUNCTIONS = [{"filter": {"term": {"section_type": "method"}}, "weight": 1.10},
-                 {"filter": {"term": {"section_type": "experiments"}}, "weight": 1.05}]
-RETRIEVER_KNN = {"knn": {"field": "vector", "query_vector": VEC, "k": 100, "num_candidates": 100,
-                         "filter": FILTERS}}
+HOW_FUNCTIONS = [
+    {"filter": {"term": {"section_type": "method"}}, "weight": 1.10},
+    {"filter": {"term": {"section_type": "experiments"}}, "weight": 1.05},
+]
+RETRIEVER_KNN = {
+    "knn": {"field": "vector", "query_vector": VEC, "k": 100, "num_candidates": 100, "filter": FILTERS}
+}
 RETRIEVER_STD = {"standard": {"query": MM, "filter": FILTERS}}
 
 EXPECTED = {
-    "bm25": {"query": {"bool": {"must": [MM], "filter": FILTERS}}, "collapse": COLLAPSE, "size": 10,
-             "_source": SRC},
-    "dense": {"query": {"knn": {"field": "vector", "query_vector": VEC, "k": 50, "num_candidates": 100,
-                                "filter": FILTERS}}, "collapse": COLLAPSE, "size": 10, "_source": SRC},
+    "bm25": {
+        "query": {"bool": {"must": [MM], "filter": FILTERS}},
+        "collapse": COLLAPSE,
+        "size": 10,
+        "_source": SRC,
+    },
+    "dense": {
+        "query": {
+            "knn": {"field": "vector", "query_vector": VEC, "k": 50, "num_candidates": 100, "filter": FILTERS}
+        },
+        "collapse": COLLAPSE,
+        "size": 10,
+        "_source": SRC,
+    },
     "hybrid": {"query": HYBRID, "collapse": COLLAPSE, "size": 10, "_source": SRC},
-    "sections": {"query": {"function_score": {"query": HYBRID, "functions": HOW_FUNCTIONS, "score_mode": "max",
-                                              "boost_mode": "multiply"}},
-                 "collapse": COLLAPSE, "size": 10, "_source": SRC},
-    "expanded": {"query": {"function_score": {
-        "query": {"bool": {"should": [
-            {"script_score": {"query": {"bool": {"should": [MM, {"multi_match": {
-                "query": "large language model", "fields": FIELDS, "type": "best_fields", "operator": "and",
-                "tie_breaker": 0.3, "boost": 0.4}}]}},
-                "script": {"source": SATURATION_SCRIPT, "params": {"k": 10.0, "w": 1.0}}}},
-            KNN_FILTERED], "filter": FILTERS, "minimum_should_match": 1}},
-        "functions": HOW_FUNCTIONS, "score_mode": "max", "boost_mode": "multiply"}},
-        "collapse": COLLAPSE, "size": 10, "_source": SRC},
-    "rrf": {"retriever": {"rrf": {"retrievers": [RETRIEVER_STD, RETRIEVER_KNN], "rank_constant": 60,
-                                  "rank_window_size": 100}}, "size": 50, "_source": SRC},
+    "sections": {
+        "query": {
+            "function_score": {
+                "query": HYBRID,
+                "functions": HOW_FUNCTIONS,
+                "score_mode": "max",
+                "boost_mode": "multiply",
+            }
+        },
+        "collapse": COLLAPSE,
+        "size": 10,
+        "_source": SRC,
+    },
+    "expanded": {
+        "query": {
+            "function_score": {
+                "query": {
+                    "bool": {
+                        "should": [
+                            {
+                                "script_score": {
+                                    "query": {
+                                        "bool": {
+                                            "should": [
+                                                MM,
+                                                {
+                                                    "multi_match": {
+                                                        "query": "large language model",
+                                                        "fields": FIELDS,
+                                                        "type": "best_fields",
+                                                        "operator": "and",
+                                                        "tie_breaker": 0.3,
+                                                        "boost": 0.4,
+                                                    }
+                                                },
+                                            ]
+                                        }
+                                    },
+                                    "script": {"source": SATURATION_SCRIPT, "params": {"k": 10.0, "w": 1.0}},
+                                }
+                            },
+                            KNN_FILTERED,
+                        ],
+                        "filter": FILTERS,
+                        "minimum_should_match": 1,
+                    }
+                },
+                "functions": HOW_FUNCTIONS,
+                "score_mode": "max",
+                "boost_mode": "multiply",
+            }
+        },
+        "collapse": COLLAPSE,
+        "size": 10,
+        "_source": SRC,
+    },
+    "rrf": {
+        "retriever": {
+            "rrf": {
+                "retrievers": [RETRIEVER_STD, RETRIEVER_KNN],
+                "rank_constant": 60,
+                "rank_window_size": 100,
+            }
+        },
+        "size": 50,
+        "_source": SRC,
+    },
     "rrf-client": [
         {"query": {"bool": {"must": [MM], "filter": FILTERS}}, "size": 100, "_source": SRC},
-        {"query": {"knn": {"field": "vector", "query_vector": VEC, "k": 100, "num_candidates": 100,
-                           "filter": FILTERS}}, "size": 100, "_source": SRC}],
-    "linear": {"retriever": {"linear": {"retrievers": [
-        {"retriever": RETRIEVER_STD, "weight": 1.0, "normalizer": "minmax"},
-        {"retriever": RETRIEVER_KNN, "weight": 1.0, "normalizer": "minmax"}], "rank_window_size": 100}},
-        "size": 50, "_source": SRC},
+        {
+            "query": {
+                "knn": {
+                    "field": "vector",
+                    "query_vector": VEC,
+                    "k": 100,
+                    "num_candidates": 100,
+                    "filter": FILTERS,
+                }
+            },
+            "size": 100,
+            "_source": SRC,
+        },
+    ],
+    "linear": {
+        "retriever": {
+            "linear": {
+                "retrievers": [
+                    {"retriever": RETRIEVER_STD, "weight": 1.0, "normalizer": "minmax"},
+                    {"retriever": RETRIEVER_KNN, "weight": 1.0, "normalizer": "minmax"},
+                ],
+                "rank_window_size": 100,
+            }
+        },
+        "size": 50,
+        "_source": SRC,
+    },
 }
 
 
@@ -82,8 +170,11 @@ def test_expected_body_per_strategy(strategy):
 
 
 def test_every_strategy_is_expected():
-    assert set(EXPECTED) == set(STRATEGIES) == {"bm25", "dense", "hybrid", "sections", "expanded", "rrf",
-                                                "rrf-client", "linear"}
+    assert (
+        set(EXPECTED)
+        == set(STRATEGIES)
+        == {"bm25", "dense", "hybrid", "sections", "expanded", "rrf", "rrf-client", "linear"}
+    )
 
 
 def test_build_search_returns_search_objects_and_does_not_mutate_plan():
@@ -136,32 +227,60 @@ def test_search_types_chosen_from_question():
     assert make_plan("Which surveys review dialogue systems?").search_type == "survey"
     assert make_plan("How do they train it?").search_type == "section"
     assert make_plan("transformer attention").search_type == "keyword"
-    assert make_plan("transformer attention heads pruning for low resource translation").search_type == "balanced"
-    assert make_plan("x", search_type="balanced").field_boosts == {"title": 2.0, "abstract": 2.0, "chunk_text": 1.5}
-    assert make_plan("Which surveys review it?").field_boosts == {"title": 4.0, "abstract": 2.5, "chunk_text": 1.0}
+    assert (
+        make_plan("transformer attention heads pruning for low resource translation").search_type
+        == "balanced"
+    )
+    assert make_plan("x", search_type="balanced").field_boosts == {
+        "title": 2.0,
+        "abstract": 2.0,
+        "chunk_text": 1.5,
+    }
+    assert make_plan("Which surveys review it?").field_boosts == {
+        "title": 4.0,
+        "abstract": 2.5,
+        "chunk_text": 1.0,
+    }
 
 
 def test_section_multipliers_follow_intent_rule():
-    mults = {q: make_plan(q, strategy="sections").section_multipliers for q in (
-        "What method is used?", "How is it trained?", "What evaluation benchmarks are used?",
-        "Which survey covers NER?", "Why is it hard?")}
+    mults = {
+        q: make_plan(q, strategy="sections").section_multipliers
+        for q in (
+            "What method is used?",
+            "How is it trained?",
+            "What evaluation benchmarks are used?",
+            "Which survey covers NER?",
+            "Why is it hard?",
+        )
+    }
     assert list(mults.values()) == [
-        {"method": 1.08}, {"method": 1.10, "experiments": 1.05}, {"results": 1.10, "experiments": 1.08},
+        {"method": 1.08},
+        {"method": 1.10, "experiments": 1.05},
+        {"results": 1.10, "experiments": 1.08},
         {"abstract": 1.08, "introduction": 1.05, "related_work": 1.03},
-        {"introduction": 1.08, "related_work": 1.08, "abstract": 1.05}]
+        {"introduction": 1.08, "related_work": 1.08, "abstract": 1.05},
+    ]
     assert make_plan("How is it trained?", strategy="hybrid").section_multipliers == {}
 
 
 def test_expansion_by_profile_flag():
     assert make_plan("LLM training", strategy="hybrid").expansions == ()
-    assert make_plan("LLM training", strategy="hybrid",
-                     profile=DEFAULT_PROFILE.with_changes(expansion=True)).expansions == ("large language model",)
-    assert make_plan("LLM training", strategy="dense",
-                     profile=DEFAULT_PROFILE.with_changes(expansion=True)).expansions == ()
+    assert make_plan(
+        "LLM training", strategy="hybrid", profile=DEFAULT_PROFILE.with_changes(expansion=True)
+    ).expansions == ("large language model",)
+    assert (
+        make_plan(
+            "LLM training", strategy="dense", profile=DEFAULT_PROFILE.with_changes(expansion=True)
+        ).expansions
+        == ()
+    )
 
 
 def test_paper_cap_zero_disables_collapse_and_client_side_strategies_fetch_more():
-    body = build_body(make_plan(Q, strategy="hybrid", profile=DEFAULT_PROFILE.with_changes(per_paper_cap=0)), VEC)
+    body = build_body(
+        make_plan(Q, strategy="hybrid", profile=DEFAULT_PROFILE.with_changes(per_paper_cap=0)), VEC
+    )
     assert "collapse" not in body and body["size"] == 10
     plan = make_plan(Q, strategy="rrf", size=30)
     assert plan.fetch_size == 150 and plan.rank_window_size == 150
@@ -178,8 +297,10 @@ def test_filters_validation():
         Filters.parse({"year_min": 2020, "year_max": 2010})
     f = Filters.parse({"paper_ids": "p1", "section_types": ["method"]})
     body = build_body(make_plan("x", strategy="bm25", filters=f))
-    assert body["query"]["bool"]["filter"] == [{"terms": {"paper_id": ["p1"]}},
-                                               {"terms": {"section_type": ["method"]}}]
+    assert body["query"]["bool"]["filter"] == [
+        {"terms": {"paper_id": ["p1"]}},
+        {"terms": {"section_type": ["method"]}},
+    ]
 
 
 def test_bad_options():
@@ -204,33 +325,53 @@ def test_profile_defaults_match_the_issue():
         "keyword": {"title": 3.0, "abstract": 2.0, "chunk_text": 1.0},
         "section": {"chunk_text": 2.0, "abstract": 1.5, "title": 1.0},
         "survey": {"title": 4.0, "abstract": 2.5, "chunk_text": 1.0},
-        "balanced": {"title": 2.0, "abstract": 2.0, "chunk_text": 1.5}}
+        "balanced": {"title": 2.0, "abstract": 2.0, "chunk_text": 1.5},
+    }
 
 
 def test_profile_json_roundtrip_and_partial_files(tmp_path):
-    p = DEFAULT_PROFILE.with_changes(name="strong", section_multipliers={"how": {"method": 1.2}}, saturation_k=5)
+    p = DEFAULT_PROFILE.with_changes(
+        name="strong", section_multipliers={"how": {"method": 1.2}}, saturation_k=5
+    )
     f = tmp_path / "p.json"
     p.save(f)
     assert load_profile(str(f)) == p
-    assert p.section_multipliers["evaluation"] == {"results": 1.10, "experiments": 1.08}  # untouched rules kept
+    assert p.section_multipliers["evaluation"] == {
+        "results": 1.10,
+        "experiments": 1.08,
+    }  # untouched rules kept
     f.write_text(json.dumps({"name": "tiny", "knn_weight": 0.5}))
     q = load_profile(f)
     assert q.knn_weight == 0.5 and q.field_boosts == DEFAULT_PROFILE.field_boosts
     assert load_profile(None) is DEFAULT_PROFILE and load_profile("default") is DEFAULT_PROFILE
 
 
-@pytest.mark.parametrize("data, message", [
-    ({"section_multipliers": {"how": {"methods": 1.1}}},
-     "unknown section type 'methods'; valid section types: 'abstract', 'background', 'conclusion'"),
-    ({"section_multipliers": {"when": {"method": 1.1}}}, "unknown intent rule 'when'; valid rules: 'default'"),
-    ({"field_boosts": {"keyword": {"body": 2}}}, "unknown field 'body'; valid fields: 'abstract', 'chunk_text'"),
-    ({"field_boosts": {"fuzzy": {"title": 2}}}, "unknown search type 'fuzzy'"),
-    ({"search_type": "semantic"}, "search_type 'semantic' is not valid; valid search types: 'auto', 'balanced'"),
-    ({"knn_k": 500}, "num_candidates 100 is less than knn_k 500"),
-    ({"tie_breaker": 2}, "tie_breaker = 2"),
-    ({"bm25_weight": "heavy"}, "bm25_weight = 'heavy'"),
-    ({"colour": "red"}, "unknown profile key 'colour'; valid keys:"),
-])
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        (
+            {"section_multipliers": {"how": {"methods": 1.1}}},
+            "unknown section type 'methods'; valid section types: 'abstract', 'background', 'conclusion'",
+        ),
+        (
+            {"section_multipliers": {"when": {"method": 1.1}}},
+            "unknown intent rule 'when'; valid rules: 'default'",
+        ),
+        (
+            {"field_boosts": {"keyword": {"body": 2}}},
+            "unknown field 'body'; valid fields: 'abstract', 'chunk_text'",
+        ),
+        ({"field_boosts": {"fuzzy": {"title": 2}}}, "unknown search type 'fuzzy'"),
+        (
+            {"search_type": "semantic"},
+            "search_type 'semantic' is not valid; valid search types: 'auto', 'balanced'",
+        ),
+        ({"knn_k": 500}, "num_candidates 100 is less than knn_k 500"),
+        ({"tie_breaker": 2}, "tie_breaker = 2"),
+        ({"bm25_weight": "heavy"}, "bm25_weight = 'heavy'"),
+        ({"colour": "red"}, "unknown profile key 'colour'; valid keys:"),
+    ],
+)
 def test_profile_validation_errors(tmp_path, data, message):
     f = tmp_path / "bad.json"
     f.write_text(json.dumps(data))
@@ -242,7 +383,9 @@ def test_profile_validation_errors(tmp_path, data, message):
 def test_profile_errors_from_constructor_and_missing_file(tmp_path):
     with pytest.raises(ConfigError, match="unknown section type 'intro'"):
         Profile(section_multipliers={"default": {"intro": 1.1}})
-    with pytest.raises(ConfigError, match="neither a file nor a built-in profile; built-in profiles: 'default'"):
+    with pytest.raises(
+        ConfigError, match="neither a file nor a built-in profile; built-in profiles: 'default'"
+    ):
         load_profile(str(tmp_path / "missing.json"))
 
 
@@ -299,7 +442,10 @@ def test_template_console_text():
 
 
 def test_dumps_inline_lists():
-    assert dumps({"a": [1, 2], "b": [{"c": "é"}]}) == '{\n  "a": [1, 2],\n  "b": [\n    {\n      "c": "é"\n    }\n  ]\n}'
+    assert (
+        dumps({"a": [1, 2], "b": [{"c": "é"}]})
+        == '{\n  "a": [1, 2],\n  "b": [\n    {\n      "c": "é"\n    }\n  ]\n}'
+    )
 
 
 # --- fusion and explanations -----------------------------------------------------------------
@@ -316,21 +462,62 @@ def test_rrf_fuse_cormack_k60():
 
 def test_parse_elasticsearch_style_explanation():
     # the shape Elasticsearch gives for the sections strategy (function_score > bool > script_score + knn)
-    expl = {"value": 1.32, "description": "function score, product of:", "details": [
-        {"value": 1.2, "description": "sum of:", "details": [
-            {"value": 0.5, "description": "script score function, computed with script:\"...\"", "details": [
-                {"value": 10.0, "description": "_score: ", "details": [
-                    {"value": 10.0, "description": "max plus 0.3 times others of:", "details": [
-                        {"value": 7.0, "description": "weight(chunk_text:train in 3) [PerFieldSimilarity], "
-                                                      "result of:", "details": []},
-                        {"value": 3.0, "description": "weight(chunk_text:model in 3) [PerFieldSimilarity], "
-                                                      "result of:", "details": []},
-                        {"value": 2.0, "description": "weight(title:train in 3) [PerFieldSimilarity], result of:",
-                         "details": []}]}]}]},
-            {"value": 0.7, "description": "within top k documents", "details": []}]},
-        {"value": 1.1, "description": "min of:", "details": [
-            {"value": 1.1, "description": "function score, score mode [max]", "details": []},
-            {"value": 3.4e38, "description": "maxBoost", "details": []}]}]}
+    expl = {
+        "value": 1.32,
+        "description": "function score, product of:",
+        "details": [
+            {
+                "value": 1.2,
+                "description": "sum of:",
+                "details": [
+                    {
+                        "value": 0.5,
+                        "description": 'script score function, computed with script:"..."',
+                        "details": [
+                            {
+                                "value": 10.0,
+                                "description": "_score: ",
+                                "details": [
+                                    {
+                                        "value": 10.0,
+                                        "description": "max plus 0.3 times others of:",
+                                        "details": [
+                                            {
+                                                "value": 7.0,
+                                                "description": "weight(chunk_text:train in 3) [PerFieldSimilarity], "
+                                                "result of:",
+                                                "details": [],
+                                            },
+                                            {
+                                                "value": 3.0,
+                                                "description": "weight(chunk_text:model in 3) [PerFieldSimilarity], "
+                                                "result of:",
+                                                "details": [],
+                                            },
+                                            {
+                                                "value": 2.0,
+                                                "description": "weight(title:train in 3) [PerFieldSimilarity], result of:",
+                                                "details": [],
+                                            },
+                                        ],
+                                    }
+                                ],
+                            }
+                        ],
+                    },
+                    {"value": 0.7, "description": "within top k documents", "details": []},
+                ],
+            },
+            {
+                "value": 1.1,
+                "description": "min of:",
+                "details": [
+                    {"value": 1.1, "description": "function score, score mode [max]", "details": []},
+                    {"value": 3.4e38, "description": "maxBoost", "details": []},
+                ],
+            },
+        ],
+    }
     parts = parse_explanation(expl)
     assert parts.bm25 == {"chunk_text": 10.0, "title": 2.0}
     assert (parts.text, parts.knn, parts.section_multiplier, parts.total) == (0.5, 0.7, 1.1, 1.32)
@@ -345,8 +532,24 @@ ALPHABETS = [
     "\x00\x01\x07\x1b\x7f\u200b\u2028\u2029\ufeff\t\n\r",  # control and format characters
     "αβγδεζηθ абвгд עברית العربية हिन्दी",  # other scripts
 ]
-WORDS = ["LLM", "RAG", "how", "what", "which", "evaluation", "benchmarks", "train", "survey", "AND", "OR", "NOT",
-         "title:(a OR b)~2", '"exact phrase"', "the", "of"]
+WORDS = [
+    "LLM",
+    "RAG",
+    "how",
+    "what",
+    "which",
+    "evaluation",
+    "benchmarks",
+    "train",
+    "survey",
+    "AND",
+    "OR",
+    "NOT",
+    "title:(a OR b)~2",
+    '"exact phrase"',
+    "the",
+    "of",
+]
 
 
 def random_question(rng: random.Random) -> str:
@@ -375,7 +578,9 @@ def random_questions(n: int = 10_000, seed: int = 20240604) -> list[str]:
 def test_10000_random_strings_build_valid_bodies():
     strategies = list(STRATEGIES)
     for i, q in enumerate(random_questions()):
-        plan = make_plan(q, strategy=strategies[i % len(strategies)], filters={"year_min": 2000} if i % 3 else None)
+        plan = make_plan(
+            q, strategy=strategies[i % len(strategies)], filters={"year_min": 2000} if i % 3 else None
+        )
         body = build_body(plan, VEC)
         text = json.dumps(body, ensure_ascii=False)
         text.encode("utf-8")  # no lone surrogates left

@@ -51,43 +51,79 @@ class CallCounter:
     def __getattr__(self, name):
         attr = getattr(self._es, name)
         if name in ("search", "msearch"):
+
             def counted(*a, **kw):
                 self.calls.append(name)
                 return attr(*a, **kw)
+
             return counted
         return attr
 
 
-TITLES = {"ner-distant": "Distantly Supervised Named Entity Recognition for Biomedical Text",
-          "seq-survey": "A Survey of Sequence Labeling Models",
-          "nmt-attn": "Neural Machine Translation by Jointly Learning to Align and Translate"}
-ABSTRACT = ("We present a named entity recognition system for biomedical text that needs no hand-annotated "
-            "training data. Entity mentions are labeled automatically with a domain dictionary, and the "
-            "tagger is trained on these noisy labels.")
+TITLES = {
+    "ner-distant": "Distantly Supervised Named Entity Recognition for Biomedical Text",
+    "seq-survey": "A Survey of Sequence Labeling Models",
+    "nmt-attn": "Neural Machine Translation by Jointly Learning to Align and Translate",
+}
+ABSTRACT = (
+    "We present a named entity recognition system for biomedical text that needs no hand-annotated "
+    "training data. Entity mentions are labeled automatically with a domain dictionary, and the "
+    "tagger is trained on these noisy labels."
+)
 CORPUS = [  # (paper, section type, heading, year, text)
     ("ner-distant", "abstract", "Abstract", 2019, ABSTRACT),
-    ("ner-distant", "introduction", "Introduction", 2019,
-     "Named entity recognition (NER) finds mentions of chemicals and diseases in biomedical text. "
-     "Supervised named entity taggers are trained on thousands of sentences annotated by experts, and "
-     "such annotation is slow and expensive for every new domain. We show that a tagger trained on "
-     "dictionary matches alone comes close to a fully supervised one."),
-    ("ner-distant", "method", "Model and Training", 2019,
-     "The named entity tagger is a BiLSTM-CRF over word and character embeddings. We train it with "
-     "stochastic gradient descent on mini-batches of 32 sentences, with a learning rate of 0.01, dropout "
-     "of 0.5 and early stopping on a held-out development set. Tokens that the dictionary does not cover "
-     "are treated as unknown rather than as negatives, and the partial CRF loss marginalizes over their "
-     "labels."),
-    ("ner-distant", "results", "Results", 2019,
-     "On the BC5CDR benchmark the distantly supervised tagger reaches 81.2 F1, against 88.5 F1 for the "
-     "same architecture trained on the gold annotations."),
-    ("seq-survey", "related_work", "Related Work", 2016,
-     "Sequence labeling covers part-of-speech tagging, chunking and named entity recognition. Early "
-     "taggers were hidden Markov models and conditional random fields trained on feature templates."),
-    ("nmt-attn", "method", "Approach", 2015,
-     "The translation model is an encoder-decoder with attention. The encoder reads the source sentence "
-     "and the decoder generates the target sentence one word at a time, trained with cross-entropy."),
-    ("nmt-attn", "experiments", "Experimental Setup", 2015,
-     "We train on the WMT14 English-German data and evaluate with BLEU on newstest2014."),
+    (
+        "ner-distant",
+        "introduction",
+        "Introduction",
+        2019,
+        "Named entity recognition (NER) finds mentions of chemicals and diseases in biomedical text. "
+        "Supervised named entity taggers are trained on thousands of sentences annotated by experts, and "
+        "such annotation is slow and expensive for every new domain. We show that a tagger trained on "
+        "dictionary matches alone comes close to a fully supervised one.",
+    ),
+    (
+        "ner-distant",
+        "method",
+        "Model and Training",
+        2019,
+        "The named entity tagger is a BiLSTM-CRF over word and character embeddings. We train it with "
+        "stochastic gradient descent on mini-batches of 32 sentences, with a learning rate of 0.01, dropout "
+        "of 0.5 and early stopping on a held-out development set. Tokens that the dictionary does not cover "
+        "are treated as unknown rather than as negatives, and the partial CRF loss marginalizes over their "
+        "labels.",
+    ),
+    (
+        "ner-distant",
+        "results",
+        "Results",
+        2019,
+        "On the BC5CDR benchmark the distantly supervised tagger reaches 81.2 F1, against 88.5 F1 for the "
+        "same architecture trained on the gold annotations.",
+    ),
+    (
+        "seq-survey",
+        "related_work",
+        "Related Work",
+        2016,
+        "Sequence labeling covers part-of-speech tagging, chunking and named entity recognition. Early "
+        "taggers were hidden Markov models and conditional random fields trained on feature templates.",
+    ),
+    (
+        "nmt-attn",
+        "method",
+        "Approach",
+        2015,
+        "The translation model is an encoder-decoder with attention. The encoder reads the source sentence "
+        "and the decoder generates the target sentence one word at a time, trained with cross-entropy.",
+    ),
+    (
+        "nmt-attn",
+        "experiments",
+        "Experimental Setup",
+        2015,
+        "We train on the WMT14 English-German data and evaluate with BLEU on newstest2014.",
+    ),
 ]
 EMB = FakeEmbedder()
 ALL_CHUNKS = {f"{p}#{i}" for i, (p, *_rest) in enumerate(CORPUS)}
@@ -100,12 +136,24 @@ def build_index(es, docs, *, prefix="", dims=4, model="fake-4", embedder=EMB):
     ops = []
     for i, (paper, stype, heading, year, text) in enumerate(docs):
         cid = f"{paper}#{i}"
-        ops += [{"index": {"_index": name, "_id": cid}},
-                {"chunk_id": cid, "paper_id": paper, "title": TITLES.get(paper, paper),
-                 "abstract": ABSTRACT if paper == "ner-distant" else "", "chunk_text": text,
-                 "section_heading": heading, "section_type": stype, "paragraph_ids": [cid], "position": i,
-                 "year": year, "venue": "ACL" if paper != "nmt-attn" else "ICLR", "authors": ["A. Author"],
-                 "vector": embedder.encode([f"{heading}\n{text}"])[0].tolist()}]
+        ops += [
+            {"index": {"_index": name, "_id": cid}},
+            {
+                "chunk_id": cid,
+                "paper_id": paper,
+                "title": TITLES.get(paper, paper),
+                "abstract": ABSTRACT if paper == "ner-distant" else "",
+                "chunk_text": text,
+                "section_heading": heading,
+                "section_type": stype,
+                "paragraph_ids": [cid],
+                "position": i,
+                "year": year,
+                "venue": "ACL" if paper != "nmt-attn" else "ICLR",
+                "authors": ["A. Author"],
+                "vector": embedder.encode([f"{heading}\n{text}"])[0].tolist(),
+            },
+        ]
     assert not es.bulk(operations=ops, refresh=True)["errors"]
 
 
@@ -138,11 +186,20 @@ def test_every_strategy_runs_and_returns_typed_hits(es, strategy):
 def test_per_paper_cap_and_paper_view(es):
     capped = DEFAULT_PROFILE.with_changes(per_paper_cap=2)
     for strategy in ("hybrid", "rrf", "rrf-client"):
-        res = search(es, "named entity tagger training", strategy=strategy, embedder=EMB, size=10, profile=capped)
+        res = search(
+            es, "named entity tagger training", strategy=strategy, embedder=EMB, size=10, profile=capped
+        )
         per_paper = [h.paper_id for h in res.hits]
         assert max(per_paper.count(p) for p in per_paper) <= 2, strategy
-        view = search(es, "named entity tagger training", strategy=strategy, embedder=EMB, size=2, papers=True,
-                      profile=capped)
+        view = search(
+            es,
+            "named entity tagger training",
+            strategy=strategy,
+            embedder=EMB,
+            size=2,
+            papers=True,
+            profile=capped,
+        )
         assert len(view.papers) == 2 and all(1 <= len(p.chunks) <= 2 for p in view.papers), strategy
         assert view.papers[0].chunks[0].score == view.papers[0].score
 
@@ -159,7 +216,9 @@ def test_filters_are_applied_to_text_and_knn(es):
     for strategy in STRATEGIES:
         res = search(es, "tagger", strategy=strategy, embedder=EMB, filters={"section_types": ["method"]})
         assert {h.section_type for h in res.hits} == {"method"}, strategy
-        res = search(es, "training", strategy=strategy, embedder=EMB, filters={"year_max": 2016, "venues": ["ICLR"]})
+        res = search(
+            es, "training", strategy=strategy, embedder=EMB, filters={"year_max": 2016, "venues": ["ICLR"]}
+        )
         assert {h.paper_id for h in res.hits} == {"nmt-attn"}, strategy
         res = search(es, "tagger", strategy=strategy, embedder=EMB, filters={"paper_ids": ["seq-survey"]})
         assert ids(res) == ["seq-survey#4"], strategy
@@ -169,8 +228,9 @@ def test_filters_are_applied_to_text_and_knn(es):
 def test_how_question_lifts_method_above_introduction(es):
     q = "How is the named entity tagger trained?"
     intro, method = "ner-distant#1", "ner-distant#2"
-    bm25, hybrid, sections = (ids(search(es, q, strategy=s, embedder=EMB, size=10))
-                              for s in ("bm25", "hybrid", "sections"))
+    bm25, hybrid, sections = (
+        ids(search(es, q, strategy=s, embedder=EMB, size=10)) for s in ("bm25", "hybrid", "sections")
+    )
     assert bm25.index(intro) < bm25.index(method)  # BM25 alone prefers the introduction
     assert hybrid.index(intro) < hybrid.index(method)  # and so does hybrid without multipliers
     assert sections.index(method) < sections.index(intro)  # method x 1.10 lifts it above
@@ -178,7 +238,9 @@ def test_how_question_lifts_method_above_introduction(es):
 
 
 def test_explain_gives_score_parts(es):
-    res = search(es, "How is the named entity tagger trained?", strategy="sections", embedder=EMB, explain=True)
+    res = search(
+        es, "How is the named entity tagger trained?", strategy="sections", embedder=EMB, explain=True
+    )
     by_id = {h.chunk_id: h.explanation for h in res.hits}
     method, intro = by_id["ner-distant#2"], by_id["ner-distant#1"]
     assert method.section_multiplier == pytest.approx(1.10) and intro.section_multiplier == pytest.approx(1.0)
@@ -208,9 +270,13 @@ class OtherModel(FakeEmbedder):
 
 def test_model_mismatch_is_raised_before_any_search(es):
     spy = CallCounter(es)
-    with pytest.raises(ModelMismatchError, match="query vector has 8 dimensions but index 'chunks-v1' holds 4-dim"):
+    with pytest.raises(
+        ModelMismatchError, match="query vector has 8 dimensions but index 'chunks-v1' holds 4-dim"
+    ):
         search(spy, "How is it trained?", strategy="hybrid", embedder=WrongDims())
-    with pytest.raises(ModelMismatchError, match="holds vectors of model 'fake-4'.*embedded with 'other-model'"):
+    with pytest.raises(
+        ModelMismatchError, match="holds vectors of model 'fake-4'.*embedded with 'other-model'"
+    ):
         search(spy, "How is it trained?", strategy="rrf-client", embedder=OtherModel())
     assert spy.calls == []
     assert search(spy, "trained", strategy="bm25").hits  # bm25 needs no embedder
@@ -232,8 +298,11 @@ def test_console_text_runs_in_scholar_es_console(es):
         out = io.StringIO()
         assert run_console(es, io.StringIO(to_console(build_search(plan, vec))), out) == 0, out.getvalue()
         response = json.loads(out.getvalue())
-        hits = [r["hits"]["hits"] for r in response["responses"]] if strategy == "rrf-client" else \
-            [response["hits"]["hits"]]
+        hits = (
+            [r["hits"]["hits"] for r in response["responses"]]
+            if strategy == "rrf-client"
+            else [response["hits"]["hits"]]
+        )
         assert all(hits), strategy
 
 
@@ -250,9 +319,12 @@ def test_stored_template_gives_the_same_hits(es, strategy):
     assert [h["_id"] for h in templated["hits"]["hits"]] == [h["_id"] for h in direct["hits"]["hits"]]
     assert templated["hits"]["hits"]
     # id in the body: the engine has POST /_render/template but not /_render/template/{id} (yet)
-    rendered = es.perform_request("POST", "/_render/template", body={"id": tid, "params": params},
-                                  headers={"accept": "application/json", "content-type": "application/json"}
-                                  ).body["template_output"]
+    rendered = es.perform_request(
+        "POST",
+        "/_render/template",
+        body={"id": tid, "params": params},
+        headers={"accept": "application/json", "content-type": "application/json"},
+    ).body["template_output"]
     assert rendered == build_body(plan, vec)
 
 
@@ -273,13 +345,18 @@ def test_10000_random_strings_run_on_the_engine(es):
     small = DEFAULT_PROFILE.with_changes(per_paper_cap=1)  # few hits to render: the text is what is tested
     bodies = []
     for i, q in enumerate(random_questions()):
-        plan = make_plan(q, strategy=strategies[i % len(strategies)], size=2, profile=small,
-                         filters={"year_min": 2010} if i % 4 == 0 else None)
+        plan = make_plan(
+            q,
+            strategy=strategies[i % len(strategies)],
+            size=2,
+            profile=small,
+            filters={"year_min": 2010} if i % 4 == 0 else None,
+        )
         body = build_body(plan, EMB.encode([plan.question])[0])
         bodies.extend(body if isinstance(body, list) else [body])
     assert len(bodies) == 10_000 + 10_000 // len(strategies)  # rrf-client sends two
     for start in range(0, len(bodies), 250):
-        batch = bodies[start:start + 250]
+        batch = bodies[start : start + 250]
         resp = es.msearch(index="chunks", searches=[x for b in batch for x in ({}, b)]).body
         failed = [(b, r["error"]) for b, r in zip(batch, resp["responses"], strict=True) if "error" in r]
         assert not failed, failed[:2]
@@ -305,8 +382,10 @@ def qasper_ranks(tmp_path, shared_data, embedder):
     es = embedded_client(tmp_path / "engine")
     IndexRun(es, embedder).run([src], "qasper")
     within_paper = DEFAULT_PROFILE.with_changes(per_paper_cap=0)  # QASPER retrieval: one paper's paragraphs
-    ranks = {s: ids(search(es, QASPER_QUESTION, strategy=s, embedder=embedder, profile=within_paper, size=20))
-             for s in ("bm25", "hybrid", "sections")}
+    ranks = {
+        s: ids(search(es, QASPER_QUESTION, strategy=s, embedder=embedder, profile=within_paper, size=20))
+        for s in ("bm25", "hybrid", "sections")
+    }
     es.close()
     return ranks
 

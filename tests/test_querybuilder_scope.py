@@ -20,8 +20,15 @@ PAPER = {"paper_ids": ["ner-distant"]}
 def test_single_paper_search_body():
     plan = make_plan(QUESTION, strategy="bm25", filters=PAPER)
     assert plan.text == "the tagger trained?"
-    assert build_body(plan)["query"]["bool"]["must"] == [{"multi_match": {
-        "query": "the tagger trained?", "fields": ["chunk_text", "section_heading"], "type": "most_fields"}}]
+    assert build_body(plan)["query"]["bool"]["must"] == [
+        {
+            "multi_match": {
+                "query": "the tagger trained?",
+                "fields": ["chunk_text", "section_heading"],
+                "type": "most_fields",
+            }
+        }
+    ]
 
 
 def test_several_papers_or_none_keep_the_profile_boosts():
@@ -39,8 +46,15 @@ def test_single_paper_scores_are_text_plus_heading(tmp_engine):
     assert [h.chunk_id for h in hits][0] == "ner-distant#2"
 
     def field_scores(field: str) -> dict[str, float]:
-        body = {"query": {"bool": {"must": [{"match": {field: "tagger trained"}}],
-                                   "filter": [{"term": {"paper_id": "ner-distant"}}]}}, "size": 10}
+        body = {
+            "query": {
+                "bool": {
+                    "must": [{"match": {field: "tagger trained"}}],
+                    "filter": [{"term": {"paper_id": "ner-distant"}}],
+                }
+            },
+            "size": 10,
+        }
         return {h["_id"]: h["_score"] for h in tmp_engine.search(index="chunks", body=body)["hits"]["hits"]}
 
     text, heading = field_scores("chunk_text"), field_scores("section_heading")
@@ -56,11 +70,14 @@ def test_question_words_can_be_kept():
     assert make_plan(QUESTION).intent.form == "how"  # the intent still reads the whole question
 
 
-@pytest.mark.parametrize(("boosts", "message"), [
-    ({}, "paper_scope_boosts is empty"),
-    ({"body": 1.0}, "unknown field 'body'; valid fields: "),
-    ({"chunk_text": 0}, "boosts must be greater than 0"),
-])
+@pytest.mark.parametrize(
+    ("boosts", "message"),
+    [
+        ({}, "paper_scope_boosts is empty"),
+        ({"body": 1.0}, "unknown field 'body'; valid fields: "),
+        ({"chunk_text": 0}, "boosts must be greater than 0"),
+    ],
+)
 def test_bad_paper_scope_boosts(boosts, message):
     with pytest.raises(ConfigError, match=message):
         Profile.from_dict({"paper_scope_boosts": boosts})

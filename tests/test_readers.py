@@ -15,7 +15,9 @@ DATA = Path(os.environ.get("SCHOLAR_ES_DATA", Path(__file__).resolve().parents[1
 def _data(*parts: str) -> Path:
     path = DATA.joinpath(*parts)
     if not path.exists():
-        pytest.skip(f"shared data not found at {path}; set SCHOLAR_ES_DATA to the data folder to run this test")
+        pytest.skip(
+            f"shared data not found at {path}; set SCHOLAR_ES_DATA to the data folder to run this test"
+        )
     return path
 
 
@@ -28,13 +30,16 @@ def _split(items):
 
 def _write(path: Path, lines: list) -> Path:
     """Write lines (dicts as JSON, str as text, bytes as is) joined by newlines."""
-    raw = [json.dumps(x).encode() if isinstance(x, dict) else x if isinstance(x, bytes) else x.encode()
-           for x in lines]
+    raw = [
+        json.dumps(x).encode() if isinstance(x, dict) else x if isinstance(x, bytes) else x.encode()
+        for x in lines
+    ]
     path.write_bytes(b"\n".join(raw) + b"\n")
     return path
 
 
 # -- real data ------------------------------------------------------------------------------------
+
 
 @pytest.mark.slow
 @pytest.mark.parametrize("split, n_papers", [("validation", 281), ("train", 888)])
@@ -59,7 +64,10 @@ def test_pubmedqa_sections_become_typed_one_paragraph_sections():
     first = papers[0]
     assert first.id == "21645374" and first.year == 2011 and first.abstract == ""
     assert [(s.heading, s.type) for s in first.sections] == [
-        ("BACKGROUND", "background"), ("RESULTS", "results"), ("CONCLUSIONS", "conclusion")]
+        ("BACKGROUND", "background"),
+        ("RESULTS", "results"),
+        ("CONCLUSIONS", "conclusion"),
+    ]
     assert [c.id for c in chunk_paper(first)] == ["21645374#0.0", "21645374#1.0", "21645374#2.0"]
     assert sum(p.year is None for p in papers) == 58
 
@@ -74,32 +82,48 @@ def test_beir_directory_is_detected_from_its_corpus_file():
 
 # -- bad input ------------------------------------------------------------------------------------
 
+
 def test_bad_records_yield_one_located_error_each_and_reading_goes_on(tmp_path):
-    good = {"id": "p1", "title": "A", "abstract": "x", "year": 2020,
-            "sections": [{"heading": "1 Intro", "paragraphs": ["a", "b"]}]}
+    good = {
+        "id": "p1",
+        "title": "A",
+        "abstract": "x",
+        "year": 2020,
+        "sections": [{"heading": "1 Intro", "paragraphs": ["a", "b"]}],
+    }
     lines = [
-        good,                                                   # 1
-        '{"id": "p2", "title": "B"',                            # 2 malformed JSON
-        "",                                                     # 3 blank: skipped silently
-        {"title": "no id", "abstract": "x"},                    # 4 missing id
+        good,  # 1
+        '{"id": "p2", "title": "B"',  # 2 malformed JSON
+        "",  # 3 blank: skipped silently
+        {"title": "no id", "abstract": "x"},  # 4 missing id
         {"id": "p3", "title": "", "sections": [{"heading": "H", "paragraphs": ["", " "]}]},  # 5 no text
-        {"id": "p4", "title": "C", "year": "abc"},              # 6 wrong type
-        {"id": "p5", "title": "D", "sections": "x"},            # 7 wrong type
-        {"id": "p6", "title": 5},                               # 8 wrong type
-        b'{"id": "p7", "title": "caf\xe9"}',                    # 9 invalid UTF-8 (latin-1 byte)
-        {"id": "p1", "title": "again"},                         # 10 duplicate id
-        "[1, 2]",                                               # 11 not an object
-        "   ",                                                  # 12 blank: skipped silently
+        {"id": "p4", "title": "C", "year": "abc"},  # 6 wrong type
+        {"id": "p5", "title": "D", "sections": "x"},  # 7 wrong type
+        {"id": "p6", "title": 5},  # 8 wrong type
+        b'{"id": "p7", "title": "caf\xe9"}',  # 9 invalid UTF-8 (latin-1 byte)
+        {"id": "p1", "title": "again"},  # 10 duplicate id
+        "[1, 2]",  # 11 not an object
+        "   ",  # 12 blank: skipped silently
         {"id": "p8", "title": "E", "sections": [{"heading": "Setup", "text": "one\n\ntwo"}]},  # 13
-        {"id": "p9", "title": "F", "sections": [{"heading": "H", "paragraphs": ["ok", 3]}]},   # 14
+        {"id": "p9", "title": "F", "sections": [{"heading": "H", "paragraphs": ["ok", 3]}]},  # 14
     ]
     path = _write(tmp_path / "mixed.jsonl", lines)
     papers, errors = _split(list(read_papers(path, "jsonl")))
     assert [p.id for p in papers] == ["p1", "p8"]
     assert [[p.text for p in s.paragraphs] for s in papers[1].sections] == [["one", "two"]]
     located = {(e.line, e.field) for e in errors}
-    assert located == {(2, None), (4, "id"), (5, None), (6, "year"), (7, "sections"), (8, "title"),
-                       (9, None), (10, "id"), (11, None), (14, "sections[0].paragraphs[1]")}
+    assert located == {
+        (2, None),
+        (4, "id"),
+        (5, None),
+        (6, "year"),
+        (7, "sections"),
+        (8, "title"),
+        (9, None),
+        (10, "id"),
+        (11, None),
+        (14, "sections[0].paragraphs[1]"),
+    }
     for error in errors:
         message = str(error)
         assert message.startswith(f"{path}:{error.line}: ")
@@ -143,20 +167,47 @@ def test_bom_crlf_and_numeric_ids_are_accepted(tmp_path):
 
 # -- formats and detection -------------------------------------------------------------------------
 
-QASPER = {"paper_id": "q1", "title": "T", "abstract": "A", "source": "x",
-          "sections": [{"section_name": "Intro", "paragraphs": ["p0", "p1"]},
-                       {"section_name": None, "paragraphs": []},
-                       {"section_name": "Model ::: Encoder", "paragraphs": ["e"]}]}
-PUBMED = {"paper_id": 123, "year": "2011", "meshes": ["X"],
-          "sections": [{"section_name": "OBJECTIVE", "text": "o"}, {"section_name": "METHODS", "text": "m"}]}
+QASPER = {
+    "paper_id": "q1",
+    "title": "T",
+    "abstract": "A",
+    "source": "x",
+    "sections": [
+        {"section_name": "Intro", "paragraphs": ["p0", "p1"]},
+        {"section_name": None, "paragraphs": []},
+        {"section_name": "Model ::: Encoder", "paragraphs": ["e"]},
+    ],
+}
+PUBMED = {
+    "paper_id": 123,
+    "year": "2011",
+    "meshes": ["X"],
+    "sections": [{"section_name": "OBJECTIVE", "text": "o"}, {"section_name": "METHODS", "text": "m"}],
+}
 BEIR = {"_id": "d1", "title": "T", "text": "body", "metadata": {}}
-S2ORC = {"paper_id": "s1", "title": "T", "abstract": [{"text": "a1"}, {"text": "a2"}],
-         "body_text": [{"section": "Intro", "text": "i0"}, {"section": "Intro", "text": "i1"},
-                       {"section": "Method", "text": "m0"}, {"section": "Intro", "text": "i2"}]}
+S2ORC = {
+    "paper_id": "s1",
+    "title": "T",
+    "abstract": [{"text": "a1"}, {"text": "a2"}],
+    "body_text": [
+        {"section": "Intro", "text": "i0"},
+        {"section": "Intro", "text": "i1"},
+        {"section": "Method", "text": "m0"},
+        {"section": "Intro", "text": "i2"},
+    ],
+}
 
 
-@pytest.mark.parametrize("record, fmt", [(QASPER, "qasper"), (PUBMED, "pubmedqa"), (BEIR, "beir"),
-                                         (S2ORC, "jsonl"), ({"id": "x", "title": "t"}, "jsonl")])
+@pytest.mark.parametrize(
+    "record, fmt",
+    [
+        (QASPER, "qasper"),
+        (PUBMED, "pubmedqa"),
+        (BEIR, "beir"),
+        (S2ORC, "jsonl"),
+        ({"id": "x", "title": "t"}, "jsonl"),
+    ],
+)
 def test_detect_format_from_keys(record, fmt):
     assert detect_format(record) == fmt
 
@@ -172,7 +223,9 @@ def test_pubmedqa_record(tmp_path):
     [paper] = read_papers(_write(tmp_path / "p.jsonl", [PUBMED]))
     assert (paper.id, paper.year, paper.abstract) == ("123", 2011, "")
     assert [(s.type, [p.id for p in s.paragraphs]) for s in paper.sections] == [
-        ("introduction", ["123#0.0"]), ("method", ["123#1.0"])]
+        ("introduction", ["123#0.0"]),
+        ("method", ["123#1.0"]),
+    ]
 
 
 def test_beir_file_named_corpus_jsonl_and_bad_beir_record(tmp_path):
@@ -186,12 +239,20 @@ def test_s2orc_body_text_groups_consecutive_paragraphs(tmp_path):
     [paper] = read_papers(_write(tmp_path / "s.jsonl", [S2ORC]))
     assert paper.abstract == "a1\n\na2"
     assert [(s.heading, [p.id for p in s.paragraphs]) for s in paper.sections] == [
-        ("Intro", ["s1#0.0", "s1#0.1"]), ("Method", ["s1#1.0"]), ("Intro", ["s1#2.0"])]
+        ("Intro", ["s1#0.0", "s1#0.1"]),
+        ("Method", ["s1#1.0"]),
+        ("Intro", ["s1#2.0"]),
+    ]
 
 
 def test_explicit_section_type_overrides_the_heading(tmp_path):
-    record = {"id": "x", "sections": [{"heading": "Zoo", "type": "experiments", "paragraphs": ["z"]},
-                                      {"heading": "Zoo", "type": "nonsense", "paragraphs": ["z"]}]}
+    record = {
+        "id": "x",
+        "sections": [
+            {"heading": "Zoo", "type": "experiments", "paragraphs": ["z"]},
+            {"heading": "Zoo", "type": "nonsense", "paragraphs": ["z"]},
+        ],
+    }
     record_ok = {"id": "y", "sections": record["sections"][:1]}
     papers, errors = _split(list(read_papers(_write(tmp_path / "t.jsonl", [record_ok, record]))))
     assert papers[0].sections[0].type == "experiments"
@@ -213,6 +274,7 @@ def test_forced_format_reports_records_of_another_shape(tmp_path):
 
 
 # -- bad options -------------------------------------------------------------------------------------
+
 
 def test_unknown_format_lists_the_registry(tmp_path):
     path = _write(tmp_path / "x.jsonl", [BEIR])

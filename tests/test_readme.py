@@ -16,7 +16,10 @@ README = (ROOT / "README.md").read_text()
 
 def test_readme_starts_with_the_two_commands():
     first_block = re.search(r"```sh\n(.*?)```", README, re.S).group(1)
-    assert [line.split("#")[0].strip() for line in first_block.strip().splitlines()] == ["make demo", "make test"]
+    assert [line.split("#")[0].strip() for line in first_block.strip().splitlines()] == [
+        "make demo",
+        "make test",
+    ]
 
 
 @pytest.mark.slow

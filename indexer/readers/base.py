@@ -30,7 +30,13 @@ def make_sections(paper_id: str, parts: list[tuple[str, list[str], SectionType |
     decided from the headings, neighbours included (:func:`indexer.sections.section_types`).
     """
     types = section_types([heading for heading, _, _ in parts], [given for _, _, given in parts])
-    return [Section(heading=heading, type=types[s],
-                    paragraphs=[Paragraph(id=paragraph_id(paper_id, s, i), text=text)
-                                for i, text in enumerate(texts)])
-            for s, (heading, texts, _) in enumerate(parts)]
+    return [
+        Section(
+            heading=heading,
+            type=types[s],
+            paragraphs=[
+                Paragraph(id=paragraph_id(paper_id, s, i), text=text) for i, text in enumerate(texts)
+            ],
+        )
+        for s, (heading, texts, _) in enumerate(parts)
+    ]

@@ -27,5 +27,9 @@ def to_paper(record: dict[str, Any]) -> Paper:
     return Paper(id=raw.doc_id, title=raw.title, abstract=raw.text)
 
 
-FORMAT = RecordFormat(name="beir", description="BEIR corpus.jsonl: {_id, title, text, metadata}",
-                      id_fields=("_id",), to_paper=to_paper)
+FORMAT = RecordFormat(
+    name="beir",
+    description="BEIR corpus.jsonl: {_id, title, text, metadata}",
+    id_fields=("_id",),
+    to_paper=to_paper,
+)

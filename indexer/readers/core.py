@@ -19,8 +19,9 @@ from indexer.readers.lines import Item, iter_records
 from scholar_es.errors import ConfigError, InputError, choices
 
 #: The registry of input formats, by name.
-FORMATS: dict[str, RecordFormat] = {f.name: f for f in (jsonl.FORMAT, beir.FORMAT, qasper.FORMAT,
-                                                        pubmedqa.FORMAT)}
+FORMATS: dict[str, RecordFormat] = {
+    f.name: f for f in (jsonl.FORMAT, beir.FORMAT, qasper.FORMAT, pubmedqa.FORMAT)
+}
 AUTO = "auto"
 BEIR_CORPUS = "corpus.jsonl"
 #: Records looked at to detect a format before falling back to ``jsonl`` (they are buffered).
@@ -64,8 +65,10 @@ def _resolve(path: Path, fmt: str) -> tuple[Path, str | None]:
         corpus = path / BEIR_CORPUS
         if fmt in (AUTO, beir.FORMAT.name) and corpus.is_file():
             return corpus, beir.FORMAT.name
-        raise ConfigError(f"input path {str(path)!r} is a directory; pass a JSON-lines file "
-                          f"(or a BEIR directory, which holds {BEIR_CORPUS})")
+        raise ConfigError(
+            f"input path {str(path)!r} is a directory; pass a JSON-lines file "
+            f"(or a BEIR directory, which holds {BEIR_CORPUS})"
+        )
     if not path.is_file():
         raise ConfigError(f"input file {str(path)!r} does not exist; check the path")
     if fmt == AUTO and path.name == BEIR_CORPUS:
@@ -91,13 +94,21 @@ def _read(file: Path, fmt: str | None) -> Iterator[Paper | InputError]:
             yield InputError(exc.reason, source=source, line=line, field=exc.field)
             continue
         if not paper.has_text():
-            yield InputError(f"paper {paper.id!r} has no text (title, abstract and every paragraph are "
-                             "empty or missing); add its text or drop the record", source=source, line=line)
+            yield InputError(
+                f"paper {paper.id!r} has no text (title, abstract and every paragraph are "
+                "empty or missing); add its text or drop the record",
+                source=source,
+                line=line,
+            )
         elif paper.id in first_line:
             # Reported rather than kept: two papers with one id would overwrite each other's chunks.
-            yield InputError(f"duplicate id {paper.id!r}, first seen at line {first_line[paper.id]}; "
-                             "give each paper a unique id", source=source, line=line,
-                             field=record_format.id_field(record))
+            yield InputError(
+                f"duplicate id {paper.id!r}, first seen at line {first_line[paper.id]}; "
+                "give each paper a unique id",
+                source=source,
+                line=line,
+                field=record_format.id_field(record),
+            )
         else:
             first_line[paper.id] = line
             yield paper

@@ -37,8 +37,9 @@ def _paper_id(value: Any) -> Any:
     if isinstance(value, int) and not isinstance(value, bool):
         value = str(value)
     if not isinstance(value, str):
-        raise ValueError(f"expected the paper id as a string, got {_show(value)}; "
-                         "write the id as a JSON string")
+        raise ValueError(
+            f"expected the paper id as a string, got {_show(value)}; write the id as a JSON string"
+        )
     if not value.strip():
         raise ValueError(f"the paper id is empty ({value!r}); give every record a unique, non-empty id")
     return value.strip()
@@ -92,8 +93,9 @@ def to_input_error(exc: ValidationError) -> InputError:
     expected = _EXPECTED.get(error["type"], error["msg"][0].lower() + error["msg"][1:])
     if error["type"] == "literal_error":
         expected = "expected " + error["ctx"]["expected"]
-    return InputError(f"{expected}, got {_show(error.get('input'))}; fix the value or remove the field",
-                      field=field)
+    return InputError(
+        f"{expected}, got {_show(error.get('input'))}; fix the value or remove the field", field=field
+    )
 
 
 def field_path(loc: tuple[int | str, ...]) -> str:

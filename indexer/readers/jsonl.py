@@ -73,8 +73,9 @@ def _abstract(value: Any) -> Any:
     for i, item in enumerate(value):
         text = item.get("text") if isinstance(item, dict) else item
         if not isinstance(text, str):
-            raise ValueError(f"abstract paragraph {i} is {item!r}; expected a string or "
-                             '{"text": "..."} (S2ORC style)')
+            raise ValueError(
+                f'abstract paragraph {i} is {item!r}; expected a string or {{"text": "..."}} (S2ORC style)'
+            )
         if text.strip():
             texts.append(text)
     return "\n\n".join(texts)
@@ -96,18 +97,29 @@ def to_paper(record: dict[str, Any]) -> Paper:
     raw = parse(OursRecord, record)
     paper_id = raw.id or raw.paper_id
     if paper_id is None:
-        raise InputError("required field 'id' is missing (S2ORC-style records may use 'paper_id'); "
-                         "give every record a unique, non-empty id", field="id")
+        raise InputError(
+            "required field 'id' is missing (S2ORC-style records may use 'paper_id'); "
+            "give every record a unique, non-empty id",
+            field="id",
+        )
     if raw.sections is not None and raw.body_text is not None:
-        raise InputError("the record has both 'sections' and 'body_text'; keep one of them",
-                         field="body_text")
+        raise InputError(
+            "the record has both 'sections' and 'body_text'; keep one of them", field="body_text"
+        )
     if raw.body_text is not None:
         parts = [(heading, texts, None) for heading, texts in _group_body_text(raw.body_text)]
     else:
         parts = [(s.heading, s.texts(), s.type) for s in raw.sections or []]
     sections = make_sections(paper_id, parts)
-    return Paper(id=paper_id, title=raw.title, abstract=raw.abstract, authors=raw.authors, year=raw.year,
-                 venue=raw.venue or None, sections=sections)
+    return Paper(
+        id=paper_id,
+        title=raw.title,
+        abstract=raw.abstract,
+        authors=raw.authors,
+        year=raw.year,
+        venue=raw.venue or None,
+        sections=sections,
+    )
 
 
 def _group_body_text(paragraphs: list[BodyParagraph]) -> list[tuple[str, list[str]]]:
@@ -120,7 +132,10 @@ def _group_body_text(paragraphs: list[BodyParagraph]) -> list[tuple[str, list[st
     return groups
 
 
-FORMAT = RecordFormat(name="jsonl",
-                      description="scholar-es JSON lines: {id, title, abstract, authors, year, venue, "
-                                  "sections: [{heading, paragraphs | text}]} or S2ORC-like body_text",
-                      id_fields=("id", "paper_id"), to_paper=to_paper)
+FORMAT = RecordFormat(
+    name="jsonl",
+    description="scholar-es JSON lines: {id, title, abstract, authors, year, venue, "
+    "sections: [{heading, paragraphs | text}]} or S2ORC-like body_text",
+    id_fields=("id", "paper_id"),
+    to_paper=to_paper,
+)

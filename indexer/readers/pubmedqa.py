@@ -35,7 +35,9 @@ def to_paper(record: dict[str, Any]) -> Paper:
     return Paper(id=raw.paper_id, title=raw.title, year=raw.year, sections=sections)
 
 
-FORMAT = RecordFormat(name="pubmedqa",
-                      description="PubMedQA papers.jsonl: {paper_id, year, meshes, sections: "
-                                  "[{section_name, text}]}",
-                      id_fields=("paper_id",), to_paper=to_paper)
+FORMAT = RecordFormat(
+    name="pubmedqa",
+    description="PubMedQA papers.jsonl: {paper_id, year, meshes, sections: [{section_name, text}]}",
+    id_fields=("paper_id",),
+    to_paper=to_paper,
+)

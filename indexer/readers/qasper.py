@@ -33,7 +33,9 @@ def to_paper(record: dict[str, Any]) -> Paper:
     return Paper(id=raw.paper_id, title=raw.title, abstract=raw.abstract, sections=sections)
 
 
-FORMAT = RecordFormat(name="qasper",
-                      description="QASPER papers_*.jsonl: {paper_id, title, abstract, sections: "
-                                  "[{section_name, paragraphs}]}",
-                      id_fields=("paper_id",), to_paper=to_paper)
+FORMAT = RecordFormat(
+    name="qasper",
+    description="QASPER papers_*.jsonl: {paper_id, title, abstract, sections: [{section_name, paragraphs}]}",
+    id_fields=("paper_id",),
+    to_paper=to_paper,
+)

@@ -36,10 +36,43 @@ Tokenizer = Callable[[str], list[str]]
 TermFilter = Callable[[str], "str | None"]  # one token in, the token out or None (dropped)
 
 # Lucene EnglishAnalyzer.ENGLISH_STOP_WORDS_SET, which Elasticsearch names `_english_`.
-ENGLISH_STOP_WORDS = frozenset((
-    "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it", "no",
-    "not", "of", "on", "or", "such", "that", "the", "their", "then", "there", "these", "they", "this",
-    "to", "was", "will", "with"))
+ENGLISH_STOP_WORDS = frozenset(
+    (
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "but",
+        "by",
+        "for",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "no",
+        "not",
+        "of",
+        "on",
+        "or",
+        "such",
+        "that",
+        "the",
+        "their",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "to",
+        "was",
+        "will",
+        "with",
+    )
+)
 BUILTIN_ANALYZERS: tuple[str, ...] = ("standard", "simple", "whitespace", "stop", "keyword", "english")
 BUILTIN_TOKENIZERS: tuple[str, ...] = ("standard", "letter", "whitespace", "keyword")
 BUILTIN_FILTERS: tuple[str, ...] = ("lowercase", "stop", "porter_stem", "stemmer")
@@ -54,23 +87,27 @@ _KNOWN_ANALYZERS = _name_set(
     "pattern fingerprint snowball classic arabic armenian basque bengali brazilian bulgarian catalan "
     "cjk czech danish dutch estonian finnish french galician german greek hindi hungarian indonesian "
     "irish italian latvian lithuanian norwegian persian portuguese romanian russian serbian sorani "
-    "spanish swedish turkish thai")
+    "spanish swedish turkish thai"
+)
 _KNOWN_TOKENIZERS = _name_set(
     "classic uax_url_email ngram edge_ngram pattern simple_pattern simple_pattern_split char_group "
-    "path_hierarchy lowercase thai")
+    "path_hierarchy lowercase thai"
+)
 _KNOWN_FILTERS = _name_set(
     "apostrophe asciifolding cjk_bigram cjk_width classic common_grams condition decimal_digit "
     "delimited_payload dictionary_decompounder edge_ngram elision fingerprint flatten_graph hunspell "
     "hyphenation_decompounder keep keep_types keyword_marker keyword_repeat kstem length limit "
     "min_hash multiplexer ngram pattern_capture pattern_replace phonetic predicate_token_filter "
     "remove_duplicates reverse shingle snowball stemmer_override synonym synonym_graph trim truncate "
-    "unique uppercase word_delimiter word_delimiter_graph")
+    "unique uppercase word_delimiter word_delimiter_graph"
+)
 _KNOWN_CHAR_FILTERS = frozenset(("html_strip", "mapping", "pattern_replace"))
 
 _SURROGATE = regex.compile("[\ud800-\udfff]")
 
 
 # ---------------------------------------------------------------------------------------- filters
+
 
 def lowercase(token: str) -> str:
     """Lucene LowerCaseFilter: Character.toLowerCase per code point (no final sigma, 'İ' -> 'i')."""
@@ -90,17 +127,36 @@ class _PorterStemmer:
     """Lucene's ``PorterStemmer`` (Porter's reference implementation, release 3), step by step:
     b[0..k] is the word, j the end of the stem left by the last successful ``ends``."""
 
-    _STEP3 = {"a": (("ational", "ate"), ("tional", "tion")), "c": (("enci", "ence"), ("anci", "ance")),
-              "e": (("izer", "ize"),), "l": (("bli", "ble"), ("alli", "al"), ("entli", "ent"), ("eli", "e"),
-                                            ("ousli", "ous")),
-              "o": (("ization", "ize"), ("ation", "ate"), ("ator", "ate")),
-              "s": (("alism", "al"), ("iveness", "ive"), ("fulness", "ful"), ("ousness", "ous")),
-              "t": (("aliti", "al"), ("iviti", "ive"), ("biliti", "ble")), "g": (("logi", "log"),)}
-    _STEP4 = {"e": (("icate", "ic"), ("ative", ""), ("alize", "al")), "i": (("iciti", "ic"),),
-              "l": (("ical", "ic"), ("ful", "")), "s": (("ness", ""),)}
-    _STEP5 = {"a": ("al",), "c": ("ance", "ence"), "e": ("er",), "i": ("ic",), "l": ("able", "ible"),
-              "n": ("ant", "ement", "ment", "ent"), "o": ("ion", "ou"), "s": ("ism",), "t": ("ate", "iti"),
-              "u": ("ous",), "v": ("ive",), "z": ("ize",)}
+    _STEP3 = {
+        "a": (("ational", "ate"), ("tional", "tion")),
+        "c": (("enci", "ence"), ("anci", "ance")),
+        "e": (("izer", "ize"),),
+        "l": (("bli", "ble"), ("alli", "al"), ("entli", "ent"), ("eli", "e"), ("ousli", "ous")),
+        "o": (("ization", "ize"), ("ation", "ate"), ("ator", "ate")),
+        "s": (("alism", "al"), ("iveness", "ive"), ("fulness", "ful"), ("ousness", "ous")),
+        "t": (("aliti", "al"), ("iviti", "ive"), ("biliti", "ble")),
+        "g": (("logi", "log"),),
+    }
+    _STEP4 = {
+        "e": (("icate", "ic"), ("ative", ""), ("alize", "al")),
+        "i": (("iciti", "ic"),),
+        "l": (("ical", "ic"), ("ful", "")),
+        "s": (("ness", ""),),
+    }
+    _STEP5 = {
+        "a": ("al",),
+        "c": ("ance", "ence"),
+        "e": ("er",),
+        "i": ("ic",),
+        "l": ("able", "ible"),
+        "n": ("ant", "ement", "ment", "ent"),
+        "o": ("ion", "ou"),
+        "s": ("ism",),
+        "t": ("ate", "iti"),
+        "u": ("ous",),
+        "v": ("ive",),
+        "z": ("ize",),
+    }
 
     def stem(self, word: str) -> str:
         b = list(word)  # Java chars: a supplementary character is two UTF-16 units
@@ -117,7 +173,7 @@ class _PorterStemmer:
         self._replace_first(self._STEP4.get(self.b[self.k], ()))  # step4: -ic-, -full, -ness
         self._step5()
         self._step6()
-        out = "".join(self.b[:self.k + 1])
+        out = "".join(self.b[: self.k + 1])
         return out.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
 
     def _cons(self, i: int) -> bool:
@@ -148,18 +204,23 @@ class _PorterStemmer:
         return j >= 1 and self.b[j] == self.b[j - 1] and self._cons(j)
 
     def _cvc(self, i: int) -> bool:
-        return (i >= 2 and self._cons(i) and not self._cons(i - 1) and self._cons(i - 2)
-                and self.b[i] not in "wxy")
+        return (
+            i >= 2
+            and self._cons(i)
+            and not self._cons(i - 1)
+            and self._cons(i - 2)
+            and self.b[i] not in "wxy"
+        )
 
     def _ends(self, s: str) -> bool:
         o = self.k - len(s) + 1
-        if o < 0 or "".join(self.b[o:self.k + 1]) != s:
+        if o < 0 or "".join(self.b[o : self.k + 1]) != s:
             return False
         self.j = self.k - len(s)
         return True
 
     def _setto(self, s: str) -> None:
-        self.b[self.j + 1:] = s
+        self.b[self.j + 1 :] = s
         self.k = self.j + len(s)
 
     def _replace_first(self, rules: tuple[tuple[str, str], ...]) -> None:
@@ -242,6 +303,7 @@ def _keep_unstemmed(words: frozenset[str]) -> TermFilter:
 
 # --------------------------------------------------------------------------------------- analyzer
 
+
 @dataclass(frozen=True, eq=False)
 class Analyzer:
     """A tokenizer plus token filters, called on a text to get the indexed terms in order."""
@@ -274,6 +336,7 @@ def _compose(filters: tuple[TermFilter, ...]) -> TermFilter | None:
             if token is None:
                 return None
         return token
+
     return term
 
 
@@ -317,8 +380,11 @@ def _no_files(conf: Mapping[str, Any], *keys: str) -> None:
 def _standard_tokenizer(max_token_length: Any = 255) -> Tokenizer:
     n = _int(max_token_length, "max_token_length")
     if not 1 <= n <= MAX_TOKEN_LENGTH_LIMIT:  # StandardTokenizer.setMaxTokenLength
-        raise illegal_argument("maxTokenLength must be greater than zero" if n < 1
-                               else f"maxTokenLength may not exceed {MAX_TOKEN_LENGTH_LIMIT}")
+        raise illegal_argument(
+            "maxTokenLength must be greater than zero"
+            if n < 1
+            else f"maxTokenLength may not exceed {MAX_TOKEN_LENGTH_LIMIT}"
+        )
     return functools.partial(standard_tokenize, max_token_length=n)
 
 
@@ -371,7 +437,9 @@ class _Registry:
                 raise illegal_argument(f"analyzer [{name}] must be an object")
             kind = conf.get("type") or ("custom" if conf.get("tokenizer") is not None else None)
             if kind is None:
-                raise illegal_argument(f"analyzer [{name}] must specify either an analyzer type, or a tokenizer")
+                raise illegal_argument(
+                    f"analyzer [{name}] must specify either an analyzer type, or a tokenizer"
+                )
             return self._custom(name, conf) if kind == "custom" else _builtin_analyzer(name, kind, conf)
         if name in ("default_search_quoted", "default_search"):  # fall back to default, then standard
             return self.analyzer("default_search" if name == "default_search_quoted" else "default")
@@ -384,6 +452,7 @@ class _Registry:
     def _custom(self, name: str, conf: Mapping[str, Any]) -> Analyzer:
         def missing(component: str, ref: str) -> Exception:
             return illegal_argument(f"Custom Analyzer [{name}] failed to find {component} under name [{ref}]")
+
         for ref in _names(conf.get("char_filter")):
             if ref in self._defs("char_filter") or ref in _KNOWN_CHAR_FILTERS:
                 raise unsupported(f"char_filter [{ref}]", "char filters are not implemented")
@@ -413,10 +482,12 @@ class _Registry:
         if kind in ("whitespace", "letter"):
             n = _int(n, "max_token_length")
             if not 1 <= n <= MAX_TOKEN_LENGTH_LIMIT:  # CharTokenizer constructor check
-                raise illegal_argument(f"maxTokenLen must be greater than 0 and less than "
-                                       f"{MAX_TOKEN_LENGTH_LIMIT} passed: {n}")
-            return functools.partial(whitespace_tokenize if kind == "whitespace" else letter_tokenize,
-                                     max_token_length=n)
+                raise illegal_argument(
+                    f"maxTokenLen must be greater than 0 and less than {MAX_TOKEN_LENGTH_LIMIT} passed: {n}"
+                )
+            return functools.partial(
+                whitespace_tokenize if kind == "whitespace" else letter_tokenize, max_token_length=n
+            )
         if kind == "keyword":
             return keyword_tokenize
         if kind in _KNOWN_TOKENIZERS:
@@ -492,8 +563,9 @@ def get_analyzer(name: str, analysis_settings: Mapping[str, Any] | None = None) 
     return analyzer
 
 
-def build_analyzer(tokenizer: str, filters: Iterable[str] = (),
-                   analysis_settings: Mapping[str, Any] | None = None) -> Analyzer:
+def build_analyzer(
+    tokenizer: str, filters: Iterable[str] = (), analysis_settings: Mapping[str, Any] | None = None
+) -> Analyzer:
     """An ad-hoc chain, as ``_analyze`` with ``tokenizer`` and ``filter`` builds it."""
     registry, scope = _Registry(analysis_settings or {}), "" if analysis_settings else "global "
     tok = registry.tokenizer(tokenizer)

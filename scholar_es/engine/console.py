@@ -82,14 +82,16 @@ def _parse_body(path: str, lines: list[str]) -> Any:
             try:
                 items.append(json.loads(line))
             except json.JSONDecodeError as e:
-                raise ConsoleParseError(f"line {n} of the NDJSON body of [{path}] is not valid JSON: {e.msg} "
-                                        f"(column {e.colno})") from None
+                raise ConsoleParseError(
+                    f"line {n} of the NDJSON body of [{path}] is not valid JSON: {e.msg} (column {e.colno})"
+                ) from None
         return items
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
-        raise ConsoleParseError(f"the body of [{path}] is not valid JSON: {e.msg} (line {e.lineno}, "
-                                f"column {e.colno})") from None
+        raise ConsoleParseError(
+            f"the body of [{path}] is not valid JSON: {e.msg} (line {e.lineno}, column {e.colno})"
+        ) from None
 
 
 def _error_line(type_: str, reason: str, status: int | None) -> dict:
@@ -115,7 +117,10 @@ def execute(es, method: str, path: str, body: Any) -> tuple[dict | list | str | 
             out = dict(err_body)
             out["status"] = e.meta.status
             return out, False
-        return {"error": err_body if err_body not in (None, "") else str(e.message), "status": e.meta.status}, False
+        return {
+            "error": err_body if err_body not in (None, "") else str(e.message),
+            "status": e.meta.status,
+        }, False
     except TransportError as e:
         return _error_line("transport_error", str(e), None), False
     except Exception as e:  # noqa: BLE001 - one bad request must not end the session
@@ -168,8 +173,13 @@ def run_console(es, stream_in: IO[str] | Iterable[str], stream_out: IO[str]) -> 
             body = _parse_body(req.path, req.body)
         except ConsoleParseError as e:
             failures += 1
-            emit(_error_line("console_parse_exception", f"request at line {req.line} ({req.method} {req.path}): {e}",
-                             400))
+            emit(
+                _error_line(
+                    "console_parse_exception",
+                    f"request at line {req.line} ({req.method} {req.path}): {e}",
+                    400,
+                )
+            )
             return
         out, ok = execute(es, req.method, req.path, body)
         failures += not ok
@@ -183,8 +193,13 @@ def run_console(es, stream_in: IO[str] | Iterable[str], stream_out: IO[str]) -> 
         if stray:
             failures += 1
             where = f"line {stray[0]}" if len(stray) == 1 else f"lines {stray[0]}-{stray[-1]}"
-            emit(_error_line("console_parse_exception",
-                             f"{where}: expected a request line 'METHOD path' (one of {', '.join(METHODS)})", 400))
+            emit(
+                _error_line(
+                    "console_parse_exception",
+                    f"{where}: expected a request line 'METHOD path' (one of {', '.join(METHODS)})",
+                    400,
+                )
+            )
             stray.clear()
 
     for n, raw in enumerate(_lines(stream_in), start=1):

@@ -25,8 +25,16 @@ from scholar_es.engine.segment import Segment, parse_document
 from scholar_es.engine.store import Store, pack_vectors, unpack_vectors
 
 MAX_ID_BYTES = 512  # IndexRequest: "id is too long, must be no longer than 512 bytes"
-_INDEX_SETTINGS = {"number_of_shards", "number_of_replicas", "refresh_interval", "analysis",
-                   "max_result_window", "similarity", "codec", "mapping"}
+_INDEX_SETTINGS = {
+    "number_of_shards",
+    "number_of_replicas",
+    "refresh_interval",
+    "analysis",
+    "max_result_window",
+    "similarity",
+    "codec",
+    "mapping",
+}
 
 
 def _flat_index_settings(settings: dict) -> dict:
@@ -38,16 +46,21 @@ def _flat_index_settings(settings: dict) -> dict:
         out[k.removeprefix("index.")] = v
     for k in out:
         if k.split(".")[0] not in _INDEX_SETTINGS:
-            raise illegal_argument(f"unknown setting [index.{k}] please check that any required plugins are installed, "
-                                   "or check the breaking changes documentation for removed settings")
+            raise illegal_argument(
+                f"unknown setting [index.{k}] please check that any required plugins are installed, "
+                "or check the breaking changes documentation for removed settings"
+            )
     return out
 
 
 def bm25_similarities(settings: dict, mapping: Mapping) -> sim.FieldSimilarities:
     """The BM25 parameters of the index's text/keyword fields (index.similarity + each field's
     ``similarity``); raises for an unknown or unsupported similarity."""
-    mapped = {name: fs.similarity for name, fs in mapping.fields.items()
-              if fs.type in ("text", "keyword") and fs.similarity is not None}
+    mapped = {
+        name: fs.similarity
+        for name, fs in mapping.fields.items()
+        if fs.type in ("text", "keyword") and fs.similarity is not None
+    }
     return sim.field_similarities(settings.get("similarity"), mapped)
 
 
@@ -99,8 +112,11 @@ class IndexHandle:
         for s in dead:
             seg.delete(int(s))
         for seq, doc_id, source, vectors in self.store.docs_after(self.name, last):
-            seg.add(parse_document(self.mapping, self.analysis, seq, doc_id, json.loads(source),
-                                   unpack_vectors(vectors)))
+            seg.add(
+                parse_document(
+                    self.mapping, self.analysis, seq, doc_id, json.loads(source), unpack_vectors(vectors)
+                )
+            )
             self._saved = False
         if len(dead):
             self._saved = False
@@ -131,14 +147,25 @@ class IndexHandle:
                 continue
             _, doc_id, source, op_type = op
             if len(doc_id.encode("utf-8", "surrogatepass")) > MAX_ID_BYTES:
-                results[i] = _item_error(illegal_argument(
-                    f"id [{doc_id[:40]}...] is too long, must be no longer than {MAX_ID_BYTES} bytes but was: "
-                    f"{len(doc_id.encode('utf-8', 'surrogatepass'))}"))
+                results[i] = _item_error(
+                    illegal_argument(
+                        f"id [{doc_id[:40]}...] is too long, must be no longer than {MAX_ID_BYTES} bytes but was: "
+                        f"{len(doc_id.encode('utf-8', 'surrogatepass'))}"
+                    )
+                )
                 continue
-            if op_type == "create" and exists_in_batch.get(doc_id, self.store.get(self.name, doc_id) is not None):
-                results[i] = _item_error(EsError(409, "version_conflict_engine_exception",
-                                                 f"[{doc_id}]: version conflict, document already exists "
-                                                 "(current version [1])", index=self.name, shard="0"))
+            if op_type == "create" and exists_in_batch.get(
+                doc_id, self.store.get(self.name, doc_id) is not None
+            ):
+                results[i] = _item_error(
+                    EsError(
+                        409,
+                        "version_conflict_engine_exception",
+                        f"[{doc_id}]: version conflict, document already exists (current version [1])",
+                        index=self.name,
+                        shard="0",
+                    )
+                )
                 continue
             try:
                 pdoc = parse_document(self.mapping, self.analysis, 0, doc_id, source)
@@ -146,8 +173,9 @@ class IndexHandle:
                 results[i] = _item_error(e)
                 continue
             stored = self._stored_source(source)
-            writes.append((i, ("index", doc_id, json.dumps(stored, ensure_ascii=False),
-                               pack_vectors(pdoc.vectors))))
+            writes.append(
+                (i, ("index", doc_id, json.dumps(stored, ensure_ascii=False), pack_vectors(pdoc.vectors)))
+            )
             parsed.append((i, pdoc))
             exists_in_batch[doc_id] = True
         mapping_after = json.dumps(self.mapping.to_body(), sort_keys=True)
@@ -164,18 +192,32 @@ class IndexHandle:
             if previous is not None:
                 seg.delete(previous)
             if w[0] == "delete":
-                results[i] = {"_index": self.name, "_id": doc_id, "_version": version,
-                              "result": "deleted" if version else "not_found", "status": 200 if version else 404}
+                results[i] = {
+                    "_index": self.name,
+                    "_id": doc_id,
+                    "_version": version,
+                    "result": "deleted" if version else "not_found",
+                    "status": 200 if version else 404,
+                }
             else:
                 pdoc = pdocs[i]
                 pdoc.seq = seq
                 seg.add(pdoc)
                 batch[doc_id] = seq
-                results[i] = {"_index": self.name, "_id": doc_id, "_version": version,
-                              "result": "updated" if version > 1 else "created",
-                              "status": 200 if version > 1 else 201}
-            results[i].update({"_shards": {"total": 1, "successful": 1, "failed": 0},
-                               "_seq_no": int(seq or 0), "_primary_term": 1})
+                results[i] = {
+                    "_index": self.name,
+                    "_id": doc_id,
+                    "_version": version,
+                    "result": "updated" if version > 1 else "created",
+                    "status": 200 if version > 1 else 201,
+                }
+            results[i].update(
+                {
+                    "_shards": {"total": 1, "successful": 1, "failed": 0},
+                    "_seq_no": int(seq or 0),
+                    "_primary_term": 1,
+                }
+            )
         if writes:
             self._saved = False
         for op, res in zip(ops, results, strict=True):
@@ -188,6 +230,7 @@ class IndexHandle:
         if not self.mapping.source_excludes:
             return source
         from scholar_es.engine.hits import filter_source
+
         return filter_source(source, {"excludes": self.mapping.source_excludes}) or {}
 
     def get(self, doc_id: str) -> dict | None:
@@ -195,8 +238,15 @@ class IndexHandle:
         if row is None:
             return None
         seq, source, version = row
-        return {"_index": self.name, "_id": doc_id, "_version": version, "_seq_no": seq, "_primary_term": 1,
-                "found": True, "_source": json.loads(source)}
+        return {
+            "_index": self.name,
+            "_id": doc_id,
+            "_version": version,
+            "_seq_no": seq,
+            "_primary_term": 1,
+            "found": True,
+            "_source": json.loads(source),
+        }
 
     def count(self) -> int:
         return len(self.segment().seqs)
@@ -207,8 +257,10 @@ class IndexHandle:
         for name, spec in new_props.items():
             existing = merged["properties"].get(name)
             if existing is not None and existing.get("type") != spec.get("type", "object"):
-                raise illegal_argument(f"mapper [{name}] cannot be changed from type [{existing.get('type')}] to "
-                                       f"[{spec.get('type')}]")
+                raise illegal_argument(
+                    f"mapper [{name}] cannot be changed from type [{existing.get('type')}] to "
+                    f"[{spec.get('type')}]"
+                )
             merged["properties"][name] = spec
         if "_meta" in body:
             merged["_meta"] = body["_meta"]
@@ -220,13 +272,20 @@ class IndexHandle:
             self._segment.mapping = mapping
 
     def describe(self) -> dict:
-        return {"aliases": {a: {} for a, i, _ in self.store.aliases() if i == self.name},
-                "mappings": self.mapping.to_body(),
-                "settings": {"index": {**{k: v for k, v in self.settings.items()},
-                                       "number_of_shards": str(self.settings.get("number_of_shards", 1)),
-                                       "number_of_replicas": str(self.settings.get("number_of_replicas", 1)),
-                                       "uuid": self.uuid, "provided_name": self.name,
-                                       "creation_date": str(self.created)}}}
+        return {
+            "aliases": {a: {} for a, i, _ in self.store.aliases() if i == self.name},
+            "mappings": self.mapping.to_body(),
+            "settings": {
+                "index": {
+                    **{k: v for k, v in self.settings.items()},
+                    "number_of_shards": str(self.settings.get("number_of_shards", 1)),
+                    "number_of_replicas": str(self.settings.get("number_of_replicas", 1)),
+                    "uuid": self.uuid,
+                    "provided_name": self.name,
+                    "creation_date": str(self.created),
+                }
+            },
+        }
 
 
 def _item_error(e: EsError) -> dict:
@@ -275,8 +334,12 @@ class Engine:
     def create_index(self, name: str, body: dict) -> dict:
         _validate_index_name(name)
         if name in self.store.indices() or any(a == name for a, _, _ in self.store.aliases()):
-            raise EsError(400, "resource_already_exists_exception", f"index [{name}/{uuid.uuid4().hex[:22]}] already exists",
-                          index=name)
+            raise EsError(
+                400,
+                "resource_already_exists_exception",
+                f"index [{name}/{uuid.uuid4().hex[:22]}] already exists",
+                index=name,
+            )
         body = body or {}
         unknown = set(body) - {"settings", "mappings", "aliases"}
         if unknown:
@@ -284,20 +347,23 @@ class Engine:
         settings = _flat_index_settings(body.get("settings") or {})
         if settings.get("analysis"):
             from scholar_es.engine.analysis import get_analyzer
-            for an in (settings["analysis"].get("analyzer") or {}):
+
+            for an in settings["analysis"].get("analyzer") or {}:
                 get_analyzer(an, settings["analysis"])  # fail now, not at the first document
         mapping = Mapping(body.get("mappings") or {})
         bm25_similarities(settings, mapping)  # an unknown or unsupported similarity fails now
         for fs in mapping.fields.values():
             if fs.type == "text":
                 from scholar_es.engine.analysis import get_analyzer
+
                 get_analyzer(fs.analyzer, settings.get("analysis"))
                 get_analyzer(fs.query_analyzer, settings.get("analysis"))
         self.store.create_index(name, settings, mapping.to_body(), uuid.uuid4().hex, int(time.time() * 1000))
         aliases = body.get("aliases") or {}
         if aliases:
-            self.store.apply_alias_actions([(a, name, (v or {}).get("is_write_index")) for a, v in aliases.items()],
-                                           [], [])
+            self.store.apply_alias_actions(
+                [(a, name, (v or {}).get("is_write_index")) for a, v in aliases.items()], [], []
+            )
         return {"acknowledged": True, "shards_acknowledged": True, "index": name}
 
     def delete_index(self, expr: str) -> None:
@@ -345,9 +411,11 @@ class Engine:
             writes = [i for i, w in targets if w]
             if len(writes) == 1:
                 return writes[0]
-            raise illegal_argument(f"no write index is defined for alias [{name}]. The write index may be explicitly "
-                                   "disabled using is_write_index=false or the alias points to multiple indices "
-                                   "without one being designated as a write index")
+            raise illegal_argument(
+                f"no write index is defined for alias [{name}]. The write index may be explicitly "
+                "disabled using is_write_index=false or the alias points to multiple indices "
+                "without one being designated as a write index"
+            )
         if not create:
             raise index_not_found(name)
         self.create_index(name, {})  # auto-create, as action.auto_create_index allows by default
@@ -375,13 +443,19 @@ class Engine:
                     raise index_not_found(index)
                 for alias in als:
                     if alias in indices:
-                        raise illegal_argument(f"an index or data stream exists with the same name as the alias [{alias}]")
+                        raise illegal_argument(
+                            f"an index or data stream exists with the same name as the alias [{alias}]"
+                        )
                     if kind == "add":
                         adds.append((alias, index, spec.get("is_write_index")))
                     else:
                         if not any(a == alias and i == index for a, i, _ in self.store.aliases()):
-                            raise EsError(404, "aliases_not_found_exception", f"aliases [{alias}] missing",
-                                          **{"resource.type": "aliases", "resource.id": alias})
+                            raise EsError(
+                                404,
+                                "aliases_not_found_exception",
+                                f"aliases [{alias}] missing",
+                                **{"resource.type": "aliases", "resource.id": alias},
+                            )
                         removes.append((alias, index))
         self.store.apply_alias_actions(adds, removes, remove_indices)
         for name in remove_indices:
@@ -398,14 +472,25 @@ def _as_names(v) -> list[str]:
 
 def _validate_index_name(name: str) -> None:
     bad = set('\\/*?"<>| ,#:')
-    if not name or name != name.lower() or name[0] in "-_+" or any(c in bad for c in name) or name in (".", ".."):
-        raise EsError(400, "invalid_index_name_exception",
-                      f"Invalid index name [{name}], must be lowercase, must not start with '_', '-' or '+', and must "
-                      "not contain \\, /, *, ?, \", <, >, |, ' ', ',', #, :", index=name)
+    if (
+        not name
+        or name != name.lower()
+        or name[0] in "-_+"
+        or any(c in bad for c in name)
+        or name in (".", "..")
+    ):
+        raise EsError(
+            400,
+            "invalid_index_name_exception",
+            f"Invalid index name [{name}], must be lowercase, must not start with '_', '-' or '+', and must "
+            "not contain \\, /, *, ?, \", <, >, |, ' ', ',', #, :",
+            index=name,
+        )
 
 
 def _remove_tree(path: Path) -> None:
     import shutil
+
     shutil.rmtree(path, ignore_errors=True)
 
 

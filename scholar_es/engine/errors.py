@@ -51,8 +51,13 @@ def unsupported(what: str, hint: str = "") -> EsError:
 
 
 def index_not_found(index: str) -> EsError:
-    return EsError(404, "index_not_found_exception", f"no such index [{index}]",
-                   index=index, **{"resource.type": "index_or_alias", "resource.id": index})
+    return EsError(
+        404,
+        "index_not_found_exception",
+        f"no such index [{index}]",
+        index=index,
+        **{"resource.type": "index_or_alias", "resource.id": index},
+    )
 
 
 def script_error(reason: str, script: str = "") -> EsError:

@@ -43,8 +43,11 @@ class SegmentScriptContext:
     def doc_values(self, field: str) -> tuple[np.ndarray, np.ndarray]:
         kind = self.field_kind(field)
         if kind in ("text", "keyword", "dense_vector", "object"):
-            raise EsError(400, "illegal_argument_exception",
-                          f"field [{field}] of type [{kind}] has no numeric doc values for scripts")
+            raise EsError(
+                400,
+                "illegal_argument_exception",
+                f"field [{field}] of type [{kind}] has no numeric doc values for scripts",
+            )
         col = self._ctx.seg.numeric.get(field)
         if col is None:
             return np.zeros(self.n), np.zeros(self.n, dtype=bool)
@@ -67,15 +70,24 @@ class SegmentScriptContext:
         col = self._ctx.seg.vectors.get(field)
         if col is None:
             if self.field_kind(field) != "dense_vector":
-                raise EsError(400, "illegal_argument_exception", f"Field [{field}] is not a dense_vector field")
+                raise EsError(
+                    400, "illegal_argument_exception", f"Field [{field}] is not a dense_vector field"
+                )
             return np.zeros((self.n, 0), dtype=np.float32), np.zeros(self.n, dtype=bool)
         return col.matrix, col.present
 
 
 class FunctionScoreNode(Node):
-    def __init__(self, query: Node, functions: list[tuple[Node | None, str, dict, float | None]],
-                 score_mode: str, boost_mode: str, max_boost: float, min_score: float | None,
-                 boost: float) -> None:
+    def __init__(
+        self,
+        query: Node,
+        functions: list[tuple[Node | None, str, dict, float | None]],
+        score_mode: str,
+        boost_mode: str,
+        max_boost: float,
+        min_score: float | None,
+        boost: float,
+    ) -> None:
         self.query, self.functions = query, functions
         self.score_mode, self.boost_mode = score_mode, boost_mode
         self.max_boost, self.min_score, self.boost = max_boost, min_score, boost
@@ -113,27 +125,36 @@ class FunctionScoreNode(Node):
                 best = np.where(applies, np.minimum(best, value), best)
             else:  # sum / avg
                 total = np.where(applies, total + value, total)
-                weight_sum = np.where(applies, weight_sum + (weight if weight is not None else 1.0), weight_sum)
+                weight_sum = np.where(
+                    applies, weight_sum + (weight if weight is not None else 1.0), weight_sum
+                )
             matched_any |= applies
         if self.score_mode in ("max", "min"):
             factor = np.where(np.isfinite(best), best, 1.0)
         elif self.score_mode in ("sum", "avg"):
             has = weight_sum != 0
-            factor = np.where(has, total / np.where(has, weight_sum, 1.0) if self.score_mode == "avg" else total, 1.0)
+            factor = np.where(
+                has, total / np.where(has, weight_sum, 1.0) if self.score_mode == "avg" else total, 1.0
+            )
         capped = np.minimum(factor, self.max_boost)
         combined = _combine(self.boost_mode, sub, capped)
         final = combined.astype(np.float32).astype(np.float64)
         bad = qmask & ((final < 0) | np.isnan(final))
         if bad.any():
-            raise EsError(400, "illegal_argument_exception",
-                          f"function score query returned an invalid score: {final[bad][0]} for doc: {int(np.flatnonzero(bad)[0])}")
+            raise EsError(
+                400,
+                "illegal_argument_exception",
+                f"function score query returned an invalid score: {final[bad][0]} for doc: {int(np.flatnonzero(bad)[0])}",
+            )
         mask = qmask.copy()
         if self.min_score is not None:
             mask &= final >= self.min_score
         self._factor = capped
         return mask, np.where(mask, final, 0.0)
 
-    def _function_value(self, ctx: Ctx, kind: str, spec: dict, sub: np.ndarray, applies: np.ndarray) -> np.ndarray:
+    def _function_value(
+        self, ctx: Ctx, kind: str, spec: dict, sub: np.ndarray, applies: np.ndarray
+    ) -> np.ndarray:
         if kind == "weight":
             return np.ones(ctx.n)
         if kind == "field_value_factor":
@@ -146,10 +167,19 @@ class FunctionScoreNode(Node):
     def explain(self, pos: int) -> dict:
         details = [self.query.explain(pos)]
         fdetails = [expl(v[pos], "function score") for applies, v in self._fvalues if applies[pos]]
-        details.append(expl(self._factor[pos], f"min of: (function score, score mode [{self.score_mode}])",
-                            fdetails + [expl(self.max_boost, "maxBoost")]))
-        return expl(self.scores[pos], f"function score, score mode [{self.score_mode}], boost mode "
-                    f"[{self.boost_mode}], query boost [{self.boost:g}]", details)
+        details.append(
+            expl(
+                self._factor[pos],
+                f"min of: (function score, score mode [{self.score_mode}])",
+                fdetails + [expl(self.max_boost, "maxBoost")],
+            )
+        )
+        return expl(
+            self.scores[pos],
+            f"function score, score mode [{self.score_mode}], boost mode "
+            f"[{self.boost_mode}], query boost [{self.boost:g}]",
+            details,
+        )
 
 
 def _combine(mode: str, q: np.ndarray, f: np.ndarray) -> np.ndarray:
@@ -190,28 +220,41 @@ def _field_value_factor(ctx: Ctx, spec: dict, applies: np.ndarray) -> np.ndarray
     else:
         first = np.full(ctx.n, np.nan)
         if fs is not None and not fs.is_numeric:
-            raise EsError(400, "illegal_argument_exception",
-                          f"Field [{field}] of type [{fs.type}] is not supported for field_value_factor")
+            raise EsError(
+                400,
+                "illegal_argument_exception",
+                f"Field [{field}] of type [{fs.type}] is not supported for field_value_factor",
+            )
     missing = spec.get("missing")
     lacking = applies & np.isnan(first)
     if lacking.any():
         if missing is None:
-            raise EsError(400, "illegal_argument_exception",
-                          f"Missing value for field [{field}]")  # FieldValueFactorFunction
+            raise EsError(
+                400, "illegal_argument_exception", f"Missing value for field [{field}]"
+            )  # FieldValueFactorFunction
         first = np.where(np.isnan(first), float(missing), first)
     x = factor * np.where(np.isnan(first), 0.0, first)
     with np.errstate(divide="ignore", invalid="ignore"):
         out = {
-            "none": lambda: x, "log": lambda: np.log10(x), "log1p": lambda: np.log10(x + 1),
-            "log2p": lambda: np.log10(x + 2), "ln": lambda: np.log(x), "ln1p": lambda: np.log1p(x),
-            "ln2p": lambda: np.log(x + 2), "square": lambda: x * x, "sqrt": lambda: np.sqrt(x),
+            "none": lambda: x,
+            "log": lambda: np.log10(x),
+            "log1p": lambda: np.log10(x + 1),
+            "log2p": lambda: np.log10(x + 2),
+            "ln": lambda: np.log(x),
+            "ln1p": lambda: np.log1p(x),
+            "ln2p": lambda: np.log(x + 2),
+            "square": lambda: x * x,
+            "sqrt": lambda: np.sqrt(x),
             "reciprocal": lambda: 1.0 / x,
         }[modifier]()
     bad = applies & (np.isnan(out) | np.isinf(out) | (out < 0))
     if bad.any():
-        raise EsError(400, "illegal_argument_exception",
-                      f"field value function must not produce negative scores, but got: [{out[bad][0]}] for field value: "
-                      f"[{first[bad][0]}]")
+        raise EsError(
+            400,
+            "illegal_argument_exception",
+            f"field value function must not produce negative scores, but got: [{out[bad][0]}] for field value: "
+            f"[{first[bad][0]}]",
+        )
     return out
 
 
@@ -227,9 +270,12 @@ class ScriptScoreNode(Node):
         bad = qmask & ((values < 0) | np.isnan(values))
         if bad.any():
             pos = int(np.flatnonzero(bad)[0])
-            raise EsError(400, "illegal_argument_exception",
-                          f"script_score script returned an invalid score [{values[pos]}] for doc [{pos}]. "
-                          "Must be a non-negative score!")
+            raise EsError(
+                400,
+                "illegal_argument_exception",
+                f"script_score script returned an invalid score [{values[pos]}] for doc [{pos}]. "
+                "Must be a non-negative score!",
+            )
         boosted = (values * self.boost).astype(np.float32).astype(np.float64)
         mask = qmask.copy()
         if self.min_score is not None:
@@ -237,9 +283,14 @@ class ScriptScoreNode(Node):
         return mask, np.where(mask, boosted, 0.0)
 
     def explain(self, pos: int) -> dict:
-        return _boosted(expl(self.scores[pos] / (self.boost or 1.0),
-                             f"script score function, computed with script:\"{self.script.source}\"",
-                             [self.query.explain(pos)]), self.boost)
+        return _boosted(
+            expl(
+                self.scores[pos] / (self.boost or 1.0),
+                f'script score function, computed with script:"{self.script.source}"',
+                [self.query.explain(pos)],
+            ),
+            self.boost,
+        )
 
 
 def parse_function_score(parser, p: dict, script_query: bool = False) -> Node:
@@ -247,20 +298,41 @@ def parse_function_score(parser, p: dict, script_query: bool = False) -> Node:
         _check_params("script_score", p, {"query", "script", "min_score", "boost", "_name"})
         if "query" not in p or "script" not in p:
             raise parsing_error("[script_score] requires 'query' and 'script' fields")
-        return ScriptScoreNode(parser.parse(p["query"]), p["script"],
-                               _float("script_score", "min_score", p["min_score"]) if "min_score" in p else None,
-                               _float("script_score", "boost", p.get("boost", 1.0)))
+        return ScriptScoreNode(
+            parser.parse(p["query"]),
+            p["script"],
+            _float("script_score", "min_score", p["min_score"]) if "min_score" in p else None,
+            _float("script_score", "boost", p.get("boost", 1.0)),
+        )
     single = {"weight", "field_value_factor", "script_score", "random_score", "gauss", "exp", "linear"}
-    _check_params("function_score", p, {"query", "functions", "score_mode", "boost_mode", "max_boost",
-                                        "min_score", "boost", "_name", "filter"} | single)
+    _check_params(
+        "function_score",
+        p,
+        {
+            "query",
+            "functions",
+            "score_mode",
+            "boost_mode",
+            "max_boost",
+            "min_score",
+            "boost",
+            "_name",
+            "filter",
+        }
+        | single,
+    )
     if "filter" in p and "query" not in p:
         raise parsing_error("[function_score] query does not support [filter]")
-    query = parser.parse(p["query"]) if "query" in p else ConstNode("*:*", lambda ctx: np.ones(ctx.n, dtype=bool))
+    query = (
+        parser.parse(p["query"]) if "query" in p else ConstNode("*:*", lambda ctx: np.ones(ctx.n, dtype=bool))
+    )
     functions = []
     top_level = {k: p[k] for k in single if k in p}
     if top_level and "functions" in p:
-        raise parsing_error("failed to parse [function_score] query. already found [functions] array, "
-                            "now encountering [" + next(iter(top_level)) + "].")
+        raise parsing_error(
+            "failed to parse [function_score] query. already found [functions] array, "
+            "now encountering [" + next(iter(top_level)) + "]."
+        )
     specs = p.get("functions", [top_level] if top_level else [])
     if not isinstance(specs, list):
         raise parsing_error("[function_score] [functions] must be an array")
@@ -273,22 +345,31 @@ def parse_function_score(parser, p: dict, script_query: bool = False) -> Node:
     if boost_mode not in BOOST_MODES:
         raise parsing_error(f"failed to parse [function_score] query. illegal boost_mode [{boost_mode}]")
     return FunctionScoreNode(
-        query, functions, score_mode, boost_mode,
+        query,
+        functions,
+        score_mode,
+        boost_mode,
         _float("function_score", "max_boost", p.get("max_boost", _FLOAT_MAX)),
         _float("function_score", "min_score", p["min_score"]) if "min_score" in p else None,
-        _float("function_score", "boost", p.get("boost", 1.0)))
+        _float("function_score", "boost", p.get("boost", 1.0)),
+    )
 
 
 def _parse_function(parser, spec: dict):
     if not isinstance(spec, dict):
         raise parsing_error("[function_score] malformed function, expected an object")
-    _check_params("function_score", spec, {"filter", "weight", "field_value_factor", "script_score",
-                                           "random_score", "gauss", "exp", "linear"})
+    _check_params(
+        "function_score",
+        spec,
+        {"filter", "weight", "field_value_factor", "script_score", "random_score", "gauss", "exp", "linear"},
+    )
     filt = parser.parse(spec["filter"]) if "filter" in spec else None
     weight = _float("function_score", "weight", spec["weight"]) if "weight" in spec else None
     kinds = [k for k in spec if k not in ("filter", "weight")]
     if len(kinds) > 1:
-        raise parsing_error(f"failed to parse function_score functions: more than one function [{', '.join(kinds)}]")
+        raise parsing_error(
+            f"failed to parse function_score functions: more than one function [{', '.join(kinds)}]"
+        )
     if not kinds:
         if weight is None:
             raise parsing_error("failed to parse [function_score] query. function has no type and no weight")

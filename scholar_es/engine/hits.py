@@ -84,8 +84,9 @@ class SortSpec:
                 lex.append(-key if desc else key)
                 shown.append(disp)
         order = np.lexsort(lex)
-        return cand[order], [s[order] if isinstance(s, np.ndarray) else [s[i] for i in order]
-                             for s in reversed(shown)]
+        return cand[order], [
+            s[order] if isinstance(s, np.ndarray) else [s[i] for i in order] for s in reversed(shown)
+        ]
 
 
 def _field_sort_values(seg, name: str, cand: np.ndarray, desc: bool):
@@ -105,10 +106,14 @@ def _field_sort_values(seg, name: str, cand: np.ndarray, desc: bool):
         num = np.where(first >= 0, rank[np.maximum(first, 0)], np.nan)
         return num, [terms[f] if f >= 0 else None for f in first]
     if fs.type in ("text", "dense_vector"):
-        raise EsError(400, "illegal_argument_exception",
-                      f"Text fields are not optimised for operations that require per-document field data like "
-                      f"aggregations and sorting, so these operations are disabled by default. [{name}]"
-                      if fs.type == "text" else f"Field [{name}] of type [dense_vector] does not support sorting")
+        raise EsError(
+            400,
+            "illegal_argument_exception",
+            f"Text fields are not optimised for operations that require per-document field data like "
+            f"aggregations and sorting, so these operations are disabled by default. [{name}]"
+            if fs.type == "text"
+            else f"Field [{name}] of type [dense_vector] does not support sorting",
+        )
     return np.full(len(cand), np.nan), [None] * len(cand)
 
 
@@ -116,7 +121,9 @@ def collapse_values(seg, field: str) -> list:
     """Per-doc collapse key (first value; None for docs without one)."""
     fs = seg.mapping.get(field)
     if fs is None:
-        raise EsError(400, "illegal_argument_exception", f"no mapping found for `{field}` in order to collapse on")
+        raise EsError(
+            400, "illegal_argument_exception", f"no mapping found for `{field}` in order to collapse on"
+        )
     if fs.type == "keyword":
         col = seg.keyword.get(field)
         return col.first_values() if col is not None else [None] * len(seg.seqs)
@@ -126,8 +133,11 @@ def collapse_values(seg, field: str) -> list:
             return [None] * len(seg.seqs)
         first = col.stats()[0]
         return [None if np.isnan(v) else (int(v) if float(v).is_integer() else float(v)) for v in first]
-    raise EsError(400, "illegal_argument_exception",
-                  f"unknown type for collapse field `{field}`, only keywords and numbers are accepted")
+    raise EsError(
+        400,
+        "illegal_argument_exception",
+        f"unknown type for collapse field `{field}`, only keywords and numbers are accepted",
+    )
 
 
 def filter_source(source: dict, spec) -> dict | None:

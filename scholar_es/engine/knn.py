@@ -16,8 +16,19 @@ from scholar_es.engine.hits import order_by_score
 from scholar_es.engine.nodes import Ctx, Node, expl
 from scholar_es.engine.queries import _check_params, _float
 
-KNN_PARAMS = {"field", "query_vector", "k", "num_candidates", "filter", "similarity", "boost", "_name",
-              "query_vector_builder", "inner_hits", "rescore_vector"}
+KNN_PARAMS = {
+    "field",
+    "query_vector",
+    "k",
+    "num_candidates",
+    "filter",
+    "similarity",
+    "boost",
+    "_name",
+    "query_vector_builder",
+    "inner_hits",
+    "rescore_vector",
+}
 MAX_CANDIDATES = 10_000
 
 
@@ -27,13 +38,17 @@ def raw_similarity(ctx: Ctx, field: str, qv: np.ndarray) -> tuple[np.ndarray, np
     if fs is None:
         raise illegal_argument(f"field [{field}] does not exist in the mapping")
     if fs.type != "dense_vector":
-        raise illegal_argument(f"[knn] queries are only supported on [dense_vector] fields, field [{field}] is of "
-                               f"type [{fs.type}]")
+        raise illegal_argument(
+            f"[knn] queries are only supported on [dense_vector] fields, field [{field}] is of "
+            f"type [{fs.type}]"
+        )
     col = ctx.seg.vectors.get(field)
     dims = fs.dims or (col.dims if col is not None else None)
     if dims is not None and qv.shape[0] != dims:
-        raise illegal_argument(f"The query vector has a different number of dimensions [{qv.shape[0]}] than the "
-                               f"document vectors [{dims}].")
+        raise illegal_argument(
+            f"The query vector has a different number of dimensions [{qv.shape[0]}] than the "
+            f"document vectors [{dims}]."
+        )
     if col is None or col.dims is None:
         return np.zeros(ctx.n), np.zeros(ctx.n, dtype=bool), fs.similarity or "cosine"
     m = col.matrix
@@ -42,8 +57,10 @@ def raw_similarity(ctx: Ctx, field: str, qv: np.ndarray) -> tuple[np.ndarray, np
     if kind == "cosine":
         qn = np.float32(np.linalg.norm(qv))
         if qn == 0:
-            raise illegal_argument("The [cosine] similarity does not support vectors with zero magnitude. "
-                                   "Preview of invalid vector: " + str(qv[:5].tolist()))
+            raise illegal_argument(
+                "The [cosine] similarity does not support vectors with zero magnitude. "
+                "Preview of invalid vector: " + str(qv[:5].tolist())
+            )
         with np.errstate(divide="ignore", invalid="ignore"):
             raw = dots / (col.norms() * qn)
     elif kind == "l2_norm":
@@ -65,7 +82,9 @@ def _query_vector(spec: dict) -> np.ndarray:
     except (TypeError, ValueError):
         raise parsing_error("[knn] failed to parse field [query_vector]") from None
     if vec.ndim != 1 or not np.all(np.isfinite(vec)):
-        raise parsing_error("[knn] failed to parse field [query_vector]: expected a flat array of finite numbers")
+        raise parsing_error(
+            "[knn] failed to parse field [query_vector]: expected a flat array of finite numbers"
+        )
     return vec
 
 
@@ -77,8 +96,16 @@ class KnnNode(Node):
     when the filter is part of the kNN clause itself).
     """
 
-    def __init__(self, field: str, qv: np.ndarray, k: int | None, num_candidates: int | None,
-                 filters: list[Node], threshold: float | None, boost: float) -> None:
+    def __init__(
+        self,
+        field: str,
+        qv: np.ndarray,
+        k: int | None,
+        num_candidates: int | None,
+        filters: list[Node],
+        threshold: float | None,
+        boost: float,
+    ) -> None:
         self.field, self.qv, self.k, self.num_candidates = field, qv, k, num_candidates
         self.filters, self.threshold, self.boost = filters, threshold, boost
 
@@ -106,9 +133,11 @@ class KnnNode(Node):
 
     def explain(self, pos: int) -> dict:
         base = self.scores[pos] / (self.boost or 1.0)
-        e = expl(self.scores[pos], f"within top k documents (k={self.k}), similarity [{self._kind}] "
-                                   f"raw {float(self._raw[pos]):.6g}",
-                 [expl(base, "vector score"), expl(self.boost, "boost")])
+        e = expl(
+            self.scores[pos],
+            f"within top k documents (k={self.k}), similarity [{self._kind}] raw {float(self._raw[pos]):.6g}",
+            [expl(base, "vector score"), expl(self.boost, "boost")],
+        )
         return e
 
 
@@ -137,8 +166,15 @@ def parse_knn(parser, spec: dict, top_level: bool = False) -> KnnNode:
     filt = spec.get("filter")
     filters = [] if filt is None else [parser.parse(f) for f in (filt if isinstance(filt, list) else [filt])]
     threshold = _float("knn", "similarity", spec["similarity"]) if "similarity" in spec else None
-    node = KnnNode(spec["field"], _query_vector(spec), k, nc, filters, threshold,
-                   _float("knn", "boost", spec.get("boost", 1.0)))
+    node = KnnNode(
+        spec["field"],
+        _query_vector(spec),
+        k,
+        nc,
+        filters,
+        threshold,
+        _float("knn", "boost", spec.get("boost", 1.0)),
+    )
     if k is not None or nc is not None:
         _validate_k(k if k is not None else 1, nc if nc is not None else MAX_CANDIDATES)
     return node

@@ -19,8 +19,12 @@ KEYWORD = "keyword"
 VECTOR = "dense_vector"
 NUMERIC_TYPES = {"long", "integer", "short", "byte", "double", "float", "half_float", "scaled_float"}
 INTEGER_TYPES = {"long", "integer", "short", "byte"}
-INTEGER_RANGES = {"long": (-(2**63), 2**63 - 1), "integer": (-(2**31), 2**31 - 1),
-                  "short": (-(2**15), 2**15 - 1), "byte": (-128, 127)}
+INTEGER_RANGES = {
+    "long": (-(2**63), 2**63 - 1),
+    "integer": (-(2**31), 2**31 - 1),
+    "short": (-(2**15), 2**15 - 1),
+    "byte": (-128, 127),
+}
 MAX_TERM_BYTES = 32766  # Lucene's IndexWriter.MAX_TERM_LENGTH
 FIELD_TYPES = {TEXT, KEYWORD, VECTOR, "boolean", "date", "object", *NUMERIC_TYPES}
 VECTOR_SIMILARITIES = ("cosine", "dot_product", "l2_norm", "max_inner_product")
@@ -29,10 +33,27 @@ VECTOR_SIMILARITIES = ("cosine", "dot_product", "l2_norm", "max_inner_product")
 # parameter we silently dropped would make the engine rank differently from a cluster.
 _COMMON = {"type", "fields", "meta", "store", "doc_values", "index", "copy_to", "ignore_malformed"}
 _ALLOWED = {
-    TEXT: _COMMON | {"analyzer", "search_analyzer", "norms", "similarity", "index_options",
-                     "fielddata", "term_vector", "position_increment_gap"},
-    KEYWORD: _COMMON | {"ignore_above", "normalizer", "norms", "null_value", "similarity",
-                        "eager_global_ordinals", "split_queries_on_whitespace"},
+    TEXT: _COMMON
+    | {
+        "analyzer",
+        "search_analyzer",
+        "norms",
+        "similarity",
+        "index_options",
+        "fielddata",
+        "term_vector",
+        "position_increment_gap",
+    },
+    KEYWORD: _COMMON
+    | {
+        "ignore_above",
+        "normalizer",
+        "norms",
+        "null_value",
+        "similarity",
+        "eager_global_ordinals",
+        "split_queries_on_whitespace",
+    },
     VECTOR: {"type", "dims", "index", "similarity", "index_options", "element_type", "meta"},
     "boolean": _COMMON | {"null_value"},
     "date": _COMMON | {"format", "null_value"},
@@ -85,7 +106,9 @@ class Mapping:
         self.dynamic: str = str(body.pop("dynamic", "true")).lower()
         props = body.pop("properties", {}) or {}
         if body.pop("dynamic_templates", None):
-            raise mapper_error("[dynamic_templates] are not supported by the embedded engine; map fields explicitly")
+            raise mapper_error(
+                "[dynamic_templates] are not supported by the embedded engine; map fields explicitly"
+            )
         if body:
             raise mapper_error(f"Root mapping definition has unsupported parameters:  {_fmt_params(body)}")
         self.fields: dict[str, FieldSpec] = {}
@@ -101,7 +124,9 @@ class Mapping:
 
     def _add_field(self, name: str, spec: Any) -> None:
         if not isinstance(spec, dict):
-            raise mapper_error(f"Expected map for property [fields] on field [{name}] but got a {type(spec).__name__}")
+            raise mapper_error(
+                f"Expected map for property [fields] on field [{name}] but got a {type(spec).__name__}"
+            )
         ftype = spec.get("type", "object" if "properties" in spec else None)
         if ftype is None:
             raise mapper_error(f"No type specified for field [{name}]")
@@ -109,7 +134,9 @@ class Mapping:
             raise mapper_error(f"No handler for type [{ftype}] declared on field [{name}]")
         unknown = {k: v for k, v in spec.items() if k not in _ALLOWED[ftype]}
         if unknown:
-            raise mapper_error(f"unknown parameter [{next(iter(unknown))}] on mapper [{name}] of type [{ftype}]")
+            raise mapper_error(
+                f"unknown parameter [{next(iter(unknown))}] on mapper [{name}] of type [{ftype}]"
+            )
         if ftype == "object":
             self.objects.add(name)
             self._add_properties(spec.get("properties", {}), prefix=name + ".")
@@ -118,9 +145,12 @@ class Mapping:
             fs = self._vector_spec(name, spec)
         else:
             if spec.get("normalizer"):
-                raise mapper_error(f"normalizer [{spec['normalizer']}] on field [{name}] is not supported by the embedded engine")
+                raise mapper_error(
+                    f"normalizer [{spec['normalizer']}] on field [{name}] is not supported by the embedded engine"
+                )
             fs = FieldSpec(
-                name=name, type=ftype,
+                name=name,
+                type=ftype,
                 analyzer=spec.get("analyzer", "default"),
                 search_analyzer=spec.get("search_analyzer"),
                 ignore_above=spec.get("ignore_above"),
@@ -138,12 +168,17 @@ class Mapping:
         if dims is not None and (not isinstance(dims, int) or not 1 <= dims <= 4096):
             raise mapper_error(f"The number of dimensions should be in the range [1, 4096] but was [{dims}]")
         if spec.get("element_type", "float") != "float":
-            raise mapper_error(f"element_type [{spec['element_type']}] on field [{name}] is not supported by the embedded engine")
+            raise mapper_error(
+                f"element_type [{spec['element_type']}] on field [{name}] is not supported by the embedded engine"
+            )
         sim = spec.get("similarity", "cosine")
         if sim not in VECTOR_SIMILARITIES:
-            raise mapper_error(f"Unknown value [{sim}] for field [similarity] - accepted values are {list(VECTOR_SIMILARITIES)}")
-        return FieldSpec(name=name, type=VECTOR, dims=dims, similarity=sim,
-                         index=bool(spec.get("index", True)), raw=spec)
+            raise mapper_error(
+                f"Unknown value [{sim}] for field [similarity] - accepted values are {list(VECTOR_SIMILARITIES)}"
+            )
+        return FieldSpec(
+            name=name, type=VECTOR, dims=dims, similarity=sim, index=bool(spec.get("index", True)), raw=spec
+        )
 
     # --- output --------------------------------------------------------------------
     def to_body(self) -> dict:
@@ -161,8 +196,9 @@ class Mapping:
         if self.meta:
             body["_meta"] = self.meta
         if self.source_excludes or self.source_includes:
-            body["_source"] = {k: v for k, v in (("includes", self.source_includes),
-                                                 ("excludes", self.source_excludes)) if v}
+            body["_source"] = {
+                k: v for k, v in (("includes", self.source_includes), ("excludes", self.source_excludes)) if v
+            }
         if self.dynamic != "true":
             body["dynamic"] = self.dynamic
         return body
@@ -211,8 +247,11 @@ class Mapping:
 
     def _dynamic_add(self, name: str, spec: dict) -> bool:
         if self.dynamic == "strict":
-            raise EsError(400, "strict_dynamic_mapping_exception",
-                          f"[_doc] mapping set to strict, dynamic introduction of [{name}] within [_doc] is not allowed")
+            raise EsError(
+                400,
+                "strict_dynamic_mapping_exception",
+                f"[_doc] mapping set to strict, dynamic introduction of [{name}] within [_doc] is not allowed",
+            )
         if self.dynamic == "false":
             return False
         self._add_field(name, spec)
@@ -230,7 +269,9 @@ def _infer_type(name: str, value: Any) -> dict:
         return {"type": "float"}
     if isinstance(sample, str):
         return {"type": "text", "fields": {"keyword": {"type": "keyword", "ignore_above": 256}}}
-    raise mapper_error(f"failed to parse field [{name}]: cannot infer a type for {type(sample).__name__} values")
+    raise mapper_error(
+        f"failed to parse field [{name}]: cannot infer a type for {type(sample).__name__} values"
+    )
 
 
 def _coerce(fs: FieldSpec, v: Any) -> Any:
@@ -246,10 +287,13 @@ def _coerce(fs: FieldSpec, v: Any) -> Any:
             text = v if isinstance(v, str) else _json_scalar_text(v)
             size = len(text.encode("utf-8", "surrogatepass"))
             if size > MAX_TERM_BYTES and (fs.ignore_above is None or len(text) <= fs.ignore_above):
-                raise EsError(400, "illegal_argument_exception",
-                              f"Document contains at least one immense term in field=\"{fs.name}\" (whose UTF8 "
-                              f"encoding is longer than the max length {MAX_TERM_BYTES}), all of which were skipped. "
-                              f"The prefix of the first immense term is: '{text[:30]}...'; set ignore_above")
+                raise EsError(
+                    400,
+                    "illegal_argument_exception",
+                    f'Document contains at least one immense term in field="{fs.name}" (whose UTF8 '
+                    f"encoding is longer than the max length {MAX_TERM_BYTES}), all of which were skipped. "
+                    f"The prefix of the first immense term is: '{text[:30]}...'; set ignore_above",
+                )
             return text
         if fs.type == "boolean":
             if isinstance(v, bool):
@@ -269,11 +313,14 @@ def _coerce(fs: FieldSpec, v: Any) -> Any:
                 return f
             lo, hi = INTEGER_RANGES[fs.type]
             if not lo <= math.trunc(f) <= hi:
-                raise ValueError(f"Value [{v}] is out of range for {'an' if fs.type == 'integer' else 'a'} {fs.type}")
+                raise ValueError(
+                    f"Value [{v}] is out of range for {'an' if fs.type == 'integer' else 'a'} {fs.type}"
+                )
             return float(math.trunc(f))  # ES coerces 1.5 → 1 for integer types
     except (TypeError, ValueError) as exc:
-        raise mapper_error(f"failed to parse field [{fs.name}] of type [{fs.type}]. Preview of field's value: '{v}'"
-                           f" ({exc})") from None
+        raise mapper_error(
+            f"failed to parse field [{fs.name}] of type [{fs.type}]. Preview of field's value: '{v}' ({exc})"
+        ) from None
     return v
 
 

@@ -48,15 +48,27 @@ class EmbeddedNode(BaseNode):
         try:
             payload = _decode_body(body, content_type)
         except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            status, out = 400, {"error": {"root_cause": [{"type": "x_content_parse_exception", "reason": str(e)}],
-                                          "type": "x_content_parse_exception", "reason": str(e)}, "status": 400}
+            status, out = (
+                400,
+                {
+                    "error": {
+                        "root_cause": [{"type": "x_content_parse_exception", "reason": str(e)}],
+                        "type": "x_content_parse_exception",
+                        "reason": str(e),
+                    },
+                    "status": 400,
+                },
+            )
         else:
             status, out = handle(self._engine, method, parts.path, params, payload)
         data = b"" if out is None or method == "HEAD" else json.dumps(out, ensure_ascii=False).encode("utf-8")
         meta = ApiResponseMeta(
-            status=status, http_version="1.1",
+            status=status,
+            http_version="1.1",
             headers=HttpHeaders({"content-type": "application/json", "x-elastic-product": "Elasticsearch"}),
-            duration=time.perf_counter() - start, node=self.config)
+            duration=time.perf_counter() - start,
+            node=self.config,
+        )
         return NodeApiResponse(meta, data)
 
     def close(self) -> None:

@@ -100,8 +100,16 @@ class TermNode(Node):
             norm_inv = cache[norm_bytes[docs]]
         mask[docs] = True
         scores[docs] = sim.bm25_scores(weight, freqs, norm_inv)
-        self._stats = dict(docs=docs, freqs=freqs, idf=idf, avgdl=avgdl, n=len(docs), N=doc_count,
-                           norm_bytes=norm_bytes, params=params)
+        self._stats = dict(
+            docs=docs,
+            freqs=freqs,
+            idf=idf,
+            avgdl=avgdl,
+            n=len(docs),
+            N=doc_count,
+            norm_bytes=norm_bytes,
+            params=params,
+        )
         return mask, scores
 
     def explain(self, pos: int) -> dict:
@@ -112,18 +120,38 @@ class TermNode(Node):
         score = self.scores[pos]
         p = s["params"]
         tf = score / float(sim.bm25_weight(self.boost, s["idf"], p.k1))
-        return expl(score, f"weight({self.field}:{self.term} in {pos}) [PerFieldSimilarity], result of:", [
-            expl(score, f"score(freq={float(freq)}), computed as boost * idf * tf from:", [
-                expl(np.float32(self.boost) * np.float32(1 + p.k1), "boost"),
-                expl(s["idf"], "idf, computed as log(1 + (N - n + 0.5) / (n + 0.5)) from:", [
-                    expl(s["n"], "n, number of documents containing term"),
-                    expl(s["N"], "N, total number of documents with field")]),
-                expl(tf, "tf, computed as freq / (freq + k1 * (1 - b + b * dl / avgdl)) from:", [
-                    expl(freq, "freq, occurrences of term within document"),
-                    expl(p.k1, "k1, term saturation parameter"),
-                    expl(p.b, "b, length normalization parameter"),
-                    expl(dl, "dl, length of field" + (" (approximate)" if dl > 40 else "")),
-                    expl(s["avgdl"], "avgdl, average length of field")])])])
+        return expl(
+            score,
+            f"weight({self.field}:{self.term} in {pos}) [PerFieldSimilarity], result of:",
+            [
+                expl(
+                    score,
+                    f"score(freq={float(freq)}), computed as boost * idf * tf from:",
+                    [
+                        expl(np.float32(self.boost) * np.float32(1 + p.k1), "boost"),
+                        expl(
+                            s["idf"],
+                            "idf, computed as log(1 + (N - n + 0.5) / (n + 0.5)) from:",
+                            [
+                                expl(s["n"], "n, number of documents containing term"),
+                                expl(s["N"], "N, total number of documents with field"),
+                            ],
+                        ),
+                        expl(
+                            tf,
+                            "tf, computed as freq / (freq + k1 * (1 - b + b * dl / avgdl)) from:",
+                            [
+                                expl(freq, "freq, occurrences of term within document"),
+                                expl(p.k1, "k1, term saturation parameter"),
+                                expl(p.b, "b, length normalization parameter"),
+                                expl(dl, "dl, length of field" + (" (approximate)" if dl > 40 else "")),
+                                expl(s["avgdl"], "avgdl, average length of field"),
+                            ],
+                        ),
+                    ],
+                )
+            ],
+        )
 
 
 class ConstNode(Node):

@@ -37,12 +37,19 @@ from scholar_es.engine.errors import EsError, illegal_argument, parsing_error, u
 from scholar_es.engine.painless_parse import NUMERIC, Node, parse, promote, runtime_error, unsupported_error
 
 _DT = {"boolean": np.bool_, "int": np.int32, "long": np.int64, "float": np.float32, "double": np.float64}
-_BOXED = {"boolean": "java.lang.Boolean", "int": "java.lang.Integer", "long": "java.lang.Long",
-          "float": "java.lang.Float", "double": "java.lang.Double"}
+_BOXED = {
+    "boolean": "java.lang.Boolean",
+    "int": "java.lang.Integer",
+    "long": "java.lang.Long",
+    "float": "java.lang.Float",
+    "double": "java.lang.Double",
+}
 LONG_KINDS = {"long", "integer", "short", "byte", "unsigned_long"}
 DOUBLE_KINDS = {"double", "float", "half_float", "scaled_float"}
-MISSING_VALUE = ("A document doesn't have a value for a field! "
-                 "Use doc[<field>].size()==0 to check if a document is missing a field!")
+MISSING_VALUE = (
+    "A document doesn't have a value for a field! "
+    "Use doc[<field>].size()==0 to check if a document is missing a field!"
+)
 MISSING_VECTOR = "A document doesn't have a value for a vector field!"
 
 
@@ -53,7 +60,9 @@ class ScriptContext(Protocol):
 
     def score(self) -> np.ndarray: ...  # float64[n]; raises if no score here
 
-    def doc_values(self, field: str) -> tuple[np.ndarray, np.ndarray]: ...  # (first value float64[n], has bool[n])
+    def doc_values(
+        self, field: str
+    ) -> tuple[np.ndarray, np.ndarray]: ...  # (first value float64[n], has bool[n])
 
     def doc_value_count(self, field: str) -> np.ndarray: ...  # int64[n]
 
@@ -98,11 +107,18 @@ def _one(t: str, d: Any) -> Num:
 
 
 def _jname(v: Any) -> str:
-    return {bool: "java.lang.Boolean", int: "java.lang.Integer", float: "java.lang.Double", str: "java.lang.String",
-            list: "java.util.ArrayList", dict: "java.util.HashMap"}.get(type(v), type(v).__name__)
+    return {
+        bool: "java.lang.Boolean",
+        int: "java.lang.Integer",
+        float: "java.lang.Double",
+        str: "java.lang.String",
+        list: "java.util.ArrayList",
+        dict: "java.util.HashMap",
+    }.get(type(v), type(v).__name__)
 
 
 # ------------------------------------------------------------------------------ Java conversions
+
 
 def _f2i(d: np.ndarray, bits: int) -> np.ndarray:
     """Java (int)/(long) of a float/double: truncate, NaN -> 0, saturate at the range ends."""
@@ -151,17 +167,43 @@ def _jround(x: np.ndarray) -> np.ndarray:
     return _f2i(r + ((x - r) >= 0.5), 64)
 
 
-_MATH1 = {"abs": np.abs, "acos": np.arccos, "asin": np.arcsin, "atan": np.arctan, "cbrt": _ld(np.cbrt),
-          "ceil": np.ceil, "cos": _ld(np.cos), "cosh": np.cosh, "exp": np.exp, "expm1": np.expm1,
-          "floor": np.floor, "log": np.log, "log10": _ld(np.log10), "log1p": np.log1p, "rint": np.rint,
-          "sin": _ld(np.sin), "sinh": np.sinh, "sqrt": np.sqrt, "tan": _ld(np.tan), "tanh": _ld(np.tanh),
-          "toDegrees": lambda x: x * 57.29577951308232, "toRadians": lambda x: x * 0.017453292519943295,
-          "signum": lambda x: np.where(x > 0, 1.0, np.where(x < 0, -1.0, x))}
-_MATH2 = {"atan2": np.arctan2, "hypot": np.hypot, "pow": _jpow, "max": _jmax, "min": _jmin,
-          "copySign": np.copysign}
+_MATH1 = {
+    "abs": np.abs,
+    "acos": np.arccos,
+    "asin": np.arcsin,
+    "atan": np.arctan,
+    "cbrt": _ld(np.cbrt),
+    "ceil": np.ceil,
+    "cos": _ld(np.cos),
+    "cosh": np.cosh,
+    "exp": np.exp,
+    "expm1": np.expm1,
+    "floor": np.floor,
+    "log": np.log,
+    "log10": _ld(np.log10),
+    "log1p": np.log1p,
+    "rint": np.rint,
+    "sin": _ld(np.sin),
+    "sinh": np.sinh,
+    "sqrt": np.sqrt,
+    "tan": _ld(np.tan),
+    "tanh": _ld(np.tanh),
+    "toDegrees": lambda x: x * 57.29577951308232,
+    "toRadians": lambda x: x * 0.017453292519943295,
+    "signum": lambda x: np.where(x > 0, 1.0, np.where(x < 0, -1.0, x)),
+}
+_MATH2 = {
+    "atan2": np.arctan2,
+    "hypot": np.hypot,
+    "pow": _jpow,
+    "max": _jmax,
+    "min": _jmin,
+    "copySign": np.copysign,
+}
 
 
 # -------------------------------------------------------------------------------------- evaluator
+
 
 class _Eval:
     def __init__(self, script: CompiledScript, ctx: ScriptContext, n: int) -> None:
@@ -180,8 +222,11 @@ class _Eval:
         if isinstance(v, Num):
             return v.parts
         if isinstance(v, DocRef):
-            raise self.rt(node, "class_cast_exception", f"Cannot use doc['{v.field}'] as a value; "
-                          f"read doc['{v.field}'].value")
+            raise self.rt(
+                node,
+                "class_cast_exception",
+                f"Cannot use doc['{v.field}'] as a value; read doc['{v.field}'].value",
+            )
         if v.value is None:
             raise self.rt(node, "null_pointer_exception", "Cannot use a null params value here")
         raise unsupported_error(self.src, node.off, f"[{_jname(v.value)}] value used as a number or boolean")
@@ -190,8 +235,11 @@ class _Eval:
         """Every combination of the operands' parts that has live documents (at least one combo)."""
         combos = [((), (), mask)]
         for v, node in zip(vals, nodes, strict=True):
-            combos = [(ts + (t,), ds + (d,), m if pm is None else m & pm)
-                      for ts, ds, m in combos for t, pm, d in self.parts(v, node)]
+            combos = [
+                (ts + (t,), ds + (d,), m if pm is None else m & pm)
+                for ts, ds, m in combos
+                for t, pm, d in self.parts(v, node)
+            ]
         return [c for c in combos if c[2].any()] or combos[:1]
 
     @staticmethod
@@ -219,10 +267,12 @@ class _Eval:
 
     def as_type(self, v: Any, node: Node, mask: np.ndarray, tt: str) -> np.ndarray:
         """Implicit (or, for casts, explicit) conversion of a value to one primitive type."""
+
         def fn(ts, ds, m):
             if (ts[0] == "boolean") != (tt == "boolean"):
                 raise self.rt(node, "class_cast_exception", f"Cannot cast [{_BOXED[ts[0]]}] to [{tt}]")
             return tt, jcast(ts[0], ds[0], tt)
+
         return self.map_parts([v], [node], mask, fn).parts[0][2]
 
     def const(self, node: Node, mask: np.ndarray) -> Any:
@@ -258,8 +308,11 @@ class _Eval:
             key = self.const(args[0], mask)
             if x == "containsKey":
                 if not isinstance(obj, dict):
-                    raise self.rt(node, "illegal_argument_exception",
-                                  f"dynamic method [{_jname(obj)}, containsKey/1] not found")
+                    raise self.rt(
+                        node,
+                        "illegal_argument_exception",
+                        f"dynamic method [{_jname(obj)}, containsKey/1] not found",
+                    )
                 return _hashable(key) and key in obj
             kind, x = "index", key
         elif kind == "index":
@@ -268,7 +321,9 @@ class _Eval:
             raise self.rt(node, "null_pointer_exception", f"Cannot read [{x}] of a null params value")
         if kind == "call":  # size / isEmpty / getLength
             if not isinstance(obj, (list, dict)) or (x == "getLength" and isinstance(obj, dict)):
-                raise self.rt(node, "illegal_argument_exception", f"dynamic method [{_jname(obj)}, {x}/0] not found")
+                raise self.rt(
+                    node, "illegal_argument_exception", f"dynamic method [{_jname(obj)}, {x}/0] not found"
+                )
             return len(obj) if x != "isEmpty" else len(obj) == 0
         if isinstance(obj, dict):  # Def.lookupGetter: a whitelisted getter (isEmpty) wins over the map key
             if kind == "field":
@@ -281,7 +336,9 @@ class _Eval:
                 raise self.rt(node, "illegal_argument_exception", f"Illegal list shortcut value [{x}].")
             i = x + len(obj) if x < 0 else x
             if not 0 <= i < len(obj):
-                raise self.rt(node, "index_out_of_bounds_exception", f"Index {x} out of bounds for length {len(obj)}")
+                raise self.rt(
+                    node, "index_out_of_bounds_exception", f"Index {x} out of bounds for length {len(obj)}"
+                )
             return obj[i]
         raise self.rt(node, "illegal_argument_exception", f"dynamic getter [{_jname(obj)}, {x}] not found")
 
@@ -290,9 +347,9 @@ class _Eval:
             return _one("boolean", bool(v))
         if isinstance(v, (int, np.integer)):
             v = int(v)
-            if -(2 ** 31) <= v < 2 ** 31:
+            if -(2**31) <= v < 2**31:
                 return _one("int", v)
-            if -(2 ** 63) <= v < 2 ** 63:
+            if -(2**63) <= v < 2**63:
                 return _one("long", v)
             raise unsupported_error(self.src, node.off, "BigInteger params value")
         if isinstance(v, (float, np.floating)):
@@ -337,7 +394,11 @@ class _Eval:
         f = self.field(node.a[0], mask)
         kind = self.ctx.field_kind(f)
         if kind != "date":
-            raise unsupported_error(self.src, node.off, f"doc['{f}'].value.{'toInstant' if node.a[1] == 'ms' else 'toEpochSecond'}() of a [{kind}] field")
+            raise unsupported_error(
+                self.src,
+                node.off,
+                f"doc['{f}'].value.{'toInstant' if node.a[1] == 'ms' else 'toEpochSecond'}() of a [{kind}] field",
+            )
         vals, has = self.doc_values(f)
         if (mask & ~has).any():
             raise self.rt(node, "illegal_state_exception", MISSING_VALUE)
@@ -367,8 +428,12 @@ class _Eval:
     def vectors(self, node: Node, f: str) -> tuple[np.ndarray, np.ndarray]:
         kind = self.ctx.field_kind(f)
         if kind != "dense_vector":
-            raise self.rt(node, "class_cast_exception", f"field [{f}] of type [{kind}] cannot be cast to "
-                          "[org.elasticsearch.script.field.vectors.DenseVectorDocValuesField]")
+            raise self.rt(
+                node,
+                "class_cast_exception",
+                f"field [{f}] of type [{kind}] cannot be cast to "
+                "[org.elasticsearch.script.field.vectors.DenseVectorDocValuesField]",
+            )
         vecs, has = self.ctx.vectors(f)
         vecs = np.asarray(vecs, np.float32)
         return vecs.reshape(len(vecs), -1), np.asarray(has, bool)
@@ -380,8 +445,11 @@ class _Eval:
 
         def fn(ts, ds, m):
             if ts[0] not in NUMERIC or ts[1] not in NUMERIC:
-                raise self.rt(node, "class_cast_exception", f"Cannot apply [{op}] operation to types "
-                              f"[{_BOXED[ts[0]]}] and [{_BOXED[ts[1]]}].")
+                raise self.rt(
+                    node,
+                    "class_cast_exception",
+                    f"Cannot apply [{op}] operation to types [{_BOXED[ts[0]]}] and [{_BOXED[ts[1]]}].",
+                )
             t = promote(*ts)
             x, y = jcast(ts[0], ds[0], t), jcast(ts[1], ds[1], t)
             if op == "+":
@@ -400,13 +468,20 @@ class _Eval:
             if op == "%":
                 return t, r
             return t, np.where(neg1, np.negative(x), (x - r) // ys).astype(_DT[t])
+
         return self.map_parts([va, vb], [a, b], mask, fn)
 
     def _cmp(self, node: Node, mask: np.ndarray) -> Num:
         op, a, b = node.a
         va, vb = self.ev(a, mask), self.ev(b, mask)
-        cmp = {"==": np.equal, "!=": np.not_equal, "<": np.less, "<=": np.less_equal, ">": np.greater,
-               ">=": np.greater_equal}[op]
+        cmp = {
+            "==": np.equal,
+            "!=": np.not_equal,
+            "<": np.less,
+            "<=": np.less_equal,
+            ">": np.greater,
+            ">=": np.greater_equal,
+        }[op]
 
         def fn(ts, ds, m):
             if ts[0] in NUMERIC and ts[1] in NUMERIC:
@@ -416,15 +491,22 @@ class _Eval:
                 if ts[0] == ts[1] == "boolean":
                     return "boolean", cmp(ds[0], ds[1])
                 return "boolean", np.asarray(op == "!=")  # Def.eq: a Boolean never equals a Number
-            raise self.rt(node, "class_cast_exception", f"Cannot apply [{op}] operation to types "
-                          f"[{_BOXED[ts[0]]}] and [{_BOXED[ts[1]]}].")
+            raise self.rt(
+                node,
+                "class_cast_exception",
+                f"Cannot apply [{op}] operation to types [{_BOXED[ts[0]]}] and [{_BOXED[ts[1]]}].",
+            )
+
         return self.map_parts([va, vb], [a, b], mask, fn)
 
     def _neg(self, node: Node, mask: np.ndarray, op: str = "-") -> Num:
         def fn(ts, ds, m):
             if ts[0] not in NUMERIC:
-                raise self.rt(node, "class_cast_exception", f"Cannot apply [{op}] operation to type [{_BOXED[ts[0]]}].")
+                raise self.rt(
+                    node, "class_cast_exception", f"Cannot apply [{op}] operation to type [{_BOXED[ts[0]]}]."
+                )
             return ts[0], np.negative(ds[0]) if op == "-" else ds[0]  # int/long negation wraps
+
         return self.map_parts([self.ev(node.a[0], mask)], [node.a[0]], mask, fn)
 
     def _pos(self, node: Node, mask: np.ndarray) -> Num:
@@ -459,7 +541,9 @@ class _Eval:
         ma, mb = mask & cv, mask & ~cv
         va, vb = self.ev(a, ma), self.ev(b, mb)
         if node.st in NUMERIC or node.st == "boolean":
-            return _one(node.st, np.where(cv, self.as_type(va, a, ma, node.st), self.as_type(vb, b, mb, node.st)))
+            return _one(
+                node.st, np.where(cv, self.as_type(va, a, ma, node.st), self.as_type(vb, b, mb, node.st))
+            )
         if isinstance(va, (Obj, DocRef)) or isinstance(vb, (Obj, DocRef)):
             raise unsupported_error(self.src, node.off, "?: choosing a non-numeric value per document")
         out = [(t, ma if pm is None else ma & pm, d) for t, pm, d in va.parts]
@@ -500,28 +584,40 @@ class _Eval:
     def as_const_double(self, node: Node, mask: np.ndarray) -> float:
         d = self.dbl(node, mask)
         if np.ndim(d) != 0:
-            raise unsupported_error(self.src, node.off, "per-document origin/scale/offset/decay in a decay function")
+            raise unsupported_error(
+                self.src, node.off, "per-document origin/scale/offset/decay in a decay function"
+            )
         return float(d)
 
     def vector_function(self, node: Node, name: str, args: tuple, mask: np.ndarray) -> np.ndarray:
         qv = self.ev(args[0], mask)
         fv = self.ev(args[1], mask)
         if isinstance(fv, DocRef):
-            raise self.rt(args[1], "class_cast_exception", f"Cannot cast doc['{fv.field}'] to [java.lang.String]: "
-                          f"vector functions take the field name, e.g. {name}(params.query_vector, '{fv.field}')")
+            raise self.rt(
+                args[1],
+                "class_cast_exception",
+                f"Cannot cast doc['{fv.field}'] to [java.lang.String]: "
+                f"vector functions take the field name, e.g. {name}(params.query_vector, '{fv.field}')",
+            )
         if not isinstance(fv, Obj) or not isinstance(fv.value, str):
             raise self.rt(args[1], "class_cast_exception", "the field argument must be a [java.lang.String]")
         if not isinstance(qv, Obj) or not isinstance(qv.value, (list, tuple, np.ndarray)):
             what = "null" if isinstance(qv, Obj) and qv.value is None else "a non-list value"
-            raise self.rt(args[0], "class_cast_exception", f"Cannot use {what} as the query vector [java.util.List]")
+            raise self.rt(
+                args[0], "class_cast_exception", f"Cannot use {what} as the query vector [java.util.List]"
+            )
         if not mask.any():  # the binding is only built when a document reaches the call
             return np.zeros(self.n)
         vecs, has = self.vectors(node, fv.value)
         if not all(isinstance(x, (int, float, np.number)) and not isinstance(x, bool) for x in qv.value):
             raise self.rt(args[0], "class_cast_exception", "query vector elements must be numbers")
         if len(qv.value) != vecs.shape[1]:
-            raise self.rt(node, "illegal_argument_exception", "The query vector has a different number of dimensions "
-                          f"[{len(qv.value)}] than the document vectors [{vecs.shape[1]}].")
+            raise self.rt(
+                node,
+                "illegal_argument_exception",
+                "The query vector has a different number of dimensions "
+                f"[{len(qv.value)}] than the document vectors [{vecs.shape[1]}].",
+            )
         if (mask & ~has).any():
             raise self.rt(node, "illegal_argument_exception", MISSING_VECTOR)
         try:
@@ -532,9 +628,13 @@ class _Eval:
         if len(bad_dims):  # ElementType.checkVectorBounds -> checkNanAndInfinite
             i = int(bad_dims[0])
             what = "NaN" if np.isnan(q32[i]) else "infinite"
-            raise self.rt(node, "illegal_argument_exception", f"element_type [float] vectors do not support {what} "
-                          f"values but found [{'NaN' if what == 'NaN' else ('-' if q32[i] < 0 else '') + 'Infinity'}] "
-                          f"at dim [{i}];")
+            raise self.rt(
+                node,
+                "illegal_argument_exception",
+                f"element_type [float] vectors do not support {what} "
+                f"values but found [{'NaN' if what == 'NaN' else ('-' if q32[i] < 0 else '') + 'Infinity'}] "
+                f"at dim [{i}];",
+            )
         q64 = q32.astype(np.float64)
         if name == "cosineSimilarity":  # the query is normalized once: float / double magnitude
             qmag = np.sqrt(np.cumsum((q32 * q32).astype(np.float64))[-1]) if len(q32) else 0.0
@@ -544,19 +644,22 @@ class _Eval:
             if name == "l1norm":  # double sum of float |d - q|
                 return np.abs(v - q32).astype(np.float64).sum(axis=1)
             if name == "l2norm":  # sqrt of VectorUtil.squareDistance (a float)
-                return np.sqrt((np.square(v - q32)).astype(np.float64).sum(axis=1).astype(np.float32)
-                               .astype(np.float64))
+                return np.sqrt(
+                    (np.square(v - q32)).astype(np.float64).sum(axis=1).astype(np.float32).astype(np.float64)
+                )
             v64 = v.astype(np.float64)
             dot = (v64 @ q64).astype(np.float32)  # VectorUtil.dotProduct: a float
             if name == "dotProduct":
                 return dot.astype(np.float64)
-            mag = np.sqrt(np.einsum("ij,ij->i", v64, v64).astype(np.float32).astype(np.float64)).astype(np.float32)
+            mag = np.sqrt(np.einsum("ij,ij->i", v64, v64).astype(np.float32).astype(np.float64)).astype(
+                np.float32
+            )
             return (dot / mag).astype(np.float64)  # float division: dot(d, q^) / |d|
 
         out = np.zeros(self.n)
         idx: Any = np.flatnonzero(mask) if not mask.all() else None
         for i in range(0, self.n if idx is None else len(idx), 8192):  # bounded temporaries
-            sel = slice(i, i + 8192) if idx is None else idx[i:i + 8192]
+            sel = slice(i, i + 8192) if idx is None else idx[i : i + 8192]
             out[sel] = rows(vecs[sel])
         return out
 
@@ -601,7 +704,9 @@ def compile_script(script: dict | str) -> CompiledScript:
             raise unsupported(f"script lang [{lang}]", "only painless score expressions are evaluated")
         source = script.get("source")
         if not isinstance(source, str):
-            raise illegal_argument("must specify either [source] for an inline script or [id] for a stored script")
+            raise illegal_argument(
+                "must specify either [source] for an inline script or [id] for a stored script"
+            )
         params = script.get("params") or {}
         if not isinstance(params, dict):
             raise parsing_error("[script] params must be an object")

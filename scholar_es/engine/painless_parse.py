@@ -25,31 +25,185 @@ MAX_NEST = 100  # parser recursion guard (parentheses, unary chains, ternaries)
 MAX_DEPTH = 128  # AST depth guard (evaluation is recursive)
 
 NUMERIC = ("int", "long", "float", "double")
-_OPS = sorted(["{", "}", "[", "]", "(", ")", ".", "?.", ",", ";", "!", "~", "*", "/", "%", "+", "-", "<<", ">>",
-               ">>>", "<", "<=", ">", ">=", "==", "===", "!=", "!==", "&", "^", "|", "&&", "||", "?", ":", "?:",
-               "::", "->", "=~", "==~", "++", "--", "=", "+=", "-=", "*=", "/=", "%=", "&=", "^=", "|=", "<<=",
-               ">>=", ">>>="], key=len, reverse=True)
+_OPS = sorted(
+    [
+        "{",
+        "}",
+        "[",
+        "]",
+        "(",
+        ")",
+        ".",
+        "?.",
+        ",",
+        ";",
+        "!",
+        "~",
+        "*",
+        "/",
+        "%",
+        "+",
+        "-",
+        "<<",
+        ">>",
+        ">>>",
+        "<",
+        "<=",
+        ">",
+        ">=",
+        "==",
+        "===",
+        "!=",
+        "!==",
+        "&",
+        "^",
+        "|",
+        "&&",
+        "||",
+        "?",
+        ":",
+        "?:",
+        "::",
+        "->",
+        "=~",
+        "==~",
+        "++",
+        "--",
+        "=",
+        "+=",
+        "-=",
+        "*=",
+        "/=",
+        "%=",
+        "&=",
+        "^=",
+        "|=",
+        "<<=",
+        ">>=",
+        ">>>=",
+    ],
+    key=len,
+    reverse=True,
+)
 ASSIGN_OPS = {"=", "+=", "-=", "*=", "/=", "%=", "&=", "^=", "|=", "<<=", ">>=", ">>>="}
-KEYWORDS = {"if", "in", "else", "while", "do", "for", "continue", "break", "return", "new", "try", "catch",
-            "throw", "this", "instanceof", "true", "false", "null", "def",
-            "boolean", "byte", "short", "char", "int", "long", "float", "double"}
-BINARY_PREC = {"||": 2, "&&": 3, "|": 4, "^": 5, "&": 6, "==": 7, "!=": 7, "===": 7, "!==": 7,
-               "<": 8, "<=": 8, ">": 8, ">=": 8, "instanceof": 8, "<<": 9, ">>": 9, ">>>": 9,
-               "+": 10, "-": 10, "*": 11, "/": 11, "%": 11, "=~": 7, "==~": 7}
+KEYWORDS = {
+    "if",
+    "in",
+    "else",
+    "while",
+    "do",
+    "for",
+    "continue",
+    "break",
+    "return",
+    "new",
+    "try",
+    "catch",
+    "throw",
+    "this",
+    "instanceof",
+    "true",
+    "false",
+    "null",
+    "def",
+    "boolean",
+    "byte",
+    "short",
+    "char",
+    "int",
+    "long",
+    "float",
+    "double",
+}
+BINARY_PREC = {
+    "||": 2,
+    "&&": 3,
+    "|": 4,
+    "^": 5,
+    "&": 6,
+    "==": 7,
+    "!=": 7,
+    "===": 7,
+    "!==": 7,
+    "<": 8,
+    "<=": 8,
+    ">": 8,
+    ">=": 8,
+    "instanceof": 8,
+    "<<": 9,
+    ">>": 9,
+    ">>>": 9,
+    "+": 10,
+    "-": 10,
+    "*": 11,
+    "/": 11,
+    "%": 11,
+    "=~": 7,
+    "==~": 7,
+}
 SUPPORTED_BINARY = {"||", "&&", "==", "!=", "<", "<=", ">", ">=", "+", "-", "*", "/", "%"}
-MATH_FUNCS = {"abs": 1, "acos": 1, "asin": 1, "atan": 1, "atan2": 2, "cbrt": 1, "ceil": 1, "copySign": 2,
-              "cos": 1, "cosh": 1, "exp": 1, "expm1": 1, "floor": 1, "hypot": 2, "log": 1, "log10": 1,
-              "log1p": 1, "max": 2, "min": 2, "pow": 2, "rint": 1, "round": 1, "signum": 1, "sin": 1,
-              "sinh": 1, "sqrt": 1, "tan": 1, "tanh": 1, "toDegrees": 1, "toRadians": 1}
-SCORE_FUNCS = {"saturation": 2, "sigmoid": 3, "cosineSimilarity": 2, "dotProduct": 2, "l1norm": 2,
-               "l2norm": 2, "decayNumericLinear": 5, "decayNumericExp": 5, "decayNumericGauss": 5}
-UNSUPPORTED_FUNCS = {"randomScore", "decayGeoLinear", "decayGeoExp", "decayGeoGauss", "decayDateLinear",
-                     "decayDateExp", "decayDateGauss", "hamming", "documentFrequencyStatistics",
-                     "termFrequencyStatistics", "field", "$"}
+MATH_FUNCS = {
+    "abs": 1,
+    "acos": 1,
+    "asin": 1,
+    "atan": 1,
+    "atan2": 2,
+    "cbrt": 1,
+    "ceil": 1,
+    "copySign": 2,
+    "cos": 1,
+    "cosh": 1,
+    "exp": 1,
+    "expm1": 1,
+    "floor": 1,
+    "hypot": 2,
+    "log": 1,
+    "log10": 1,
+    "log1p": 1,
+    "max": 2,
+    "min": 2,
+    "pow": 2,
+    "rint": 1,
+    "round": 1,
+    "signum": 1,
+    "sin": 1,
+    "sinh": 1,
+    "sqrt": 1,
+    "tan": 1,
+    "tanh": 1,
+    "toDegrees": 1,
+    "toRadians": 1,
+}
+SCORE_FUNCS = {
+    "saturation": 2,
+    "sigmoid": 3,
+    "cosineSimilarity": 2,
+    "dotProduct": 2,
+    "l1norm": 2,
+    "l2norm": 2,
+    "decayNumericLinear": 5,
+    "decayNumericExp": 5,
+    "decayNumericGauss": 5,
+}
+UNSUPPORTED_FUNCS = {
+    "randomScore",
+    "decayGeoLinear",
+    "decayGeoExp",
+    "decayGeoGauss",
+    "decayDateLinear",
+    "decayDateExp",
+    "decayDateGauss",
+    "hamming",
+    "documentFrequencyStatistics",
+    "termFrequencyStatistics",
+    "field",
+    "$",
+}
 PARAM_CALLS = {"get": 1, "size": 0, "isEmpty": 0, "getLength": 0, "containsKey": 1}
 
 
 # ---------------------------------------------------------------------------------------- errors
+
 
 def _position(source: str, off: int) -> tuple[list[str], dict[str, int]]:
     start, end = max(0, off - 25), min(len(source), off + 25)
@@ -69,25 +223,30 @@ def _with_position(err: EsError, source: str, off: int, cause: dict[str, str] | 
 
 def compile_error(source: str, off: int, detail: str, type: str = "illegal_argument_exception") -> EsError:
     """Painless rejected the script (Elasticsearch: ``script_exception`` / ``compile error``)."""
-    return _with_position(script_error("compile error", script=source), source, off,
-                          {"type": type, "reason": detail})
+    return _with_position(
+        script_error("compile error", script=source), source, off, {"type": type, "reason": detail}
+    )
 
 
 def runtime_error(source: str, off: int, type: str, detail: str) -> EsError:
     """The script threw while executing (Elasticsearch: ``script_exception`` / ``runtime error``)."""
-    return _with_position(script_error("runtime error", script=source), source, off,
-                          {"type": type, "reason": detail})
+    return _with_position(
+        script_error("runtime error", script=source), source, off, {"type": type, "reason": detail}
+    )
 
 
 def unsupported_error(source: str, off: int, what: str) -> EsError:
     """Valid (or possibly valid) Painless that the embedded engine does not evaluate."""
     what = what if len(what) <= 60 else what[:57] + "..."
-    reason = (f"unsupported construct [{what}] at offset {off} in script; "
-              "the embedded engine evaluates score expressions only")
+    reason = (
+        f"unsupported construct [{what}] at offset {off} in script; "
+        "the embedded engine evaluates score expressions only"
+    )
     return _with_position(script_error(reason, script=source), source, off, None)
 
 
 # ------------------------------------------------------------------------------------------- AST
+
 
 class Node:
     """One AST node: ``op`` names the kind, ``a`` holds the children / payload, ``st`` the static type."""
@@ -118,6 +277,7 @@ def promote(a: str, b: str) -> str:
 
 
 # ------------------------------------------------------------------------------------- tokenizer
+
 
 class Tok:
     __slots__ = ("kind", "text", "off", "value")
@@ -198,14 +358,14 @@ def _number(src: str, i: int, toks: list[Tok]) -> int:
         while j < n and src[j] in hexd:
             j += 1
         kind = "long" if j < n and src[j] in "lL" else "int"
-        toks.append(Tok("num", src[i:j + (kind == "long")], i, (kind, src[i + 2:j], 16)))
+        toks.append(Tok("num", src[i : j + (kind == "long")], i, (kind, src[i + 2 : j], 16)))
         return j + (kind == "long")
     if src[i] == "0" and i + 1 < n and src[i + 1] in "01234567":  # OCTAL
         j = i + 1
         while j < n and src[j] in "01234567":
             j += 1
         kind = "long" if j < n and src[j] in "lL" else "int"
-        toks.append(Tok("num", src[i:j + (kind == "long")], i, (kind, src[i + 1:j], 8)))
+        toks.append(Tok("num", src[i : j + (kind == "long")], i, (kind, src[i + 1 : j], 8)))
         return j + (kind == "long")
     j = i + 1 if src[i] == "0" else _scan(src, i, str.isdigit)
     decimal = False
@@ -235,7 +395,7 @@ def _string(src: str, i: int, toks: list[Tok]) -> int:
                 continue
             break
         if c == q:
-            toks.append(Tok("str", src[i:j + 1], i, "".join(out)))
+            toks.append(Tok("str", src[i : j + 1], i, "".join(out)))
             return j + 1
         out.append(c)
         j += 1
@@ -257,13 +417,18 @@ def parse_float32(text: str) -> np.float32:
 
 # ---------------------------------------------------------------------------------------- parser
 
+
 class Parser:
     def __init__(self, src: str) -> None:
         self.src = src
         if len(src) > MAX_SOURCE:
-            raise compile_error(src, 0, f"Scripts may be no longer than {MAX_SOURCE} characters.  The passed in "
-                                f"script is {len(src)} characters.  Consider using a plugin if a script longer "
-                                "than this length is a requirement.")
+            raise compile_error(
+                src,
+                0,
+                f"Scripts may be no longer than {MAX_SOURCE} characters.  The passed in "
+                f"script is {len(src)} characters.  Consider using a plugin if a script longer "
+                "than this length is a requirement.",
+            )
         self.toks = tokenize(src)
         self.i = 0
         self.nest = 0
@@ -373,14 +538,20 @@ class Parser:
             raise self.unsupported(t.off, f"operator {t.text}")
         if t.kind == "op" and t.text == "(":
             nt, nnt = self.peek(1), self.peek(2)
-            if nt.kind == "id" and nt.text in ("int", "long", "float", "double", "boolean", "byte", "short",
-                                               "char", "def") and nnt.kind == "op" and nnt.text == ")":
+            if (
+                nt.kind == "id"
+                and nt.text in ("int", "long", "float", "double", "boolean", "byte", "short", "char", "def")
+                and nnt.kind == "op"
+                and nnt.text == ")"
+            ):
                 self.i += 3
                 if nt.text not in NUMERIC:
                     raise self.unsupported(t.off, f"cast ({nt.text})")
                 operand = self.unary()
                 if operand.st not in NUMERIC + ("def",):
-                    raise compile_error(self.src, t.off, f"Cannot cast from [{_jname(operand.st)}] to [{nt.text}].")
+                    raise compile_error(
+                        self.src, t.off, f"Cannot cast from [{_jname(operand.st)}] to [{nt.text}]."
+                    )
                 return self.check_depth(Node("cast", t.off, nt.text, operand, st=nt.text))
         return self.postfix(self.primary())
 
@@ -439,13 +610,19 @@ class Parser:
             if not (vector or arg.st in NUMERIC + ("def",)):
                 raise compile_error(self.src, arg.off, f"Cannot cast from [{_jname(arg.st)}] to [double].")
             if vector and k == 0 and arg.st != "def":
-                raise compile_error(self.src, arg.off, f"Cannot cast from [{_jname(arg.st)}] to [java.util.List].")
+                raise compile_error(
+                    self.src, arg.off, f"Cannot cast from [{_jname(arg.st)}] to [java.util.List]."
+                )
             if vector and k == 1 and arg.st not in ("def", "String"):
-                raise compile_error(self.src, arg.off, f"Cannot cast from [{_jname(arg.st)}] to [java.lang.String].")
+                raise compile_error(
+                    self.src, arg.off, f"Cannot cast from [{_jname(arg.st)}] to [java.lang.String]."
+                )
         return Node("func", t.off, name, tuple(args), st="double")
 
     def postfix(self, base: Node) -> Node:
-        chain: list[tuple] = []  # ("field", name, off, end) | ("index", node, off, end) | ("call", name, args, off, end)
+        chain: list[
+            tuple
+        ] = []  # ("field", name, off, end) | ("index", node, off, end) | ("call", name, args, off, end)
         while True:
             t = self.tok
             if t.kind != "op":
@@ -480,7 +657,7 @@ class Parser:
 
     # -- chains: doc['f'].value, params.x[0], Math.log(...)
     def _what(self, link: tuple) -> str:
-        return self.src[link[-2]:link[-1]]
+        return self.src[link[-2] : link[-1]]
 
     def resolve(self, base: Node, chain: list[tuple]) -> Node:
         if base.op != "name":
@@ -497,16 +674,25 @@ class Parser:
                 raise self.unsupported(base.off, "Math")
             link, rest = chain[0], chain[1:]
             if link[0] == "field" and link[1] in ("E", "PI"):
-                node = Node("const", base.off, "double", np.float64(np.e if link[1] == "E" else np.pi), st="double")
+                node = Node(
+                    "const", base.off, "double", np.float64(np.e if link[1] == "E" else np.pi), st="double"
+                )
             elif link[0] == "call" and link[1] in MATH_FUNCS:
                 args = link[2]
                 if len(args) != MATH_FUNCS[link[1]]:
-                    raise compile_error(self.src, link[-2], f"Unknown call [{link[1]}] with [{len(args)}] arguments "
-                                        "on type [Math].")
+                    raise compile_error(
+                        self.src,
+                        link[-2],
+                        f"Unknown call [{link[1]}] with [{len(args)}] arguments on type [Math].",
+                    )
                 for arg in args:
                     if arg.st not in NUMERIC + ("def",):
-                        raise compile_error(self.src, arg.off, f"Cannot cast from [{_jname(arg.st)}] to [double].")
-                node = Node("math", base.off, link[1], tuple(args), st="long" if link[1] == "round" else "double")
+                        raise compile_error(
+                            self.src, arg.off, f"Cannot cast from [{_jname(arg.st)}] to [double]."
+                        )
+                node = Node(
+                    "math", base.off, link[1], tuple(args), st="long" if link[1] == "round" else "double"
+                )
             else:
                 raise self.unsupported(base.off, "Math" + self._what(link))
             if rest:
@@ -525,11 +711,15 @@ class Parser:
             else:
                 raise self.unsupported(link[-2], "doc" + self._what(link))
             if key.st not in ("String", "def"):
-                raise compile_error(self.src, key.off, f"Cannot cast from [{_jname(key.st)}] to [java.lang.String].")
+                raise compile_error(
+                    self.src, key.off, f"Cannot cast from [{_jname(key.st)}] to [java.lang.String]."
+                )
             node = Node("docref", base.off, key)
             rest = [(link[0], link[1], len(link[2]) if link[0] == "call" else -1) for link in chain[2:]]
-            if rest in ([("call", "toInstant", 0), ("call", "toEpochMilli", 0)], [("call", "toEpochSecond", 0)]) \
-                    and chain[1][:2] == ("field", "value"):  # ZonedDateTime of a date field
+            if rest in (
+                [("call", "toInstant", 0), ("call", "toEpochMilli", 0)],
+                [("call", "toEpochSecond", 0)],
+            ) and chain[1][:2] == ("field", "value"):  # ZonedDateTime of a date field
                 return Node("docdate", chain[1][-2], key, "ms" if len(rest) == 2 else "s")
             for k, link in enumerate(chain[1:]):
                 if k > 0:
@@ -551,7 +741,9 @@ class Parser:
                 else:
                     raise self.unsupported(link[-2], self._what(link))
                 if kind == "call" and member != "get" and link[2]:
-                    raise compile_error(self.src, link[-2], f"Unknown call [{member}] with [{len(link[2])}] arguments.")
+                    raise compile_error(
+                        self.src, link[-2], f"Unknown call [{member}] with [{len(link[2])}] arguments."
+                    )
             return node
         # params
         if not chain:
@@ -618,7 +810,9 @@ def _typed_binary(src: str, off: int, op: str, a: Node, b: Node) -> Node:
     if static:
         ok = (a.st in NUMERIC and b.st in NUMERIC) or (op in ("==", "!=") and a.st == b.st == "boolean")
         if not ok:
-            raise compile_error(src, off, f"Cannot apply [{op}] operation to types [{_jname(a.st)}] and [{_jname(b.st)}].")
+            raise compile_error(
+                src, off, f"Cannot apply [{op}] operation to types [{_jname(a.st)}] and [{_jname(b.st)}]."
+            )
     if op in ("==", "!=", "<", "<=", ">", ">="):
         return Node("cmp", off, op, a, b, st="boolean")
     return Node("arith", off, op, a, b, st=promote(a.st, b.st) if static else "def")
@@ -645,8 +839,9 @@ def _check_result(src: str, root: Node) -> Node:
             raise unsupported_error(src, root.off, "string literal")
         raise compile_error(src, root.off, f"Cannot cast from [{_jname(root.st)}] to [double].")
     if root.op == "docref":
-        raise compile_error(src, root.off, "Cannot cast from [org.elasticsearch.index.fielddata.ScriptDocValues] "
-                            "to [double].")
+        raise compile_error(
+            src, root.off, "Cannot cast from [org.elasticsearch.index.fielddata.ScriptDocValues] to [double]."
+        )
     return root
 
 

@@ -27,13 +27,53 @@ from scholar_es.engine.nodes import (
 )
 
 MAX_NESTED_DEPTH = 30  # Elasticsearch's indices.query.max_nested_depth default
-SUPPORTED_QUERIES = ("match_all", "match_none", "match", "multi_match", "term", "terms", "range", "exists",
-                     "ids", "bool", "dis_max", "constant_score", "function_score", "script_score", "knn")
-_UNSUPPORTED_KNOWN = {"query_string", "simple_query_string", "match_phrase", "match_phrase_prefix",
-                      "match_bool_prefix", "prefix", "wildcard", "regexp", "fuzzy", "nested", "has_child",
-                      "has_parent", "geo_distance", "more_like_this", "combined_fields", "boosting",
-                      "intervals", "span_term", "distance_feature", "rank_feature", "script", "semantic",
-                      "sparse_vector", "text_expansion", "pinned", "rule", "percolate", "wrapper"}
+SUPPORTED_QUERIES = (
+    "match_all",
+    "match_none",
+    "match",
+    "multi_match",
+    "term",
+    "terms",
+    "range",
+    "exists",
+    "ids",
+    "bool",
+    "dis_max",
+    "constant_score",
+    "function_score",
+    "script_score",
+    "knn",
+)
+_UNSUPPORTED_KNOWN = {
+    "query_string",
+    "simple_query_string",
+    "match_phrase",
+    "match_phrase_prefix",
+    "match_bool_prefix",
+    "prefix",
+    "wildcard",
+    "regexp",
+    "fuzzy",
+    "nested",
+    "has_child",
+    "has_parent",
+    "geo_distance",
+    "more_like_this",
+    "combined_fields",
+    "boosting",
+    "intervals",
+    "span_term",
+    "distance_feature",
+    "rank_feature",
+    "script",
+    "semantic",
+    "sparse_vector",
+    "text_expansion",
+    "pinned",
+    "rule",
+    "percolate",
+    "wrapper",
+}
 
 
 def _float(clause: str, key: str, value) -> float:
@@ -53,7 +93,6 @@ def _check_params(clause: str, body: dict, allowed: set[str]) -> None:
             raise parsing_error(f"[{clause}] query does not support [{key}]")
 
 
-
 class QueryParser:
     """Parses a query body into nodes, with the index's mapping for field types."""
 
@@ -69,16 +108,21 @@ class QueryParser:
         self._depth += 1
         try:
             if self._depth > MAX_NESTED_DEPTH:
-                raise parsing_error("The nested depth of the query exceeds the maximum nested depth for queries set "
-                                    f"in [indices.query.max_nested_depth] ({MAX_NESTED_DEPTH})")
+                raise parsing_error(
+                    "The nested depth of the query exceeds the maximum nested depth for queries set "
+                    f"in [indices.query.max_nested_depth] ({MAX_NESTED_DEPTH})"
+                )
             return self._parse(body)
         finally:
             self._depth -= 1
 
     def _parse(self, body) -> Node:
         if not isinstance(body, dict) or not body:
-            raise parsing_error("query malformed, empty clause found" if body == {} else
-                                f"[_na] query malformed, expected an object but found [{body}]")
+            raise parsing_error(
+                "query malformed, empty clause found"
+                if body == {}
+                else f"[_na] query malformed, expected an object but found [{body}]"
+            )
         if len(body) != 1:
             keys = list(body)
             raise parsing_error(f"[{keys[0]}] malformed query, expected [END_OBJECT] but found [FIELD_NAME]")
@@ -93,7 +137,9 @@ class QueryParser:
     # --- leaves ----------------------------------------------------------------------
     def _q_match_all(self, p):
         _check_params("match_all", p, {"boost", "_name"})
-        return ConstNode("*:*", lambda ctx: np.ones(ctx.n, dtype=bool), _float("match_all", "boost", p.get("boost", 1.0)))
+        return ConstNode(
+            "*:*", lambda ctx: np.ones(ctx.n, dtype=bool), _float("match_all", "boost", p.get("boost", 1.0))
+        )
 
     def _q_match_none(self, p):
         _check_params("match_none", p, {"boost", "_name"})
@@ -101,19 +147,38 @@ class QueryParser:
 
     def _single_field(self, clause: str, p) -> tuple[str, dict]:
         if not isinstance(p, dict) or len(p) != 1:
-            raise parsing_error(f"[{clause}] query doesn't support multiple fields, found [{', '.join(p) if isinstance(p, dict) else p}]")
+            raise parsing_error(
+                f"[{clause}] query doesn't support multiple fields, found [{', '.join(p) if isinstance(p, dict) else p}]"
+            )
         field, value = next(iter(p.items()))
         return field, value
 
     def _q_match(self, p):
         field, v = self._single_field("match", p)
         opts = v if isinstance(v, dict) else {"query": v}
-        _check_params("match", opts, {"query", "operator", "minimum_should_match", "boost", "analyzer",
-                                      "zero_terms_query", "lenient", "auto_generate_synonyms_phrase_query",
-                                      "_name", "fuzzy_transpositions", "max_expansions", "prefix_length"})
+        _check_params(
+            "match",
+            opts,
+            {
+                "query",
+                "operator",
+                "minimum_should_match",
+                "boost",
+                "analyzer",
+                "zero_terms_query",
+                "lenient",
+                "auto_generate_synonyms_phrase_query",
+                "_name",
+                "fuzzy_transpositions",
+                "max_expansions",
+                "prefix_length",
+            },
+        )
         if "query" not in opts:
             raise parsing_error(f"[match] requires query value for field [{field}]")
-        return self.match_field(field, opts["query"], opts, boost=_float("match", "boost", opts.get("boost", 1.0)))
+        return self.match_field(
+            field, opts["query"], opts, boost=_float("match", "boost", opts.get("boost", 1.0))
+        )
 
     def match_field(self, field: str, text, opts: dict, boost: float = 1.0) -> Node:
         """A match query on one field: analyze, then OR/AND the terms (Lucene QueryBuilder)."""
@@ -127,8 +192,14 @@ class QueryParser:
         if not fs.index:
             raise illegal_argument(f"Cannot search on field [{field}] since it is not indexed.")
         if isinstance(text, (dict, list)):
-            raise parsing_error(f"[match] unknown token [START_{'OBJECT' if isinstance(text, dict) else 'ARRAY'}] after [query]")
-        text = text if isinstance(text, str) else ("true" if text is True else "false" if text is False else str(text))
+            raise parsing_error(
+                f"[match] unknown token [START_{'OBJECT' if isinstance(text, dict) else 'ARRAY'}] after [query]"
+            )
+        text = (
+            text
+            if isinstance(text, str)
+            else ("true" if text is True else "false" if text is False else str(text))
+        )
         if fs.type == KEYWORD:
             tokens = [text]
         else:
@@ -139,7 +210,9 @@ class QueryParser:
             return MatchNoneNode()
         operator = str(opts.get("operator", "or")).lower()
         if operator not in ("or", "and"):
-            raise illegal_argument(f"No enum constant org.elasticsearch.index.query.Operator.{operator.upper()}")
+            raise illegal_argument(
+                f"No enum constant org.elasticsearch.index.query.Operator.{operator.upper()}"
+            )
         msm_spec = opts.get("minimum_should_match")
         if operator == "and" or msm_spec is None or min_should_match(len(tokens), msm_spec) <= 1:
             # Lucene's BooleanQuery rewrite folds repeated SHOULD/MUST terms into one
@@ -170,12 +243,28 @@ class QueryParser:
             if col is not None:
                 mask[col.doc[col.values == target]] = True
             return mask
+
         return ConstNode(f"{field}:[{value} TO {value}]", matcher, boost)
 
     def _q_multi_match(self, p):
-        _check_params("multi_match", p, {"query", "fields", "type", "tie_breaker", "operator",
-                                         "minimum_should_match", "boost", "analyzer", "zero_terms_query",
-                                         "lenient", "auto_generate_synonyms_phrase_query", "_name"})
+        _check_params(
+            "multi_match",
+            p,
+            {
+                "query",
+                "fields",
+                "type",
+                "tie_breaker",
+                "operator",
+                "minimum_should_match",
+                "boost",
+                "analyzer",
+                "zero_terms_query",
+                "lenient",
+                "auto_generate_synonyms_phrase_query",
+                "_name",
+            },
+        )
         if "query" not in p:
             raise parsing_error("[multi_match] requires query value")
         mtype = p.get("type", "best_fields")
@@ -184,7 +273,9 @@ class QueryParser:
         if "fields" not in p:
             raise unsupported("multi_match without fields", "list the fields to search")
         fields = self._expand_fields(p["fields"])
-        opts = {k: p[k] for k in ("operator", "minimum_should_match", "analyzer", "zero_terms_query") if k in p}
+        opts = {
+            k: p[k] for k in ("operator", "minimum_should_match", "analyzer", "zero_terms_query") if k in p
+        }
         per_field = []
         for name, fboost in fields:
             node = self.match_field(name, p["query"], opts, boost=fboost)
@@ -198,7 +289,9 @@ class QueryParser:
         # MultiMatchQueryParser: both types are a dis_max; most_fields uses tie_breaker 1.0
         # (a sum) unless the request sets one.
         default_tie = 1.0 if mtype == "most_fields" else 0.0
-        return DisMaxNode(per_field, _float("multi_match", "tie_breaker", p.get("tie_breaker", default_tie)), boost)
+        return DisMaxNode(
+            per_field, _float("multi_match", "tie_breaker", p.get("tie_breaker", default_tie)), boost
+        )
 
     def _expand_fields(self, fields) -> list[tuple[str, float]]:
         if isinstance(fields, str):
@@ -208,8 +301,11 @@ class QueryParser:
             name, _, b = f.partition("^")
             boost = float(b) if b else 1.0
             if any(c in name for c in "*?"):
-                matched = [n for n, fs in self.mapping.fields.items()
-                           if fnmatch.fnmatchcase(n, name) and fs.type in (TEXT, KEYWORD)]
+                matched = [
+                    n
+                    for n, fs in self.mapping.fields.items()
+                    if fnmatch.fnmatchcase(n, name) and fs.type in (TEXT, KEYWORD)
+                ]
                 for m in matched:
                     out[m] = out.get(m, 1.0) * boost
             else:
@@ -230,7 +326,11 @@ class QueryParser:
             return MatchNoneNode()
         if fs.type in (TEXT, KEYWORD):
             value = opts["value"]
-            value = value if isinstance(value, str) else ("true" if value is True else "false" if value is False else str(value))
+            value = (
+                value
+                if isinstance(value, str)
+                else ("true" if value is True else "false" if value is False else str(value))
+            )
             return TermNode(field, value, boost)
         if fs.type == VECTOR:
             raise illegal_argument(f"Field [{field}] of type [dense_vector] does not support term queries")
@@ -245,8 +345,11 @@ class QueryParser:
             raise parsing_error("[terms] query does not support multiple fields")
         field, values = next(iter(opts.items()))
         if not isinstance(values, list):
-            raise parsing_error(f"[terms] query does not support [{field}]" if isinstance(values, dict)
-                                else "[terms] query requires an array of values")
+            raise parsing_error(
+                f"[terms] query does not support [{field}]"
+                if isinstance(values, dict)
+                else "[terms] query requires an array of values"
+            )
         fs = self.mapping.get(field)
         if fs is None:
             return MatchNoneNode()
@@ -272,12 +375,30 @@ class QueryParser:
                 if col is not None:
                     mask[col.doc[np.isin(col.values, targets)]] = True
                 return mask
+
         return ConstNode(f"{field}:({' '.join(map(str, values))})", matcher, boost)
 
     def _q_range(self, p):
         field, v = self._single_field("range", p)
-        _check_params("range", v, {"gte", "gt", "lte", "lt", "boost", "format", "time_zone", "relation",
-                                   "_name", "from", "to", "include_lower", "include_upper"})
+        _check_params(
+            "range",
+            v,
+            {
+                "gte",
+                "gt",
+                "lte",
+                "lt",
+                "boost",
+                "format",
+                "time_zone",
+                "relation",
+                "_name",
+                "from",
+                "to",
+                "include_lower",
+                "include_upper",
+            },
+        )
         for bad in ("format", "time_zone"):
             if bad in v:
                 raise unsupported(f"range.{bad}", "give dates as ISO-8601 or epoch milliseconds")
@@ -306,6 +427,7 @@ class QueryParser:
                 ok &= vals < bounds["lt"]
             mask[col.doc[ok]] = True
             return mask
+
         return ConstNode(f"{field}:{bounds}", matcher, boost)
 
     def _q_exists(self, p):
@@ -328,6 +450,7 @@ class QueryParser:
                 elif name in seg.vectors:
                     mask |= seg.vectors[name].present
             return mask
+
         return ConstNode(f"FieldExistsQuery [field={pattern}]", matcher, boost)
 
     def _q_ids(self, p):
@@ -342,6 +465,7 @@ class QueryParser:
                 if pos is not None:
                     mask[pos] = True
             return mask
+
         return ConstNode(f"_id:({' '.join(map(str, values))})", matcher, boost)
 
     # --- compound --------------------------------------------------------------------
@@ -355,8 +479,20 @@ class QueryParser:
         raise parsing_error(f"[bool] query does not support [{value}]")
 
     def _q_bool(self, p):
-        _check_params("bool", p, {"must", "should", "filter", "must_not", "minimum_should_match", "boost",
-                                  "_name", "adjust_pure_negative"})
+        _check_params(
+            "bool",
+            p,
+            {
+                "must",
+                "should",
+                "filter",
+                "must_not",
+                "minimum_should_match",
+                "boost",
+                "_name",
+                "adjust_pure_negative",
+            },
+        )
         must, should = self._clauses(p.get("must")), self._clauses(p.get("should"))
         filter_, must_not = self._clauses(p.get("filter")), self._clauses(p.get("must_not"))
         spec = p.get("minimum_should_match")
@@ -369,14 +505,19 @@ class QueryParser:
         _check_params("dis_max", p, {"queries", "tie_breaker", "boost", "_name"})
         if "queries" not in p:
             raise parsing_error("[dis_max] requires 'queries' field with at least one clause")
-        return DisMaxNode(self._clauses(p["queries"]), _float("dis_max", "tie_breaker", p.get("tie_breaker", 0.0)),
-                          _float("dis_max", "boost", p.get("boost", 1.0)))
+        return DisMaxNode(
+            self._clauses(p["queries"]),
+            _float("dis_max", "tie_breaker", p.get("tie_breaker", 0.0)),
+            _float("dis_max", "boost", p.get("boost", 1.0)),
+        )
 
     def _q_constant_score(self, p):
         _check_params("constant_score", p, {"filter", "boost", "_name"})
         if "filter" not in p:
             raise parsing_error("[constant_score] requires a 'filter' element")
-        return ConstantScoreNode(self.parse(p["filter"]), _float("constant_score", "boost", p.get("boost", 1.0)))
+        return ConstantScoreNode(
+            self.parse(p["filter"]), _float("constant_score", "boost", p.get("boost", 1.0))
+        )
 
     def _q_function_score(self, p):
         return self._function_parser(self, p)
@@ -402,9 +543,11 @@ def _to_number(fs, value) -> float:
             raise ValueError(value)
         return float(value)
     except (TypeError, ValueError):
-        raise EsError(400, "query_shard_exception",
-                      f"failed to create query: For input string: \"{value}\" (field [{fs.name}] of type [{fs.type}])"
-                      ) from None
+        raise EsError(
+            400,
+            "query_shard_exception",
+            f'failed to create query: For input string: "{value}" (field [{fs.name}] of type [{fs.type}])',
+        ) from None
 
 
 _MSM_COND = re.compile(r"\s*<\s*")

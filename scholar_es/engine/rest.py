@@ -17,8 +17,13 @@ from scholar_es.engine.core import Engine
 from scholar_es.engine.errors import EsError, illegal_argument, parsing_error
 from scholar_es.engine.search import SearchRun, count
 
-VERSION = {"number": "8.15.0", "build_flavor": "default", "lucene_version": "9.11.1",
-           "minimum_wire_compatibility_version": "7.17.0", "minimum_index_compatibility_version": "7.0.0"}
+VERSION = {
+    "number": "8.15.0",
+    "build_flavor": "default",
+    "lucene_version": "9.11.1",
+    "minimum_wire_compatibility_version": "7.17.0",
+    "minimum_index_compatibility_version": "7.0.0",
+}
 
 Route = tuple[str, re.Pattern, Callable]
 _ROUTES: list[Route] = []
@@ -26,13 +31,21 @@ _ROUTES: list[Route] = []
 
 def route(methods: str, pattern: str):
     # an index name never starts with "_", so "/{index}" cannot swallow "/_bulk"
-    rx = re.compile("^" + re.sub(r"\{(\w+)\}", lambda m: f"(?P<{m[1]}>[^/_][^/]*)" if m[1] == "index"
-                                 else f"(?P<{m[1]}>[^/]+)", pattern) + "/?$")
+    rx = re.compile(
+        "^"
+        + re.sub(
+            r"\{(\w+)\}",
+            lambda m: f"(?P<{m[1]}>[^/_][^/]*)" if m[1] == "index" else f"(?P<{m[1]}>[^/]+)",
+            pattern,
+        )
+        + "/?$"
+    )
 
     def deco(fn):
         for m in methods.split("|"):
             _ROUTES.append((m, rx, fn))
         return fn
+
     return deco
 
 
@@ -61,13 +74,21 @@ def handle(engine: Engine, method: str, path: str, params: dict, body) -> tuple[
                 e = parsing_error(f"malformed request: {type(exc).__name__}: {exc}")
                 return e.status, e.to_body()
             except sqlite3.OperationalError as exc:  # another process holds the write lock
-                e = EsError(429, "es_rejected_execution_exception", f"the engine store is busy ({exc}); retry")
+                e = EsError(
+                    429, "es_rejected_execution_exception", f"the engine store is busy ({exc}); retry"
+                )
                 return e.status, e.to_body()
     if allowed:
-        return 405, {"error": f"Incorrect HTTP method for uri [{path}] and method [{method}], allowed: "
-                              f"[{', '.join(sorted(set(allowed)))}]", "status": 405}
-    err = EsError(400, "illegal_argument_exception",
-                  f"request [{path}] contains unrecognized or unsupported-by-the-embedded-engine route")
+        return 405, {
+            "error": f"Incorrect HTTP method for uri [{path}] and method [{method}], allowed: "
+            f"[{', '.join(sorted(set(allowed)))}]",
+            "status": 405,
+        }
+    err = EsError(
+        400,
+        "illegal_argument_exception",
+        f"request [{path}] contains unrecognized or unsupported-by-the-embedded-engine route",
+    )
     return 400, err.to_body()
 
 
@@ -83,20 +104,32 @@ def _bool_param(params: dict, name: str, default: bool = False) -> bool:
 
 @route("GET|HEAD", "/")
 def info(engine, params, body):
-    return 200, {"name": "scholar-es-embedded", "cluster_name": "embedded", "cluster_uuid": "embedded",
-                 "version": VERSION, "tagline": "You Know, for Search"}
+    return 200, {
+        "name": "scholar-es-embedded",
+        "cluster_name": "embedded",
+        "cluster_uuid": "embedded",
+        "version": VERSION,
+        "tagline": "You Know, for Search",
+    }
 
 
 @route("GET", "/_cluster/health")
 def health(engine, params, body):
-    return 200, {"cluster_name": "embedded", "status": "green", "number_of_nodes": 1,
-                 "number_of_data_nodes": 1, "active_primary_shards": len(engine.index_names())}
+    return 200, {
+        "cluster_name": "embedded",
+        "status": "green",
+        "number_of_nodes": 1,
+        "number_of_data_nodes": 1,
+        "active_primary_shards": len(engine.index_names()),
+    }
 
 
 @route("GET", "/_cat/indices")
 def cat_indices(engine, params, body):
-    rows = [{"health": "green", "status": "open", "index": n, "docs.count": str(engine.handle(n).count())}
-            for n in engine.index_names()]
+    rows = [
+        {"health": "green", "status": "open", "index": n, "docs.count": str(engine.handle(n).count())}
+        for n in engine.index_names()
+    ]
     return 200, rows
 
 
@@ -249,7 +282,10 @@ def _write_one(engine, index, doc_id, source, op_type, params):
     name = engine.write_index(index)
     item = engine.handle(name).write([("index", doc_id, source, op_type)])[0]
     if "error" in item:
-        return item["status"], {"error": {"root_cause": [item["error"]], **item["error"]}, "status": item["status"]}
+        return item["status"], {
+            "error": {"root_cause": [item["error"]], **item["error"]},
+            "status": item["status"],
+        }
     return item["status"], {k: v for k, v in item.items() if k != "status"}
 
 
@@ -307,12 +343,16 @@ def bulk(engine, params, body, index=None):
         action = lines[i]
         i += 1
         if not isinstance(action, dict) or len(action) != 1:
-            raise illegal_argument(f"Malformed action/metadata line [{i}], expected START_OBJECT or END_OBJECT but "
-                                   f"found [{type(action).__name__}]")
+            raise illegal_argument(
+                f"Malformed action/metadata line [{i}], expected START_OBJECT or END_OBJECT but "
+                f"found [{type(action).__name__}]"
+            )
         op, meta = next(iter(action.items()))
         if op not in ("index", "create", "delete", "update"):
-            raise illegal_argument(f"Malformed action/metadata line [{i}], expected field [create], [delete], "
-                                   f"[index] or [update] but found [{op}]")
+            raise illegal_argument(
+                f"Malformed action/metadata line [{i}], expected field [create], [delete], "
+                f"[index] or [update] but found [{op}]"
+            )
         if op == "update":
             raise illegal_argument("bulk [update] is not supported by the embedded engine; send [index]")
         meta = meta or {}
@@ -347,14 +387,25 @@ def bulk(engine, params, body, index=None):
                     wire.append(("index", doc_id, source, op))
             good = [w for w in wire if w[0] != "bad"]
             out = iter(handle_.write(good))
-            results[target] = [next(out) if w[0] != "bad" else
-                               {"_index": name, "_id": w[1], "status": 400,
-                                "error": {"type": "document_parsing_exception",
-                                          "reason": "[1:1] failed to parse: source is not a JSON object"}}
-                               for w in wire]
+            results[target] = [
+                next(out)
+                if w[0] != "bad"
+                else {
+                    "_index": name,
+                    "_id": w[1],
+                    "status": 400,
+                    "error": {
+                        "type": "document_parsing_exception",
+                        "reason": "[1:1] failed to parse: source is not a JSON object",
+                    },
+                }
+                for w in wire
+            ]
         except EsError as e:
-            results[target] = [{"_index": target, "_id": doc_id, "status": e.status, "error": e.cause()}
-                               for _, doc_id, _ in ops]
+            results[target] = [
+                {"_index": target, "_id": doc_id, "status": e.status, "error": e.cause()}
+                for _, doc_id, _ in ops
+            ]
     errors = False
     for target, pos, op, _ in order:
         item = results[target][pos]
@@ -375,7 +426,9 @@ def bulk_index(engine, params, body, index):
 def _search_params(params: dict, body: dict) -> dict:
     body = dict(body or {})
     if "q" in params:
-        raise illegal_argument("the [q] URL parameter (query_string syntax) is not supported; send a query body")
+        raise illegal_argument(
+            "the [q] URL parameter (query_string syntax) is not supported; send a query body"
+        )
     for key in ("size", "from"):
         if key in params:
             body[key] = int(params[key])
@@ -393,11 +446,17 @@ def _search_params(params: dict, body: dict) -> dict:
 def search_one(engine, index: str, body: dict) -> dict:
     names = engine.resolve(index)
     if not names:  # a wildcard that matched nothing: an empty answer, as Elasticsearch gives
-        return {"took": 0, "timed_out": False, "_shards": {"total": 0, "successful": 0, "skipped": 0, "failed": 0},
-                "hits": {"total": {"value": 0, "relation": "eq"}, "max_score": None, "hits": []}}
+        return {
+            "took": 0,
+            "timed_out": False,
+            "_shards": {"total": 0, "successful": 0, "skipped": 0, "failed": 0},
+            "hits": {"total": {"value": 0, "relation": "eq"}, "max_score": None, "hits": []},
+        }
     if len(names) > 1:
-        raise illegal_argument(f"searching several indices at once ({', '.join(names)}) is not supported by the "
-                               "embedded engine; search one index or alias at a time")
+        raise illegal_argument(
+            f"searching several indices at once ({', '.join(names)}) is not supported by the "
+            "embedded engine; search one index or alias at a time"
+        )
     return SearchRun(engine.handle(names[0]), body).run()
 
 
@@ -415,8 +474,10 @@ def search_all(engine, params, body):
 def count_route(engine, params, body, index):
     names = engine.resolve(index)
     total = sum(count(engine.handle(n), body) for n in names)
-    return 200, {"count": total, "_shards": {"total": len(names), "successful": len(names), "skipped": 0,
-                                             "failed": 0}}
+    return 200, {
+        "count": total,
+        "_shards": {"total": len(names), "successful": len(names), "skipped": 0, "failed": 0},
+    }
 
 
 @route("GET|POST", "/_count")
@@ -482,12 +543,14 @@ def delete_script(engine, params, body, script_id):
 @route("GET|POST", "/{index}/_search/template")
 def search_template(engine, params, body, index):
     from scholar_es.engine.templates import render_template
+
     return 200, search_one(engine, index, render_template(engine, body or {}))
 
 
 @route("GET|POST", "/_render/template")
 def render_template_route(engine, params, body):
     from scholar_es.engine.templates import render_template
+
     return 200, {"template_output": render_template(engine, body or {})}
 
 

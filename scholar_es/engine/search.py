@@ -21,12 +21,45 @@ from scholar_es.engine.knn import knn_query, parse_knn
 from scholar_es.engine.nodes import Ctx, Node, expl
 from scholar_es.engine.queries import QueryParser
 
-SEARCH_KEYS = {"query", "knn", "size", "from", "_source", "sort", "collapse", "track_total_hits", "explain",
-               "min_score", "retriever", "post_filter", "timeout", "track_scores", "version", "stats",
-               "seq_no_primary_term", "terminate_after", "profile"}
-_UNSUPPORTED_KEYS = {"aggs", "aggregations", "highlight", "rescore", "search_after", "suggest", "rank",
-                     "script_fields", "docvalue_fields", "stored_fields", "fields", "runtime_mappings",
-                     "indices_boost", "pit", "slice", "ext"}
+SEARCH_KEYS = {
+    "query",
+    "knn",
+    "size",
+    "from",
+    "_source",
+    "sort",
+    "collapse",
+    "track_total_hits",
+    "explain",
+    "min_score",
+    "retriever",
+    "post_filter",
+    "timeout",
+    "track_scores",
+    "version",
+    "stats",
+    "seq_no_primary_term",
+    "terminate_after",
+    "profile",
+}
+_UNSUPPORTED_KEYS = {
+    "aggs",
+    "aggregations",
+    "highlight",
+    "rescore",
+    "search_after",
+    "suggest",
+    "rank",
+    "script_fields",
+    "docvalue_fields",
+    "stored_fields",
+    "fields",
+    "runtime_mappings",
+    "indices_boost",
+    "pit",
+    "slice",
+    "ext",
+}
 MAX_RESULT_WINDOW = 10_000
 RETRIEVERS = ("standard", "knn", "rrf", "linear")
 
@@ -50,11 +83,16 @@ def validate_body(body: dict) -> None:
         if key not in SEARCH_KEYS:
             raise parsing_error(f"Unknown key for a START_OBJECT in [{key}].", line=1, col=1)
     if "retriever" in body and "collapse" in body:
-        raise unsupported("collapse with a retriever", "put collapse inside a standard retriever on a cluster, "
-                                                       "or collapse client-side")
+        raise unsupported(
+            "collapse with a retriever",
+            "put collapse inside a standard retriever on a cluster, or collapse client-side",
+        )
     if "retriever" in body and ("query" in body or "knn" in body):
-        raise parsing_error("cannot specify [retriever] and [query]" if "query" in body
-                            else "cannot specify [retriever] and [knn]")
+        raise parsing_error(
+            "cannot specify [retriever] and [query]"
+            if "query" in body
+            else "cannot specify [retriever] and [knn]"
+        )
 
 
 class SearchRun:
@@ -71,7 +109,8 @@ class SearchRun:
             raise illegal_argument(
                 f"Result window is too large, from + size must be less than or equal to: [{MAX_RESULT_WINDOW}] but "
                 f"was [{self.from_ + self.size}]. See the scroll api for a more efficient way to request large data "
-                "sets. This limit can be set by changing the [index.max_result_window] index level setting.")
+                "sets. This limit can be set by changing the [index.max_result_window] index level setting."
+            )
         self.seg = handle.segment()
         self.ctx = Ctx(self.seg, handle.analysis, handle.name, default_k=self.size, bm25=handle.similarities)
         self.parser = QueryParser(self.ctx, parse_function_score, knn_query)
@@ -107,7 +146,7 @@ class SearchRun:
         if "retriever" in body:
             ranked, scores, total = self.retrieve(body["retriever"], window=None)
             self.nodes = []
-            page = ranked[self.from_:self.from_ + self.size]
+            page = ranked[self.from_ : self.from_ + self.size]
             hits = self.render(page, scores, sort_values=None)
             max_score = float(scores[ranked[0]]) if len(ranked) else None
             return self.response(hits, total, max_score, start)
@@ -125,10 +164,14 @@ class SearchRun:
             ordered = order_by_score(cand, scores, None if collapse else self.from_ + self.size)
         if collapse:
             ordered, keys = self.collapse(ordered, collapse)
-        page = ordered[self.from_:self.from_ + self.size]
+        page = ordered[self.from_ : self.from_ + self.size]
         if sort_values is not None:
             index_of = {int(p): i for i, p in enumerate(ordered)} if collapse else None
-            picks = [index_of[int(p)] for p in page] if collapse else list(range(self.from_, self.from_ + len(page)))
+            picks = (
+                [index_of[int(p)] for p in page]
+                if collapse
+                else list(range(self.from_, self.from_ + len(page)))
+            )
             sort_values = [[_json_value(vals[i]) for vals in sort_values] for i in picks]
         show_scores = sort is None or sort.by_score_only or sort.tracks_score or body.get("track_scores")
         hits = self.render(page, scores if show_scores else None, sort_values)
@@ -144,8 +187,12 @@ class SearchRun:
             out_hits["total"] = t
         out_hits["max_score"] = max_score
         out_hits["hits"] = hits
-        return {"took": int((time.perf_counter() - start) * 1000), "timed_out": False,
-                "_shards": {"total": 1, "successful": 1, "skipped": 0, "failed": 0}, "hits": out_hits}
+        return {
+            "took": int((time.perf_counter() - start) * 1000),
+            "timed_out": False,
+            "_shards": {"total": 1, "successful": 1, "skipped": 0, "failed": 0},
+            "hits": out_hits,
+        }
 
     # --- hits --------------------------------------------------------------------------
     def render(self, page: np.ndarray, scores: np.ndarray | None, sort_values) -> list[dict]:
@@ -154,8 +201,11 @@ class SearchRun:
         rows = self.handle.store.sources(seqs) if self.body.get("_source", True) is not False else {}
         hits = []
         for i, p in enumerate(page):
-            hit: dict = {"_index": self.handle.name, "_id": seg.ids[p],
-                         "_score": float(np.float32(scores[p])) if scores is not None else None}
+            hit: dict = {
+                "_index": self.handle.name,
+                "_id": seg.ids[p],
+                "_score": float(np.float32(scores[p])) if scores is not None else None,
+            }
             if self.body.get("version"):
                 hit["_version"] = rows[seqs[i]][2] if seqs[i] in rows else 1
             if seqs[i] in rows:
@@ -200,8 +250,9 @@ class SearchRun:
                 break
         return np.array(keep, dtype=np.int64), keys
 
-    def add_collapse(self, hits: list[dict], page: np.ndarray, spec: dict, mask: np.ndarray,
-                     scores: np.ndarray) -> None:
+    def add_collapse(
+        self, hits: list[dict], page: np.ndarray, spec: dict, mask: np.ndarray, scores: np.ndarray
+    ) -> None:
         field = spec["field"]
         values = self._collapse_values
         inner = spec.get("inner_hits")
@@ -226,11 +277,14 @@ class SearchRun:
                 sub.__dict__.update(self.__dict__)
                 sub.body = {**self.body, "_source": ih.get("_source", self.body.get("_source", True))}
                 sub.body.pop("explain", None)
-                inner_hits = sub.render(ordered[from_:from_ + size], scores, None)
-                hit["inner_hits"][name] = {"hits": {
-                    "total": {"value": len(group), "relation": "eq"},
-                    "max_score": float(np.float32(scores[group].max())) if len(group) else None,
-                    "hits": inner_hits}}
+                inner_hits = sub.render(ordered[from_ : from_ + size], scores, None)
+                hit["inner_hits"][name] = {
+                    "hits": {
+                        "total": {"value": len(group), "relation": "eq"},
+                        "max_score": float(np.float32(scores[group].max())) if len(group) else None,
+                        "hits": inner_hits,
+                    }
+                }
 
     # --- retrievers -------------------------------------------------------------------
     def retrieve(self, spec: dict, window: int | None) -> tuple[np.ndarray, np.ndarray, int]:
@@ -257,8 +311,17 @@ class SearchRun:
             cand = np.flatnonzero(mask)
             return order_by_score(cand, scores, window), scores, len(cand)
         if kind == "knn":
-            allowed = {"field", "query_vector", "k", "num_candidates", "filter", "similarity", "_name",
-                       "query_vector_builder", "rescore_vector"}
+            allowed = {
+                "field",
+                "query_vector",
+                "k",
+                "num_candidates",
+                "filter",
+                "similarity",
+                "_name",
+                "query_vector_builder",
+                "rescore_vector",
+            }
             if set(p) - allowed:
                 raise parsing_error(f"[knn] unknown field [{next(iter(set(p) - allowed))}]")
             for required in ("k", "num_candidates"):
@@ -271,8 +334,15 @@ class SearchRun:
         return self._fuse(kind, p, n)
 
     def _fuse(self, kind: str, p: dict, n: int):
-        allowed = {"retrievers", "rank_window_size", "rank_constant", "filter", "_name", "normalizer",
-                   "min_score"}
+        allowed = {
+            "retrievers",
+            "rank_window_size",
+            "rank_constant",
+            "filter",
+            "_name",
+            "normalizer",
+            "min_score",
+        }
         if set(p) - allowed:
             raise parsing_error(f"[{kind}] unknown field [{next(iter(set(p) - allowed))}]")
         children = p.get("retrievers")
@@ -280,8 +350,10 @@ class SearchRun:
             raise parsing_error(f"[{kind}] requires a non-empty [retrievers] list")
         window = int(p.get("rank_window_size", 10))  # RankBuilder.DEFAULT_RANK_WINDOW_SIZE
         if window < self.size:
-            raise illegal_argument(f"[rank_window_size] must be greater than or equal to [size], "
-                                   f"got [{window}] and [{self.size}]")
+            raise illegal_argument(
+                f"[rank_window_size] must be greater than or equal to [size], "
+                f"got [{window}] and [{self.size}]"
+            )
         fused = np.zeros(n)
         member = np.zeros(n, dtype=bool)
         if kind == "rrf":
@@ -289,8 +361,16 @@ class SearchRun:
             if k < 1:
                 raise illegal_argument("[rank_constant] must be greater than or equal to [1] for [rrf]")
             for child in children:
-                spec = child.get("retriever", child) if isinstance(child, dict) and "retriever" in child else child
-                weight = float(child.get("weight", 1.0)) if isinstance(child, dict) and "retriever" in child else 1.0
+                spec = (
+                    child.get("retriever", child)
+                    if isinstance(child, dict) and "retriever" in child
+                    else child
+                )
+                weight = (
+                    float(child.get("weight", 1.0))
+                    if isinstance(child, dict) and "retriever" in child
+                    else 1.0
+                )
                 ranked, _, _ = self.retrieve(spec, window)
                 for rank, pos in enumerate(ranked, start=1):
                     fused[pos] += weight * sim.rrf_score([rank], k)

@@ -40,8 +40,14 @@ class ParsedDoc:
     vectors: dict[str, np.ndarray] = field(default_factory=dict)
 
 
-def parse_document(mapping: Mapping, analysis: dict | None, seq: int, doc_id: str,
-                   source: dict, vectors: dict[str, np.ndarray] | None = None) -> ParsedDoc:
+def parse_document(
+    mapping: Mapping,
+    analysis: dict | None,
+    seq: int,
+    doc_id: str,
+    source: dict,
+    vectors: dict[str, np.ndarray] | None = None,
+) -> ParsedDoc:
     """Analyze and validate one ``_source`` against the mapping (mapper errors raise)."""
     doc = ParsedDoc(seq=seq, id=doc_id)
     for name, values in mapping.flatten(source).items():
@@ -72,23 +78,38 @@ def _vector_value(fs: FieldSpec, value) -> np.ndarray:
     try:
         vec = np.asarray(value, dtype=np.float32)
     except (TypeError, ValueError):
-        raise EsError(400, "document_parsing_exception",
-                      f"[1:1] failed to parse field [{fs.name}] of type [dense_vector]: not an array of numbers") from None
+        raise EsError(
+            400,
+            "document_parsing_exception",
+            f"[1:1] failed to parse field [{fs.name}] of type [dense_vector]: not an array of numbers",
+        ) from None
     if vec.ndim != 1:
-        raise EsError(400, "document_parsing_exception",
-                      f"[1:1] failed to parse field [{fs.name}] of type [dense_vector]: expected a flat array of numbers")
+        raise EsError(
+            400,
+            "document_parsing_exception",
+            f"[1:1] failed to parse field [{fs.name}] of type [dense_vector]: expected a flat array of numbers",
+        )
     if fs.dims is not None and vec.shape[0] != fs.dims:
-        raise EsError(400, "document_parsing_exception",
-                      f"[1:1] failed to parse field [{fs.name}] of type [dense_vector]: "
-                      f"The [dense_vector] field [{fs.name}] in doc [document with id] has a different number of "
-                      f"dimensions [{vec.shape[0]}] than defined in the mapping [{fs.dims}]")
+        raise EsError(
+            400,
+            "document_parsing_exception",
+            f"[1:1] failed to parse field [{fs.name}] of type [dense_vector]: "
+            f"The [dense_vector] field [{fs.name}] in doc [document with id] has a different number of "
+            f"dimensions [{vec.shape[0]}] than defined in the mapping [{fs.dims}]",
+        )
     if not np.all(np.isfinite(vec)):
-        raise EsError(400, "document_parsing_exception",
-                      f"[1:1] failed to parse field [{fs.name}] of type [dense_vector]: vector contains NaN or Infinity")
+        raise EsError(
+            400,
+            "document_parsing_exception",
+            f"[1:1] failed to parse field [{fs.name}] of type [dense_vector]: vector contains NaN or Infinity",
+        )
     if fs.similarity == "cosine" and not np.any(vec):
-        raise EsError(400, "document_parsing_exception",
-                      f"[1:1] failed to parse field [{fs.name}] of type [dense_vector]: "
-                      "The [cosine] similarity does not support vectors with zero magnitude.")
+        raise EsError(
+            400,
+            "document_parsing_exception",
+            f"[1:1] failed to parse field [{fs.name}] of type [dense_vector]: "
+            "The [cosine] similarity does not support vectors with zero magnitude.",
+        )
     return vec
 
 
@@ -110,8 +131,9 @@ class _Postings:
         ind_parts, dat_parts, counts = [], [], []
         for tokens in rows:
             if tokens:
-                ids = np.fromiter((vocab.setdefault(t, len(vocab)) for t in tokens), dtype=np.int32,
-                                  count=len(tokens))
+                ids = np.fromiter(
+                    (vocab.setdefault(t, len(vocab)) for t in tokens), dtype=np.int32, count=len(tokens)
+                )
                 u, c = np.unique(ids, return_counts=True)
                 ind_parts.append(u.astype(np.int32))
                 dat_parts.append(c.astype(np.int32))
@@ -128,7 +150,9 @@ class _Postings:
         starts, ends = self.indptr[:-1][keep], self.indptr[1:][keep]
         lens = ends - starts
         if len(lens):
-            idx = np.repeat(starts - np.concatenate([[0], np.cumsum(lens)[:-1]]), lens) + np.arange(lens.sum())
+            idx = np.repeat(starts - np.concatenate([[0], np.cumsum(lens)[:-1]]), lens) + np.arange(
+                lens.sum()
+            )
         else:
             idx = np.zeros(0, dtype=np.int64)
         self.indices, self.data = self.indices[idx], self.data[idx]
@@ -151,7 +175,7 @@ class _Postings:
         if tid is None:
             return None
         ptr, docs, freqs = self.csc()
-        return docs[ptr[tid]:ptr[tid + 1]], freqs[ptr[tid]:ptr[tid + 1]]
+        return docs[ptr[tid] : ptr[tid + 1]], freqs[ptr[tid] : ptr[tid + 1]]
 
     def row_counts(self) -> np.ndarray:
         return np.diff(self.indptr)
@@ -201,8 +225,9 @@ class KeywordColumn:
     def append(self, rows: list[list[str] | None]) -> None:
         self.postings.append([list(dict.fromkeys(r)) if r else [] for r in rows])
         vocab = self.postings.vocab
-        self.first = np.concatenate([self.first, np.array([vocab[r[0]] if r else -1 for r in rows],
-                                                          dtype=np.int32)])
+        self.first = np.concatenate(
+            [self.first, np.array([vocab[r[0]] if r else -1 for r in rows], dtype=np.int32)]
+        )
         self._terms = None
 
     def compact(self, keep: np.ndarray) -> None:
@@ -412,13 +437,25 @@ class Segment:
         manifest: dict = {"ids": self.ids, "text": {}, "keyword": {}, "numeric": [], "vectors": {}}
         for name, col in self.text.items():
             p = col.postings
-            arrays.update({f"t.{name}.indptr": p.indptr, f"t.{name}.indices": p.indices,
-                           f"t.{name}.data": p.data, f"t.{name}.lengths": col.lengths})
+            arrays.update(
+                {
+                    f"t.{name}.indptr": p.indptr,
+                    f"t.{name}.indices": p.indices,
+                    f"t.{name}.data": p.data,
+                    f"t.{name}.lengths": col.lengths,
+                }
+            )
             manifest["text"][name] = list(p.vocab)
         for name, col in self.keyword.items():
             p = col.postings
-            arrays.update({f"k.{name}.indptr": p.indptr, f"k.{name}.indices": p.indices,
-                           f"k.{name}.data": p.data, f"k.{name}.first": col.first})
+            arrays.update(
+                {
+                    f"k.{name}.indptr": p.indptr,
+                    f"k.{name}.indices": p.indices,
+                    f"k.{name}.data": p.data,
+                    f"k.{name}.first": col.first,
+                }
+            )
             manifest["keyword"][name] = list(p.vocab)
         for name, col in self.numeric.items():
             arrays.update({f"n.{name}.doc": col.doc, f"n.{name}.values": col.values})

@@ -50,7 +50,9 @@ def parse_similarities(settings: object) -> dict[str, BM25Params]:
         if kind is None:
             raise illegal_argument(f"Similarity [{name}] must have an associated type")
         if kind != "BM25":
-            raise unsupported(f"similarity type [{kind}]", "only type [BM25] with k1/b is; see docs/es-semantics.md")
+            raise unsupported(
+                f"similarity type [{kind}]", "only type [BM25] with k1/b is; see docs/es-semantics.md"
+            )
         for key in spec:
             if key not in ("type", "k1", "b", "discount_overlaps"):
                 raise illegal_argument(f"Unknown settings for similarity of type [BM25]: [{key}]")
@@ -100,7 +102,9 @@ def _named_similarity(name: str, custom: dict[str, BM25Params], field_name: str)
         return custom[name]
     if name == "boolean":
         raise unsupported("similarity [boolean]", f"on field [{field_name}]")
-    raise EsError(400, "mapper_parsing_exception", f"Unknown Similarity type [{name}] for field [{field_name}]")
+    raise EsError(
+        400, "mapper_parsing_exception", f"Unknown Similarity type [{name}] for field [{field_name}]"
+    )
 
 
 # --- Lucene SmallFloat: the one-byte field-length norm -------------------------------
@@ -183,9 +187,9 @@ def bm25_norm_cache(avgdl: np.float32, k1: float = K1, b: float = B) -> np.ndarr
     Source: BM25Similarity#scorer, the ``cache`` array.
     """
     k1f, bf = np.float32(k1), np.float32(b)
-    return (np.float32(1.0) / (k1f * ((np.float32(1.0) - bf) + bf * LENGTH_TABLE / np.float32(avgdl)))).astype(
-        np.float32
-    )
+    return (
+        np.float32(1.0) / (k1f * ((np.float32(1.0) - bf) + bf * LENGTH_TABLE / np.float32(avgdl)))
+    ).astype(np.float32)
 
 
 def bm25_weight(boost: float, idf: np.float32, k1: float = K1) -> np.float32:

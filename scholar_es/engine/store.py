@@ -78,13 +78,17 @@ class Store:
     # --- indices -------------------------------------------------------------------
     def indices(self) -> dict[str, dict]:
         rows = self._db.execute("SELECT name, settings, mappings, uuid, created FROM indices").fetchall()
-        return {r[0]: {"settings": json.loads(r[1]), "mappings": json.loads(r[2]), "uuid": r[3],
-                       "created": r[4]} for r in rows}
+        return {
+            r[0]: {"settings": json.loads(r[1]), "mappings": json.loads(r[2]), "uuid": r[3], "created": r[4]}
+            for r in rows
+        }
 
     def create_index(self, name: str, settings: dict, mappings: dict, uuid: str, created: int) -> None:
         with self._lock:
-            self._db.execute("INSERT INTO indices VALUES (?, ?, ?, ?, ?)",
-                             (name, json.dumps(settings), json.dumps(mappings), uuid, created))
+            self._db.execute(
+                "INSERT INTO indices VALUES (?, ?, ?, ?, ?)",
+                (name, json.dumps(settings), json.dumps(mappings), uuid, created),
+            )
 
     def update_mappings(self, name: str, mappings: dict) -> None:
         with self._lock:
@@ -103,8 +107,12 @@ class Store:
         rows = self._db.execute("SELECT alias, index_name, is_write FROM aliases ORDER BY alias, index_name")
         return [(a, i, None if w is None else bool(w)) for a, i, w in rows]
 
-    def apply_alias_actions(self, adds: Sequence[tuple[str, str, bool | None]],
-                            removes: Sequence[tuple[str, str]], remove_indices: Sequence[str]) -> None:
+    def apply_alias_actions(
+        self,
+        adds: Sequence[tuple[str, str, bool | None]],
+        removes: Sequence[tuple[str, str]],
+        remove_indices: Sequence[str],
+    ) -> None:
         """All alias changes of one ``_aliases`` request in one transaction (atomic swap)."""
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
@@ -112,8 +120,10 @@ class Store:
                 for alias, index in removes:
                     self._db.execute("DELETE FROM aliases WHERE alias = ? AND index_name = ?", (alias, index))
                 for alias, index, is_write in adds:
-                    self._db.execute("INSERT OR REPLACE INTO aliases VALUES (?, ?, ?)",
-                                     (alias, index, None if is_write is None else int(is_write)))
+                    self._db.execute(
+                        "INSERT OR REPLACE INTO aliases VALUES (?, ?, ?)",
+                        (alias, index, None if is_write is None else int(is_write)),
+                    )
                 for index in remove_indices:
                     self._db.execute("DELETE FROM docs WHERE index_name = ?", (index,))
                     self._db.execute("DELETE FROM aliases WHERE index_name = ?", (index,))
@@ -132,11 +142,14 @@ class Store:
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 for op in ops:
-                    row = self._db.execute("SELECT version FROM docs WHERE index_name = ? AND id = ?",
-                                           (index, op[1])).fetchone()
+                    row = self._db.execute(
+                        "SELECT version FROM docs WHERE index_name = ? AND id = ?", (index, op[1])
+                    ).fetchone()
                     if op[0] == "delete":
                         if row:
-                            self._db.execute("DELETE FROM docs WHERE index_name = ? AND id = ?", (index, op[1]))
+                            self._db.execute(
+                                "DELETE FROM docs WHERE index_name = ? AND id = ?", (index, op[1])
+                            )
                         out.append((None, row[0] + 1 if row else 0))
                         continue
                     version = row[0] + 1 if row else 1
@@ -144,7 +157,8 @@ class Store:
                         self._db.execute("DELETE FROM docs WHERE index_name = ? AND id = ?", (index, op[1]))
                     cur = self._db.execute(
                         "INSERT INTO docs (index_name, id, version, source, vectors) VALUES (?, ?, ?, ?, ?)",
-                        (index, op[1], version, op[2], op[3]))
+                        (index, op[1], version, op[2], op[3]),
+                    )
                     out.append((cur.lastrowid, version))
                 self._db.execute("COMMIT")
             except BaseException:
@@ -160,23 +174,27 @@ class Store:
         """(seq, id, source, vectors) of the documents written after ``seq``, in order."""
         yield from self._db.execute(
             "SELECT seq, id, source, vectors FROM docs WHERE index_name = ? AND seq > ? ORDER BY seq",
-            (index, seq))
+            (index, seq),
+        )
 
     def sources(self, seqs: Sequence[int]) -> dict[int, tuple[str, str, int]]:
         """seq -> (id, source json, version) for the given rows."""
         out: dict[int, tuple[str, str, int]] = {}
         seqs = [int(s) for s in seqs]
         for start in range(0, len(seqs), 500):
-            part = seqs[start:start + 500]
-            q = "SELECT seq, id, source, version FROM docs WHERE seq IN ({})".format(",".join("?" * len(part)))
+            part = seqs[start : start + 500]
+            q = "SELECT seq, id, source, version FROM docs WHERE seq IN ({})".format(
+                ",".join("?" * len(part))
+            )
             for seq, id_, src, ver in self._db.execute(q, part):
                 out[seq] = (id_, src, ver)
         return out
 
     def get(self, index: str, doc_id: str) -> tuple[int, str, int] | None:
         """(seq, source json, version) of one document, or None."""
-        return self._db.execute("SELECT seq, source, version FROM docs WHERE index_name = ? AND id = ?",
-                                (index, doc_id)).fetchone()
+        return self._db.execute(
+            "SELECT seq, source, version FROM docs WHERE index_name = ? AND id = ?", (index, doc_id)
+        ).fetchone()
 
     # --- stored scripts ------------------------------------------------------------
     def put_script(self, script_id: str, body: dict) -> None:

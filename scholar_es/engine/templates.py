@@ -58,7 +58,7 @@ def _parse(template: str) -> list:
     stack: list[tuple[str, list]] = [("", root)]
     pos = 0
     for m in _TAG.finditer(template):
-        stack[-1][1].append(template[pos:m.start()])
+        stack[-1][1].append(template[pos : m.start()])
         pos = m.end()
         if m.group(1):
             triple, sigil, name = "{", "", m.group(3)
@@ -67,8 +67,10 @@ def _parse(template: str) -> list:
         if sigil == "!":
             continue
         if sigil in (">", "="):
-            raise illegal_argument(f"mustache {'partials' if sigil == '>' else 'delimiter changes'} are not supported "
-                                   "by the embedded engine")
+            raise illegal_argument(
+                f"mustache {'partials' if sigil == '>' else 'delimiter changes'} are not supported "
+                "by the embedded engine"
+            )
         if sigil in ("#", "^"):
             node = ("section", name, sigil == "^", [])
             stack[-1][1].append(node)
@@ -98,8 +100,9 @@ def _render(nodes: list, stack: list) -> str:
             if name in ("toJson", "join") and not inverted:
                 inner = "".join(c for c in children if isinstance(c, str)).strip()
                 value = _lookup(stack, inner)
-                out.append(json.dumps(value) if name == "toJson" else
-                           ",".join(_text(v) for v in (value or [])))
+                out.append(
+                    json.dumps(value) if name == "toJson" else ",".join(_text(v) for v in (value or []))
+                )
                 continue
             value = _lookup(stack, name)
             falsy = value in (None, False, "", 0) or value == []
@@ -125,7 +128,9 @@ def render_template(engine, body: dict) -> dict:
     if "id" in body:
         script = engine.store.get_script(body["id"])
         if script is None:
-            raise EsError(404, "resource_not_found_exception", f"unable to find script [{body['id']}] in cluster state")
+            raise EsError(
+                404, "resource_not_found_exception", f"unable to find script [{body['id']}] in cluster state"
+            )
         source = script["source"]
     elif "source" in body:
         source = body["source"]
@@ -137,8 +142,11 @@ def render_template(engine, body: dict) -> dict:
     try:
         out = json.loads(rendered)
     except json.JSONDecodeError as e:
-        raise EsError(400, "x_content_parse_exception",
-                      f"the rendered template is not valid JSON ({e.msg} at char {e.pos}): {rendered[:200]}") from None
+        raise EsError(
+            400,
+            "x_content_parse_exception",
+            f"the rendered template is not valid JSON ({e.msg} at char {e.pos}): {rendered[:200]}",
+        ) from None
     if body.get("explain"):
         out["explain"] = True
     return out

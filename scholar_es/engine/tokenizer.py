@@ -27,27 +27,13 @@ import regex
 # SEA(_EXTEND) = LB:Complex_Context (and Extend), EMOJI = EmojiChar, LETTER_EMOJI = ALetter & Emoji,
 # KEYCAP_BASE_SYM = [#*], KEYCAP = U+20E3, VS15/VS16 = U+FE0E/F, RI = Regional_Indicator.
 _CLASSES: dict[str, str] = {
-    "DQ": (
-        "22 "
-    ),
-    "KEYCAP_BASE_SYM": (
-        "23 2A "
-    ),
-    "SQ": (
-        "27 "
-    ),
-    "MIDNUM": (
-        "2C 3B 37E 589 60C-60D 66C 7F8 2044 FE10 FE14 FE50 FE54 FF0C FF1B "
-    ),
-    "MIDNUMLET": (
-        "2E 2018-2019 2024 FE52 FF07 FF0E "
-    ),
-    "DIGIT": (
-        "30-39 "
-    ),
-    "MIDLETTER": (
-        "3A B7 387 5F4 2027 FE13 FE55 FF1A "
-    ),
+    "DQ": ("22 "),
+    "KEYCAP_BASE_SYM": ("23 2A "),
+    "SQ": ("27 "),
+    "MIDNUM": ("2C 3B 37E 589 60C-60D 66C 7F8 2044 FE10 FE14 FE50 FE54 FF0C FF1B "),
+    "MIDNUMLET": ("2E 2018-2019 2024 FE52 FF07 FF0E "),
+    "DIGIT": ("30-39 "),
+    "MIDLETTER": ("3A B7 387 5F4 2027 FE13 FE55 FF1A "),
     "LETTER": (
         "41-5A 61-7A AA B5 BA C0-D6 D8-F6 F8-2D7 2DE-2E4 2EC-2FF 370-374 376-377 37A-37D 37F 386 388-38A "
         "38C 38E-3A1 3A3-3F5 3F7-481 48A-52F 531-556 559 55B-55C 55E 560-588 5F3 620-64A 66E-66F 671-6D3 "
@@ -102,9 +88,7 @@ _CLASSES: dict[str, str] = {
         "1EE5D 1EE5F 1EE61-1EE62 1EE64 1EE67-1EE6A 1EE6C-1EE72 1EE74-1EE77 1EE79-1EE7C 1EE7E 1EE80-1EE89 "
         "1EE8B-1EE9B 1EEA1-1EEA3 1EEA5-1EEA9 1EEAB-1EEBB 1F130-1F149 1F150-1F169 1F172-1F17D 1F180-1F189 "
     ),
-    "EXTENDNUMLET": (
-        "5F 202F 203F-2040 2054 FE33-FE34 FE4D-FE4F FF3F "
-    ),
+    "EXTENDNUMLET": ("5F 202F 203F-2040 2054 FE33-FE34 FE4D-FE4F FF3F "),
     "EMOJI": (
         "A9 AE 203C 2049 2122 2194-2199 21A9-21AA 231A-231B 2328 2388 23CF 23E9-23F3 23F8-23FA 25AA-25AB "
         "25B6 25C0 25FB-25FE 2600-2605 2607-2612 2614-2685 2690-2705 2708-2712 2714 2716 271D 2721 2728 "
@@ -142,9 +126,7 @@ _CLASSES: dict[str, str] = {
         "1DA3B-1DA6C 1DA75 1DA84 1DA9B-1DA9F 1DAA1-1DAAF 1E000-1E006 1E008-1E018 1E01B-1E021 1E023-1E024 "
         "1E026-1E02A 1E130-1E136 1E2EC-1E2EF 1E8D0-1E8D6 1E944-1E94A E0001 E0100-E01EF "
     ),
-    "HEBREW": (
-        "5D0-5EA 5EF-5F2 FB1D FB1F-FB28 FB2A-FB36 FB38-FB3C FB3E FB40-FB41 FB43-FB44 FB46-FB4F "
-    ),
+    "HEBREW": ("5D0-5EA 5EF-5F2 FB1D FB1F-FB28 FB2A-FB36 FB38-FB3C FB3E FB40-FB41 FB43-FB44 FB46-FB4F "),
     "NUMERIC": (
         "660-669 66B 6F0-6F9 7C0-7C9 966-96F 9E6-9EF A66-A6F AE6-AEF B66-B6F BE6-BEF C66-C6F CE6-CEF "
         "D66-D6F DE6-DEF E50-E59 ED0-ED9 F20-F29 1040-1049 1090-1099 17E0-17E9 1810-1819 1946-194F "
@@ -170,44 +152,23 @@ _CLASSES: dict[str, str] = {
         "1100-11FF 3131-318E A960-A97C AC00-D7A3 D7B0-D7C6 D7CB-D7FB FFA0-FFBE FFC2-FFC7 FFCA-FFCF "
         "FFD2-FFD7 FFDA-FFDC "
     ),
-    "ZWJ": (
-        "200D "
-    ),
-    "KEYCAP": (
-        "20E3 "
-    ),
-    "LETTER_EMOJI": (
-        "2139 24C2 1F170-1F171 1F17E-1F17F "
-    ),
+    "ZWJ": ("200D "),
+    "KEYCAP": ("20E3 "),
+    "LETTER_EMOJI": ("2139 24C2 1F170-1F171 1F17E-1F17F "),
     "HAN": (
         "2E80-2E99 2E9B-2EF3 2F00-2FD5 3007 3021-3029 3038-303A 3400-4DB5 4E00-9FEF F900-FA6D FA70-FAD9 "
         "20000-2A6D6 2A700-2B734 2B740-2B81D 2B820-2CEA1 2CEB0-2EBE0 2F800-2FA1D "
     ),
     "KATAKANA": (
-        "3031-3035 309B-309C 30A0-30FA 30FC-30FF 31F0-31FF 32D0-32FE 3300-3357 FF66-FF9D 1B000 "
-        "1B164-1B167 "
+        "3031-3035 309B-309C 30A0-30FA 30FC-30FF 31F0-31FF 32D0-32FE 3300-3357 FF66-FF9D 1B000 1B164-1B167 "
     ),
-    "HIRAGANA": (
-        "3041-3096 309D-309F 1B001-1B11E 1B150-1B152 1F200 "
-    ),
-    "VS15": (
-        "FE0E "
-    ),
-    "VS16": (
-        "FE0F "
-    ),
-    "RI": (
-        "1F1E6-1F1FF "
-    ),
-    "EMOJI_MOD": (
-        "1F3FB-1F3FF "
-    ),
-    "TAG_SPEC": (
-        "E0020-E007E "
-    ),
-    "TAG_TERM": (
-        "E007F "
-    ),
+    "HIRAGANA": ("3041-3096 309D-309F 1B001-1B11E 1B150-1B152 1F200 "),
+    "VS15": ("FE0E "),
+    "VS16": ("FE0F "),
+    "RI": ("1F1E6-1F1FF "),
+    "EMOJI_MOD": ("1F3FB-1F3FF "),
+    "TAG_SPEC": ("E0020-E007E "),
+    "TAG_TERM": ("E007F "),
 }
 
 MAX_TOKEN_LENGTH_LIMIT = 1024 * 1024  # StandardTokenizer.MAX_TOKEN_LENGTH_LIMIT
@@ -229,6 +190,7 @@ def _cc(*names: str, bmp: bool = False) -> str:
 def _word_source(bmp: bool) -> str:
     """WORD | SOUTHEAST_ASIAN | IDEOGRAPHIC | HIRAGANA rules.  ``re`` tests astral ranges one by
     one, so BMP-only texts get a variant without them (6x faster)."""
+
     def cc(*names: str) -> str:
         return _cc(*names, bmp=bmp)
 
@@ -261,25 +223,52 @@ _X = _cc("EXTEND", "SEA_EXTEND", "ZWJ", "KEYCAP", "EMOJI_MOD", "TAG_SPEC", "TAG_
 _XC = _cc("EXTEND", "SEA_EXTEND", "KEYCAP", "EMOJI_MOD", "TAG_SPEC", "TAG_TERM")  # X without ZWJ
 _EB, _MOD = _cc("EMOJI", "LETTER_EMOJI"), _cc("EMOJI_MOD")
 _SEG = f"[{_EB}](?:[{_XC}]|{_ZWJ}[{_EB}]?)*"
-_CHAIN = (f"{_SEG}(?:{_F}(?:{_ZWJ}+{_SEG}|{_ZWJ}[{_MOD}][{_X}]*(?<={_ZWJ}){_SEG}))*"
-          f"(?:{_F}(?:{_ZWJ}[{_MOD}][{_X}]*)?)?")
-_EMOJI_SRC = "|".join((
-    f"{_ZWJ}*[{_EB}][{_X}]*{_F}[{_cc('TAG_SPEC')}]+[{_cc('TAG_TERM')}]",  # emoji_tag_sequence
-    f"{_ZWJ}*{_CHAIN}",
-    f"[{_MOD}][{_X}]*(?:(?<={_ZWJ}){_CHAIN})?",
-    f"[{_cc('DIGIT', 'KEYCAP_BASE_SYM')}][{_X}]*{_F}?\u20e3[{_X}]*",  # emoji_keycap_sequence
-    f"[{_cc('RI')}][{_X}{_F}\ufe0e]*[{_cc('RI')}][{_X}{_F}\ufe0e]*",  # emoji_flag_sequence
-))
+_CHAIN = (
+    f"{_SEG}(?:{_F}(?:{_ZWJ}+{_SEG}|{_ZWJ}[{_MOD}][{_X}]*(?<={_ZWJ}){_SEG}))*"
+    f"(?:{_F}(?:{_ZWJ}[{_MOD}][{_X}]*)?)?"
+)
+_EMOJI_SRC = "|".join(
+    (
+        f"{_ZWJ}*[{_EB}][{_X}]*{_F}[{_cc('TAG_SPEC')}]+[{_cc('TAG_TERM')}]",  # emoji_tag_sequence
+        f"{_ZWJ}*{_CHAIN}",
+        f"[{_MOD}][{_X}]*(?:(?<={_ZWJ}){_CHAIN})?",
+        f"[{_cc('DIGIT', 'KEYCAP_BASE_SYM')}][{_X}]*{_F}?\u20e3[{_X}]*",  # emoji_keycap_sequence
+        f"[{_cc('RI')}][{_X}{_F}\ufe0e]*[{_cc('RI')}][{_X}{_F}\ufe0e]*",  # emoji_flag_sequence
+    )
+)
 
 
 def _findall_source(bmp: bool) -> str:
     """The word rules for ``findall``: skip non-starters in one possessive run, then a token (the
     group) or a lone ExtendNumLet run / end of text (empty group, dropped), never rescanning."""
-    start = _cc("LETTER", "HANGUL", "LETTER_EMOJI", "HEBREW", "DIGIT", "NUMERIC", "KATAKANA",
-                "EXTENDNUMLET", "SEA", "SEA_EXTEND", "HAN", "HIRAGANA", bmp=bmp)
+    start = _cc(
+        "LETTER",
+        "HANGUL",
+        "LETTER_EMOJI",
+        "HEBREW",
+        "DIGIT",
+        "NUMERIC",
+        "KATAKANA",
+        "EXTENDNUMLET",
+        "SEA",
+        "SEA_EXTEND",
+        "HAN",
+        "HIRAGANA",
+        bmp=bmp,
+    )
     # (not SEA_EXTEND: those marks are Extend, yet can start a SOUTHEAST_ASIAN token themselves)
-    ext = _cc("EXTEND", "ZWJ", "KEYCAP", "VS15", "VS16", "EMOJI_MOD", "TAG_SPEC", "TAG_TERM", "EXTENDNUMLET",
-              bmp=bmp)
+    ext = _cc(
+        "EXTEND",
+        "ZWJ",
+        "KEYCAP",
+        "VS15",
+        "VS16",
+        "EMOJI_MOD",
+        "TAG_SPEC",
+        "TAG_TERM",
+        "EXTENDNUMLET",
+        bmp=bmp,
+    )
     return f"[^{start}]*+(?:({_word_source(bmp)})|[{_cc('EXTENDNUMLET', bmp=bmp)}][{ext}]*|\\Z)"
 
 
@@ -294,7 +283,9 @@ def _scan_patterns() -> tuple[re.Pattern, re.Pattern, re.Pattern]:
     return re.compile(word), re.compile(_EMOJI_SRC), re.compile(f"{word}|{_EMOJI_SRC}")
 
 
-_SLOW_BMP = re.compile(f"[{_cc('EMOJI', 'LETTER_EMOJI', 'EMOJI_MOD', 'RI', 'KEYCAP', bmp=True)}\\ud800-\\udfff]")
+_SLOW_BMP = re.compile(
+    f"[{_cc('EMOJI', 'LETTER_EMOJI', 'EMOJI_MOD', 'RI', 'KEYCAP', bmp=True)}\\ud800-\\udfff]"
+)
 _SLOW = re.compile(f"[{_cc('EMOJI', 'LETTER_EMOJI', 'EMOJI_MOD', 'RI', 'KEYCAP')}\\ud800-\\udfff]")
 _SURROGATE = re.compile("[\\ud800-\\udfff]")
 _ASTRAL_OR_HIGH = re.compile("[\\ud800-\\udbff\\U00010000-\\U0010ffff]")
@@ -308,7 +299,7 @@ def _u16(s: str) -> int:
 def _window_end(text: str, start: int, n: int) -> int:
     """End of the scanner buffer: at most n UTF-16 units from the token start (Lucene's
     skeleton.disable.buffer.expansion: a full buffer reads as end of input)."""
-    seg = text[start:start + n]
+    seg = text[start : start + n]
     if not seg or max(seg) <= "\uffff":
         return start + n
     units, end = 0, start
@@ -353,7 +344,7 @@ def standard_tokenize(text: str, max_token_length: int = 255) -> list[str]:
     if text and "\ud800" <= text[-1] <= "\udbff" and _u16(text) < max_token_length:
         return []  # zzRefill: a read ending in a lone high surrogate at end of input reports EOF
     if max_token_length == 1 and (cut := _ASTRAL_OR_HIGH.search(text)) is not None:
-        text = text[:cut.start()]  # a 1-char buffer cannot hold a surrogate pair: zzRefill -> EOF
+        text = text[: cut.start()]  # a 1-char buffer cannot hold a surrogate pair: zzRefill -> EOF
     if not text:
         return []
     if max(text) <= "\uffff":
@@ -372,7 +363,8 @@ def standard_tokenize(text: str, max_token_length: int = 255) -> list[str]:
 _LETTERS = regex.compile(r"\p{L}+")  # Character.isLetter = general category L*
 # Character.isWhitespace: Zs/Zl/Zp except the no-break spaces U+00A0/2007/202F, plus \t-\r, \x1c-\x1f.
 _NON_WHITESPACE = re.compile(
-    "[^\t\n\x0b\x0c\r\x1c-\x1f \u1680\u2000-\u2006\u2008-\u200a\u2028\u2029\u205f\u3000]+")
+    "[^\t\n\x0b\x0c\r\x1c-\x1f \u1680\u2000-\u2006\u2008-\u200a\u2028\u2029\u205f\u3000]+"
+)
 
 
 def _char_tokenize(pattern: re.Pattern | regex.Pattern, text: str, n: int) -> list[str]:
@@ -387,7 +379,7 @@ def _char_tokenize(pattern: re.Pattern | regex.Pattern, text: str, n: int) -> li
         for i, ch in enumerate(t):
             units += 2 if ch > "\uffff" else 1
             if units >= n:
-                out.append(t[start:i + 1])
+                out.append(t[start : i + 1])
                 start, units = i + 1, 0
         if start < len(t):
             out.append(t[start:])

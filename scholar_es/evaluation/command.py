@@ -29,12 +29,25 @@ def parse_strategies(value: str | Sequence[str] | None) -> list[str]:
     return [p.strip() for p in parts if p.strip()]
 
 
-def run_eval(dataset: str | Path, *, fmt: str = "auto", split: str | None = None,
-             strategies: str | Sequence[str] | None = None, target: str | None = None, scope: str = "corpus",
-             limit: int | None = None, json_out: str | Path | None = None, plot_out: str | Path | None = None,
-             profile: str | Path | None = None, prefix: str | None = None, model: str | None = None,
-             chunking: str = "paragraph", progress: bool = True, out: TextIO | None = None,
-             embedder=None) -> Evaluation:
+def run_eval(
+    dataset: str | Path,
+    *,
+    fmt: str = "auto",
+    split: str | None = None,
+    strategies: str | Sequence[str] | None = None,
+    target: str | None = None,
+    scope: str = "corpus",
+    limit: int | None = None,
+    json_out: str | Path | None = None,
+    plot_out: str | Path | None = None,
+    profile: str | Path | None = None,
+    prefix: str | None = None,
+    model: str | None = None,
+    chunking: str = "paragraph",
+    progress: bool = True,
+    out: TextIO | None = None,
+    embedder=None,
+) -> Evaluation:
     """Evaluate ``strategies`` on the dataset at ``dataset`` against ``target`` and report."""
     from indexer.embedder import DEFAULT_MODEL, Embedder
     from scholar_es.client import connect, default_target
@@ -43,29 +56,59 @@ def run_eval(dataset: str | Path, *, fmt: str = "auto", split: str | None = None
     ds = load_dataset(dataset, fmt, split)
     es = connect(target or default_target())
     embedder = embedder or Embedder(model or DEFAULT_MODEL)
-    result = run_evaluation(ds, parse_strategies(strategies), es, embedder, scope=scope, limit=limit,
-                            profile=profile, prefix=prefix, chunking=chunking, progress=progress)
+    result = run_evaluation(
+        ds,
+        parse_strategies(strategies),
+        es,
+        embedder,
+        scope=scope,
+        limit=limit,
+        profile=profile,
+        prefix=prefix,
+        chunking=chunking,
+        progress=progress,
+    )
     index = result.index
     how = f"built in {index.seconds:.1f} s" if index.built else "reused"
     print(f"## {ds.name} {ds.split}, scope {scope}, profile {result.profile}\n", file=out)
     for line in result.dataset.summary_lines():
         print(line if line.startswith("  ") else f"- {line}", file=out)
-    print(f"- index {index.prefix}chunks: {index.chunks} chunks, {index.papers} papers ({how}); "
-          f"evaluation took {result.seconds:.1f} s\n", file=out)
+    print(
+        f"- index {index.prefix}chunks: {index.chunks} chunks, {index.papers} papers ({how}); "
+        f"evaluation took {result.seconds:.1f} s\n",
+        file=out,
+    )
     print(markdown_table(result.metrics), file=out)
     if json_out:
         write_json(result.metrics, json_out)
     if plot_out:
-        plot(result.metrics, plot_out, title=f"{ds.name} {ds.split} (scope {scope}, "
-                                             f"{len(result.dataset.queries)} queries)")
+        plot(
+            result.metrics,
+            plot_out,
+            title=f"{ds.name} {ds.split} (scope {scope}, {len(result.dataset.queries)} queries)",
+        )
     return result
 
 
-def run_tune(dataset: str | Path, *, fmt: str = "auto", split: str = "train", target: str | None = None,
-             scope: str = "corpus", limit: int | None = None, papers: int | None = None, folds: int = 5,
-             profile: str | Path | None = None, out_profile: str | Path | None = None, name: str | None = None,
-             model: str | None = None, allow_any_split: bool = False, progress: bool = True,
-             out: TextIO | None = None, embedder=None):
+def run_tune(
+    dataset: str | Path,
+    *,
+    fmt: str = "auto",
+    split: str = "train",
+    target: str | None = None,
+    scope: str = "corpus",
+    limit: int | None = None,
+    papers: int | None = None,
+    folds: int = 5,
+    profile: str | Path | None = None,
+    out_profile: str | Path | None = None,
+    name: str | None = None,
+    model: str | None = None,
+    allow_any_split: bool = False,
+    progress: bool = True,
+    out: TextIO | None = None,
+    embedder=None,
+):
     """Tune the hybrid profile on a train split, print the report, write the profile JSON.
 
     ``papers``: QASPER only, tune on the first N papers of the split and their questions
@@ -77,9 +120,11 @@ def run_tune(dataset: str | Path, *, fmt: str = "auto", split: str = "train", ta
     from scholar_es.evaluation.tune import report_lines, tune
 
     if split not in TRAIN_SPLITS and not allow_any_split:
-        raise ConfigError(f"tune fits parameters to the judgments of --split {split!r}; numbers reported on that "
-                          "split would then be flattering. Tune on --split train and evaluate the profile on "
-                          "another split (or pass --allow-any-split if this split is your training data)")
+        raise ConfigError(
+            f"tune fits parameters to the judgments of --split {split!r}; numbers reported on that "
+            "split would then be flattering. Tune on --split train and evaluate the profile on "
+            "another split (or pass --allow-any-split if this split is your training data)"
+        )
     out = out or sys.stdout
     ds = full = load_dataset(dataset, fmt, split, check_corpus=papers is None)
     if papers is not None:  # the part of the papers file is written beside the embedding cache
@@ -88,9 +133,22 @@ def run_tune(dataset: str | Path, *, fmt: str = "auto", split: str = "train", ta
     embedder = embedder or Embedder(model or DEFAULT_MODEL)
     # section lifts come from the papers and qrels of the WHOLE split (no embedding needed)
     lift_source = full if full.format == "qasper" else None
-    result = tune(ds, es, embedder, scope=scope, profile=profile, limit=limit, folds=folds, name=name,
-                  lift_source=lift_source, progress=progress)
-    print(f"## tune on {ds.name} {ds.split} (scope {scope}, {len(ds.limited(limit).queries)} queries)\n", file=out)
+    result = tune(
+        ds,
+        es,
+        embedder,
+        scope=scope,
+        profile=profile,
+        limit=limit,
+        folds=folds,
+        name=name,
+        lift_source=lift_source,
+        progress=progress,
+    )
+    print(
+        f"## tune on {ds.name} {ds.split} (scope {scope}, {len(ds.limited(limit).queries)} queries)\n",
+        file=out,
+    )
     for line in report_lines(result):
         print(line, file=out)
     if out_profile:

@@ -104,8 +104,12 @@ class Dataset:
             raise ConfigError(f"--limit must be a positive integer, got {limit!r}")
         kept = self.queries[:limit]
         ids = {q.id for q in kept}
-        return replace(self, queries=kept, qrels={q: d for q, d in self.qrels.items() if q in ids},
-                       limited_out=self.limited_out + len(self.queries) - len(kept))
+        return replace(
+            self,
+            queries=kept,
+            qrels={q: d for q, d in self.qrels.items() if q in ids},
+            limited_out=self.limited_out + len(self.queries) - len(kept),
+        )
 
     def first_papers(self, n: int, workdir: str | Path) -> Dataset:
         """QASPER: the first ``n`` papers of the split and their questions only, for tuning on a part
@@ -128,14 +132,25 @@ class Dataset:
         papers = {r["paper_id"] for r in keep}
         queries = [q for q in self.queries if q.paper_id in papers]
         ids = {q.id for q in queries}
-        return replace(self, corpus=out, queries=queries, qrels={q: d for q, d in self.qrels.items() if q in ids},
-                       unjudged=[], unknown_query_lines=[], corpus_size=None, unretrievable=None, limited_out=0,
-                       prefix_tag=f"first{n}-")
+        return replace(
+            self,
+            corpus=out,
+            queries=queries,
+            qrels={q: d for q, d in self.qrels.items() if q in ids},
+            unjudged=[],
+            unknown_query_lines=[],
+            corpus_size=None,
+            unretrievable=None,
+            limited_out=0,
+            prefix_tag=f"first{n}-",
+        )
 
     def summary_lines(self) -> list[str]:
         """What was evaluated and what was left out, for the report."""
-        lines = [f"{self.name} ({self.format}, split {self.split}): {len(self.queries)} judged queries evaluated, "
-                 f"{sum(len(d) for d in self.qrels.values())} relevant {self.level}s judged"]
+        lines = [
+            f"{self.name} ({self.format}, split {self.split}): {len(self.queries)} judged queries evaluated, "
+            f"{sum(len(d) for d in self.qrels.values())} relevant {self.level}s judged"
+        ]
         if self.limited_out:
             lines.append(f"{self.limited_out} judged queries left out by --limit")
         if self.unjudged:
@@ -147,8 +162,10 @@ class Dataset:
             if n > SHOWN_PROBLEMS:
                 lines.append(f"  ... and {n - SHOWN_PROBLEMS} more")
         if self.unretrievable:
-            lines.append(f"{self.unretrievable} judgments name a {self.level} missing from the corpus "
-                         "(kept: they cap recall below 1)")
+            lines.append(
+                f"{self.unretrievable} judgments name a {self.level} missing from the corpus "
+                "(kept: they cap recall below 1)"
+            )
         return lines
 
 
@@ -158,18 +175,26 @@ def detect_format(path: Path) -> str:
         return "beir"
     if any(path.glob("questions_*.jsonl")):
         return "qasper"
-    raise ConfigError(f"cannot tell the format of dataset {str(path)!r}: it holds neither corpus.jsonl (beir) "
-                      "nor questions_<split>.jsonl (qasper); pass --format")
+    raise ConfigError(
+        f"cannot tell the format of dataset {str(path)!r}: it holds neither corpus.jsonl (beir) "
+        "nor questions_<split>.jsonl (qasper); pass --format"
+    )
 
 
 def available_splits(path: Path, fmt: str) -> list[str]:
     if fmt == "beir":
         return sorted(p.stem for p in (path / "qrels").glob("*.tsv"))
-    return sorted(p.name[len("qrels_"):-len(".tsv")] for p in path.glob("qrels_*.tsv"))
+    return sorted(p.name[len("qrels_") : -len(".tsv")] for p in path.glob("qrels_*.tsv"))
 
 
-def load_dataset(path: str | Path, fmt: str = "auto", split: str | None = None, *, strict: bool = False,
-                 check_corpus: bool = True) -> Dataset:
+def load_dataset(
+    path: str | Path,
+    fmt: str = "auto",
+    split: str | None = None,
+    *,
+    strict: bool = False,
+    check_corpus: bool = True,
+) -> Dataset:
     """Load the judged dataset at ``path`` (see the module doc).
 
     ``split`` None takes the only split there is (else ConfigError listing them). ``strict``
@@ -178,8 +203,10 @@ def load_dataset(path: str | Path, fmt: str = "auto", split: str | None = None, 
     """
     root = Path(path).expanduser()
     if not root.is_dir():
-        raise ConfigError(f"dataset {str(path)!r} is not a directory; pass the folder that holds the "
-                          "corpus, queries and qrels")
+        raise ConfigError(
+            f"dataset {str(path)!r} is not a directory; pass the folder that holds the "
+            "corpus, queries and qrels"
+        )
     if fmt == "auto":
         fmt = detect_format(root)
     if fmt not in DATASET_FORMATS:
@@ -187,7 +214,9 @@ def load_dataset(path: str | Path, fmt: str = "auto", split: str | None = None, 
     splits = available_splits(root, fmt)
     if split is None:
         if len(splits) != 1:
-            raise ConfigError(f"dataset {str(root)!r} has splits {choices(splits) or 'none'}; pick one with --split")
+            raise ConfigError(
+                f"dataset {str(root)!r} has splits {choices(splits) or 'none'}; pick one with --split"
+            )
         split = splits[0]
     if fmt == "beir":
         corpus, qfile, qrels_file = root, root / "queries.jsonl", root / "qrels" / f"{split}.tsv"
@@ -206,8 +235,17 @@ def load_dataset(path: str | Path, fmt: str = "auto", split: str | None = None, 
         raise unknown[0]
     judged = [q for q in queries if qrels.get(q.id)]
     unjudged = [q.id for q in queries if not qrels.get(q.id)]
-    ds = Dataset(name=root.name, format=fmt, split=split, level=LEVELS[fmt], corpus=corpus, queries=judged,
-                 qrels={q.id: qrels[q.id] for q in judged}, unjudged=unjudged, unknown_query_lines=unknown)
+    ds = Dataset(
+        name=root.name,
+        format=fmt,
+        split=split,
+        level=LEVELS[fmt],
+        corpus=corpus,
+        queries=judged,
+        qrels={q.id: qrels[q.id] for q in judged},
+        unjudged=unjudged,
+        unknown_query_lines=unknown,
+    )
     if check_corpus:
         ids = corpus_ids(ds)
         ds.corpus_size = len(ids)
@@ -230,27 +268,41 @@ def _read_queries(file: Path, fmt: str) -> Iterator[EvalQuery]:
         line, rec = item
         qid, text = rec.get(id_key), rec.get(text_key)
         if not isinstance(qid, (str, int)) or isinstance(qid, bool) or not str(qid).strip():
-            raise InputError(f"missing or invalid query id {qid!r}; every query needs a non-empty {id_key!r}",
-                             source=str(file), line=line, field=id_key)
+            raise InputError(
+                f"missing or invalid query id {qid!r}; every query needs a non-empty {id_key!r}",
+                source=str(file),
+                line=line,
+                field=id_key,
+            )
         qid = str(qid)
         if not isinstance(text, str) or not text.strip():
-            raise InputError(f"query {qid!r} has no text; give it a non-empty {text_key!r}",
-                             source=str(file), line=line, field=text_key)
+            raise InputError(
+                f"query {qid!r} has no text; give it a non-empty {text_key!r}",
+                source=str(file),
+                line=line,
+                field=text_key,
+            )
         if qid in seen:
-            raise InputError(f"duplicate query id {qid!r}, first seen at line {seen[qid]}; query ids must be unique",
-                             source=str(file), line=line, field=id_key)
+            raise InputError(
+                f"duplicate query id {qid!r}, first seen at line {seen[qid]}; query ids must be unique",
+                source=str(file),
+                line=line,
+                field=id_key,
+            )
         seen[qid] = line
         paper = None
         if fmt == "qasper":
             paper = rec.get("paper_id")
             if not isinstance(paper, str) or not paper:
-                raise InputError(f"question {qid!r} has no 'paper_id'", source=str(file), line=line,
-                                 field="paper_id")
+                raise InputError(
+                    f"question {qid!r} has no 'paper_id'", source=str(file), line=line, field="paper_id"
+                )
         yield EvalQuery(id=qid, text=text, paper_id=paper)
 
 
-def read_qrels(file: Path, known_queries: set[str] | None = None
-               ) -> tuple[dict[str, dict[str, int]], list[InputError]]:
+def read_qrels(
+    file: Path, known_queries: set[str] | None = None
+) -> tuple[dict[str, dict[str, int]], list[InputError]]:
     """(query id -> {doc id: relevance > 0}, located errors for lines naming unknown queries).
 
     A malformed line raises InputError with the file and line. With ``known_queries`` None every
@@ -270,18 +322,25 @@ def read_qrels(file: Path, known_queries: set[str] | None = None
             if len(cols) == 4:  # TREC: qid iteration docid rel
                 cols = [cols[0], cols[2], cols[3]]
             if len(cols) != 3:
-                raise InputError(f"expected 3 tab-separated columns (query-id, corpus-id, score) or 4 TREC "
-                                 f"columns, got {len(cols)}: {text[:60]!r}", source=source, line=line_no)
+                raise InputError(
+                    f"expected 3 tab-separated columns (query-id, corpus-id, score) or 4 TREC "
+                    f"columns, got {len(cols)}: {text[:60]!r}",
+                    source=source,
+                    line=line_no,
+                )
             qid, doc, score = (c.strip() for c in cols)
             try:
                 rel = int(float(score))
             except ValueError:
                 if is_first and _is_header(qid, doc, score):
                     continue  # the header line: query-id corpus-id score
-                raise InputError(f"relevance score {score!r} is not a number", source=source, line=line_no) from None
+                raise InputError(
+                    f"relevance score {score!r} is not a number", source=source, line=line_no
+                ) from None
             if known_queries is not None and qid not in known_queries:
-                unknown.append(InputError(f"query id {qid!r} is not in the query file", source=source,
-                                          line=line_no))
+                unknown.append(
+                    InputError(f"query id {qid!r} is not in the query file", source=source, line=line_no)
+                )
                 continue
             if rel > 0:
                 docs = qrels.setdefault(qid, {})
@@ -292,15 +351,20 @@ def read_qrels(file: Path, known_queries: set[str] | None = None
 
 
 def _is_header(*cols: str) -> bool:
-    return any(c.lower().replace("_", "-") in ("query-id", "corpus-id", "score", "qid", "docid") for c in cols)
+    return any(
+        c.lower().replace("_", "-") in ("query-id", "corpus-id", "score", "qid", "docid") for c in cols
+    )
 
 
 def corpus_ids(ds: Dataset) -> set[str]:
     """The ids a judgment can name: paper ids (BEIR) or non-empty paragraph ids (QASPER)."""
     if ds.format == "beir":
         file = ds.corpus / "corpus.jsonl"
-        return {str(rec["_id"]) for item in iter_records(file, str(file))
-                if not isinstance(item, InputError) and "_id" in (rec := item[1])}
+        return {
+            str(rec["_id"])
+            for item in iter_records(file, str(file))
+            if not isinstance(item, InputError) and "_id" in (rec := item[1])
+        }
     from indexer.chunker import chunk_paper
     from indexer.readers import read_papers
 

@@ -41,9 +41,15 @@ METRICS: tuple[str, ...] = ("ndcg@10", "mrr@10", "p@1", "p@3", "p@10", "recall@1
 LATENCY_METRICS: tuple[str, ...] = ("latency_p50_ms", "latency_p95_ms")
 ALL_METRICS: tuple[str, ...] = METRICS + LATENCY_METRICS
 #: our names -> ranx's
-RANX_NAMES: dict[str, str] = {"ndcg@10": "ndcg@10", "mrr@10": "mrr@10", "p@1": "precision@1",
-                              "p@3": "precision@3", "p@10": "precision@10", "recall@10": "recall@10",
-                              "recall@100": "recall@100"}
+RANX_NAMES: dict[str, str] = {
+    "ndcg@10": "ndcg@10",
+    "mrr@10": "mrr@10",
+    "p@1": "precision@1",
+    "p@3": "precision@3",
+    "p@10": "precision@10",
+    "recall@10": "recall@10",
+    "recall@100": "recall@100",
+}
 #: hits retrieved per query: the deepest cut-off of :data:`METRICS`
 RUN_DEPTH = 100
 
@@ -67,8 +73,12 @@ def paragraph_ranking(hits: Iterable[tuple[str, Sequence[str]]], judged: Collect
     return list(dict.fromkeys(out))  # a chunk id met twice (a duplicate hit) counts once
 
 
-def score_rankings(qrels: Mapping[str, Mapping[str, int]], rankings: Mapping[str, Sequence[str]],
-                   metrics: Sequence[str] = METRICS, depth: int = RUN_DEPTH) -> dict[str, dict[str, float]]:
+def score_rankings(
+    qrels: Mapping[str, Mapping[str, int]],
+    rankings: Mapping[str, Sequence[str]],
+    metrics: Sequence[str] = METRICS,
+    depth: int = RUN_DEPTH,
+) -> dict[str, dict[str, float]]:
     """Per-query scores ``{metric: {query id: score}}`` for every query of ``qrels``.
 
     ``rankings`` maps query ids to document ids, best first (cut at ``depth``); a query of
@@ -83,8 +93,10 @@ def score_rankings(qrels: Mapping[str, Mapping[str, int]], rankings: Mapping[str
     judged = {q: {d: int(r) for d, r in docs.items() if r > 0} for q, docs in qrels.items()}
     empty = [q for q, docs in judged.items() if not docs]
     if empty:
-        raise ConfigError(f"query {empty[0]!r} has no relevant judgment; skip such queries before scoring "
-                          f"({len(empty)} in all)")
+        raise ConfigError(
+            f"query {empty[0]!r} has no relevant judgment; skip such queries before scoring "
+            f"({len(empty)} in all)"
+        )
     out: dict[str, dict[str, float]] = {m: dict.fromkeys(judged, 0.0) for m in metrics}
     ranked = {q: list(dict.fromkeys(rankings.get(q) or ()))[:depth] for q in judged}
     scored = [q for q, docs in ranked.items() if docs]
@@ -112,7 +124,10 @@ def latency_percentiles(latencies_ms: Sequence[float]) -> dict[str, float]:
     return {"latency_p50_ms": float(p50), "latency_p95_ms": float(p95)}
 
 
-def evaluate_rankings(qrels: Mapping[str, Mapping[str, int]], rankings: Mapping[str, Sequence[str]],
-                      latencies_ms: Sequence[float] = ()) -> dict[str, float]:
+def evaluate_rankings(
+    qrels: Mapping[str, Mapping[str, int]],
+    rankings: Mapping[str, Sequence[str]],
+    latencies_ms: Sequence[float] = (),
+) -> dict[str, float]:
     """All of :data:`ALL_METRICS`: means over the judged queries plus latency percentiles."""
     return {**mean_scores(score_rankings(qrels, rankings)), **latency_percentiles(latencies_ms)}

@@ -15,8 +15,17 @@ from scholar_es.errors import ConfigError
 from scholar_es.evaluation.metrics import ALL_METRICS, LATENCY_METRICS, METRICS
 
 Results = Mapping[str, Mapping[str, float]]
-HEADERS = {"ndcg@10": "nDCG@10", "mrr@10": "MRR@10", "p@1": "P@1", "p@3": "P@3", "p@10": "P@10",
-           "recall@10": "R@10", "recall@100": "R@100", "latency_p50_ms": "p50 ms", "latency_p95_ms": "p95 ms"}
+HEADERS = {
+    "ndcg@10": "nDCG@10",
+    "mrr@10": "MRR@10",
+    "p@1": "P@1",
+    "p@3": "P@3",
+    "p@10": "P@10",
+    "recall@10": "R@10",
+    "recall@100": "R@100",
+    "latency_p50_ms": "p50 ms",
+    "latency_p95_ms": "p95 ms",
+}
 
 
 def _fmt(metric: str, value: float | None) -> str:
@@ -34,20 +43,27 @@ def markdown_table(results: Results, metrics: Sequence[str] = ALL_METRICS, bold_
             vals = [results[r][m] for r in rows if m in results[r]]
             if vals and m not in LATENCY_METRICS and round(max(vals), 3) != round(min(vals), 3):
                 best[m] = max(vals)
-    lines = ["| strategy | " + " | ".join(HEADERS.get(m, m) for m in metrics) + " |",
-             "|---|" + "---:|" * len(metrics)]
+    lines = [
+        "| strategy | " + " | ".join(HEADERS.get(m, m) for m in metrics) + " |",
+        "|---|" + "---:|" * len(metrics),
+    ]
     for r in rows:
         cells = []
         for m in metrics:
             v = results[r].get(m)
             text = _fmt(m, v)
-            cells.append(f"**{text}**" if m in best and v is not None and round(v, 3) == round(best[m], 3) else text)
+            cells.append(
+                f"**{text}**" if m in best and v is not None and round(v, 3) == round(best[m], 3) else text
+            )
         lines.append(f"| {r} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
 def to_json(results: Results) -> str:
-    return json.dumps({s: {m: float(v) for m, v in vals.items()} for s, vals in results.items()}, indent=2) + "\n"
+    return (
+        json.dumps({s: {m: float(v) for m, v in vals.items()} for s, vals in results.items()}, indent=2)
+        + "\n"
+    )
 
 
 def write_json(results: Results, path: str | Path) -> None:

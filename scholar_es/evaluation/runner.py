@@ -103,8 +103,15 @@ def index_prefix(dataset: Dataset, chunking: str = "paragraph") -> str:
     return dataset.default_prefix + ("" if chunking == "paragraph" else f"{chunking}-")
 
 
-def ensure_index(es, dataset: Dataset, embedder, *, prefix: str | None = None, chunking: str = "paragraph",
-                 progress: bool = True) -> IndexInfo:
+def ensure_index(
+    es,
+    dataset: Dataset,
+    embedder,
+    *,
+    prefix: str | None = None,
+    chunking: str = "paragraph",
+    progress: bool = True,
+) -> IndexInfo:
     """Index the dataset's corpus under ``prefix`` unless its aliases exist (then reuse it)."""
     from indexer.chunker import CHUNKING_MODES
     from indexer.pipeline import IndexRun
@@ -119,14 +126,27 @@ def ensure_index(es, dataset: Dataset, embedder, *, prefix: str | None = None, c
         meta = index_meta(es, f"{prefix}chunks")
         check_model(meta, model=embedder.name)
         if meta.get("chunking") not in (None, chunking):
-            raise ConfigError(f"index {prefix}chunks was built with {meta['chunking']!r} chunking, not "
-                              f"{chunking!r}; use another prefix or the same chunking")
-        info = IndexInfo(prefix=prefix, built=False, seconds=time.perf_counter() - start,
-                         chunks=_count(es, f"{prefix}chunks"), papers=_count(es, f"{prefix}papers"))
+            raise ConfigError(
+                f"index {prefix}chunks was built with {meta['chunking']!r} chunking, not "
+                f"{chunking!r}; use another prefix or the same chunking"
+            )
+        info = IndexInfo(
+            prefix=prefix,
+            built=False,
+            seconds=time.perf_counter() - start,
+            chunks=_count(es, f"{prefix}chunks"),
+            papers=_count(es, f"{prefix}papers"),
+        )
         _log(f"reusing index {prefix}chunks ({info.chunks} chunks, {info.papers} papers)")
-        if dataset.format == "beir" and dataset.corpus_size is not None and info.papers != dataset.corpus_size:
-            _log(f"warning: {prefix}papers holds {info.papers} papers but {dataset.corpus} has "
-                 f"{dataset.corpus_size}; delete the index (or use another prefix) to rebuild it")
+        if (
+            dataset.format == "beir"
+            and dataset.corpus_size is not None
+            and info.papers != dataset.corpus_size
+        ):
+            _log(
+                f"warning: {prefix}papers holds {info.papers} papers but {dataset.corpus} has "
+                f"{dataset.corpus_size}; delete the index (or use another prefix) to rebuild it"
+            )
         return info
     from tqdm import tqdm
 
@@ -141,13 +161,18 @@ def ensure_index(es, dataset: Dataset, embedder, *, prefix: str | None = None, c
         bar.clear()
         _log(f"rejected: {message}")
 
-    run = IndexRun(es, embedder, prefix=prefix, chunking=chunking, on_progress=on_progress,
-                   on_error=on_error)
+    run = IndexRun(es, embedder, prefix=prefix, chunking=chunking, on_progress=on_progress, on_error=on_error)
     summary = run.run([dataset.corpus], dataset.format)
     bar.close()
     _log(summary.line())
-    return IndexInfo(prefix=prefix, built=True, seconds=summary.seconds, chunks=summary.chunks,
-                     papers=summary.papers, rejected=summary.rejected)
+    return IndexInfo(
+        prefix=prefix,
+        built=True,
+        seconds=summary.seconds,
+        chunks=summary.chunks,
+        papers=summary.papers,
+        rejected=summary.rejected,
+    )
 
 
 # --- running strategies ------------------------------------------------------------------------
@@ -158,8 +183,9 @@ def _filters(dataset: Dataset, query, scope: str) -> dict | None:
 def _ranking(dataset: Dataset, hits: list[dict], judged) -> list[str]:
     if dataset.level == "paper":
         return paper_ranking(str(h.get("paper_id")) for h in hits)
-    return paragraph_ranking(((str(h.get("chunk_id")), h.get("paragraph_ids") or [str(h.get("chunk_id"))])
-                              for h in hits), judged)
+    return paragraph_ranking(
+        ((str(h.get("chunk_id")), h.get("paragraph_ids") or [str(h.get("chunk_id"))]) for h in hits), judged
+    )
 
 
 def _sources(raw_hits: list[dict]) -> list[dict]:
@@ -171,15 +197,18 @@ def _sources(raw_hits: list[dict]) -> list[dict]:
     return out
 
 
-def make_searcher(es, strategy: str, profile, prefix: str, vectors: dict[str, np.ndarray], size: int = RUN_DEPTH
-                  ) -> SearchFn:
+def make_searcher(
+    es, strategy: str, profile, prefix: str, vectors: dict[str, np.ndarray], size: int = RUN_DEPTH
+) -> SearchFn:
     """The query builder's request for ``strategy``, sent through ``es`` and timed."""
     from querybuilder.dsl import build_search
     from querybuilder.plan import make_plan
     from querybuilder.run import rrf_fuse
 
     def search(question: str, filters: dict | None) -> tuple[list[dict], float]:
-        plan = make_plan(question, strategy=strategy, profile=profile, size=size, filters=filters, prefix=prefix)
+        plan = make_plan(
+            question, strategy=strategy, profile=profile, size=size, filters=filters, prefix=prefix
+        )
         built = build_search(plan, vectors.get(plan.question))
         if isinstance(built, tuple):  # rrf-client: one _msearch, fused here (as querybuilder.run.search)
             bodies = [s.source(ID_FIELDS).to_dict() for s in built]
@@ -203,15 +232,23 @@ def make_searcher(es, strategy: str, profile, prefix: str, vectors: dict[str, np
     return search
 
 
-def run_queries(dataset: Dataset, search: SearchFn, *, scope: str = "corpus", label: str = "",
-                progress: bool = True) -> StrategyRun:
+def run_queries(
+    dataset: Dataset, search: SearchFn, *, scope: str = "corpus", label: str = "", progress: bool = True
+) -> StrategyRun:
     """Every query of ``dataset`` through ``search``; rankings at the dataset's level, scored."""
     from tqdm import tqdm
 
     rankings: dict[str, list[str]] = {}
     latencies: list[float] = []
-    for q in tqdm(dataset.queries, desc=label or "queries", unit=" q", file=sys.stderr, disable=not progress,
-                  dynamic_ncols=True, leave=False):
+    for q in tqdm(
+        dataset.queries,
+        desc=label or "queries",
+        unit=" q",
+        file=sys.stderr,
+        disable=not progress,
+        dynamic_ncols=True,
+        leave=False,
+    ):
         try:
             hits, seconds = search(q.text, _filters(dataset, q, scope))
         except ScholarEsError as e:
@@ -232,10 +269,17 @@ def embed_questions(dataset: Dataset, embedder, progress: bool = True) -> dict[s
 
     texts = list(dict.fromkeys(clean_question(q.text)[0] for q in dataset.queries))
     vectors: dict[str, np.ndarray] = {}
-    with tqdm(total=len(texts), desc="embedding questions", unit=" q", file=sys.stderr, disable=not progress,
-              dynamic_ncols=True, leave=False) as bar:
+    with tqdm(
+        total=len(texts),
+        desc="embedding questions",
+        unit=" q",
+        file=sys.stderr,
+        disable=not progress,
+        dynamic_ncols=True,
+        leave=False,
+    ) as bar:
         for start in range(0, len(texts), EMBED_BATCH):
-            part = texts[start:start + EMBED_BATCH]
+            part = texts[start : start + EMBED_BATCH]
             vectors.update(zip(part, embedder.encode(part), strict=True))
             bar.update(len(part))
     return vectors
@@ -251,8 +295,10 @@ def check_options(dataset: Dataset, strategies: Sequence[str], scope: str) -> li
     if scope not in SCOPES:
         raise ConfigError(f"unknown --scope {scope!r}; use one of {choices(SCOPES)}")
     if scope == "paper" and any(q.paper_id is None for q in dataset.queries):
-        raise ConfigError(f"--scope paper needs queries that name their paper (qasper); {dataset.name} is "
-                          f"{dataset.format}: use --scope corpus")
+        raise ConfigError(
+            f"--scope paper needs queries that name their paper (qasper); {dataset.name} is "
+            f"{dataset.format}: use --scope corpus"
+        )
     names = [s.strip() for s in strategies if s.strip()]
     if not names:
         raise ConfigError("no strategy given; pass e.g. --strategy bm25,dense,hybrid")
@@ -270,9 +316,20 @@ def eval_profile(profile):
     return prof if prof.per_paper_cap == 0 else prof.with_changes(per_paper_cap=0)
 
 
-def run_evaluation(dataset: Dataset, strategies: Sequence[str], es, embedder, *, scope: str = "corpus",
-                   limit: int | None = None, profile=None, prefix: str | None = None, progress: bool = True,
-                   chunking: str = "paragraph", vectors: dict[str, np.ndarray] | None = None) -> Evaluation:
+def run_evaluation(
+    dataset: Dataset,
+    strategies: Sequence[str],
+    es,
+    embedder,
+    *,
+    scope: str = "corpus",
+    limit: int | None = None,
+    profile=None,
+    prefix: str | None = None,
+    progress: bool = True,
+    chunking: str = "paragraph",
+    vectors: dict[str, np.ndarray] | None = None,
+) -> Evaluation:
     """:func:`evaluate` with everything kept: per-query scores, rankings, latencies, index info."""
     from querybuilder.plan import get_strategy
 
@@ -287,6 +344,7 @@ def run_evaluation(dataset: Dataset, strategies: Sequence[str], es, embedder, *,
     for name in names:
         if name == "multisection":  # its own flow: decomposition, one _msearch, re-scoring
             from scholar_es.multisection.flow import eval_searcher
+
             search = eval_searcher(es, prefix=info.prefix, embedder=embedder, profile=prof)
         else:
             search = make_searcher(es, name, prof, info.prefix, vectors or {})
@@ -294,20 +352,46 @@ def run_evaluation(dataset: Dataset, strategies: Sequence[str], es, embedder, *,
         runs[name].strategy = name
         m = runs[name].metrics
         if progress:
-            _log(f"{name}: nDCG@10 {m['ndcg@10']:.4f}  MRR@10 {m['mrr@10']:.4f}  P@3 {m['p@3']:.4f}  "
-                 f"R@100 {m['recall@100']:.4f}  p50 {m['latency_p50_ms']:.1f} ms")
-    return Evaluation(dataset=data, scope=scope, profile=prof.name, index=info, runs=runs,
-                      seconds=time.perf_counter() - start)
+            _log(
+                f"{name}: nDCG@10 {m['ndcg@10']:.4f}  MRR@10 {m['mrr@10']:.4f}  P@3 {m['p@3']:.4f}  "
+                f"R@100 {m['recall@100']:.4f}  p50 {m['latency_p50_ms']:.1f} ms"
+            )
+    return Evaluation(
+        dataset=data,
+        scope=scope,
+        profile=prof.name,
+        index=info,
+        runs=runs,
+        seconds=time.perf_counter() - start,
+    )
 
 
-def evaluate(dataset: Dataset, strategies: Sequence[str], es, embedder, *, scope: str = "corpus",
-             limit: int | None = None, profile=None, prefix: str | None = None,
-             progress: bool = True) -> dict[str, dict[str, float]]:
+def evaluate(
+    dataset: Dataset,
+    strategies: Sequence[str],
+    es,
+    embedder,
+    *,
+    scope: str = "corpus",
+    limit: int | None = None,
+    profile=None,
+    prefix: str | None = None,
+    progress: bool = True,
+) -> dict[str, dict[str, float]]:
     """``{strategy: {metric: value}}`` for ``strategies`` on ``dataset`` (see the module doc).
 
     ``profile``: a :class:`~querybuilder.profiles.Profile`, a built-in name or a JSON file
     (None: default). ``prefix``: the index alias prefix (None: the dataset's own, e.g.
     ``qasper-validation-``). ``limit``: the first N judged queries only.
     """
-    return run_evaluation(dataset, strategies, es, embedder, scope=scope, limit=limit, profile=profile,
-                          prefix=prefix, progress=progress).metrics
+    return run_evaluation(
+        dataset,
+        strategies,
+        es,
+        embedder,
+        scope=scope,
+        limit=limit,
+        profile=profile,
+        prefix=prefix,
+        progress=progress,
+    ).metrics

@@ -71,10 +71,12 @@ PRIOR_COUNT = 10.0
 FIELD_BOOSTS: dict[str, dict[str, dict[str, float]] | None] = {
     "profile boosts": None,
     "chunk text only": {t: {"chunk_text": 1.0} for t in ("keyword", "section", "survey", "balanced")},
-    "chunk text + heading": {t: {"chunk_text": 1.0, "section_heading": 0.5}
-                             for t in ("keyword", "section", "survey", "balanced")},
-    "chunk text + heading x1": {t: {"chunk_text": 1.0, "section_heading": 1.0}
-                                for t in ("keyword", "section", "survey", "balanced")},
+    "chunk text + heading": {
+        t: {"chunk_text": 1.0, "section_heading": 0.5} for t in ("keyword", "section", "survey", "balanced")
+    },
+    "chunk text + heading x1": {
+        t: {"chunk_text": 1.0, "section_heading": 1.0} for t in ("keyword", "section", "survey", "balanced")
+    },
 }
 #: the same for ``--scope paper``, where a single-paper search uses the profile's
 #: ``paper_scope_boosts`` (label -> paper_scope_boosts, None = the base profile's)
@@ -104,8 +106,9 @@ class Candidates:
     order: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=int))  # engine order (ties)
 
 
-def collect_candidates(es, dataset: Dataset, embedder, *, scope: str, profile, prefix: str,
-                       progress: bool = True) -> dict[str, Candidates]:
+def collect_candidates(
+    es, dataset: Dataset, embedder, *, scope: str, profile, prefix: str, progress: bool = True
+) -> dict[str, Candidates]:
     from elasticsearch.dsl import Q
     from tqdm import tqdm
 
@@ -114,13 +117,25 @@ def collect_candidates(es, dataset: Dataset, embedder, *, scope: str, profile, p
 
     vectors = embed_questions(dataset, embedder, progress=progress)
     out: dict[str, Candidates] = {}
-    for q in tqdm(dataset.queries, desc="collecting candidates", unit=" q", file=sys.stderr,
-                  disable=not progress, dynamic_ncols=True, leave=False):
+    for q in tqdm(
+        dataset.queries,
+        desc="collecting candidates",
+        unit=" q",
+        file=sys.stderr,
+        disable=not progress,
+        dynamic_ncols=True,
+        leave=False,
+    ):
         filters = _filters(dataset, q, scope)
-        text_plan = make_plan(q.text, strategy="bm25", profile=profile, size=DEPTH, filters=filters, prefix=prefix)
-        knn_plan = make_plan(q.text, strategy="dense", profile=profile, size=DEPTH, filters=filters, prefix=prefix)
-        hybrid_plan = make_plan(q.text, strategy="hybrid", profile=profile, size=DEPTH, filters=filters,
-                                prefix=prefix)
+        text_plan = make_plan(
+            q.text, strategy="bm25", profile=profile, size=DEPTH, filters=filters, prefix=prefix
+        )
+        knn_plan = make_plan(
+            q.text, strategy="dense", profile=profile, size=DEPTH, filters=filters, prefix=prefix
+        )
+        hybrid_plan = make_plan(
+            q.text, strategy="hybrid", profile=profile, size=DEPTH, filters=filters, prefix=prefix
+        )
         if knn_plan.knn_k != hybrid_plan.knn_k:  # pragma: no cover - both derive it from size and profile
             raise ConfigError("the kNN k of the dense and hybrid plans differ; cannot simulate hybrid")
         vector = vectors[knn_plan.question]
@@ -128,26 +143,38 @@ def collect_candidates(es, dataset: Dataset, embedder, *, scope: str, profile, p
         bm25: dict[str, float] = {}
         knn: dict[str, float] = {}
         if text_plan.has_text:
-            resp = es.search(index=text_plan.index, body=build_search(text_plan).source(FIELDS).to_dict()).body
+            resp = es.search(
+                index=text_plan.index, body=build_search(text_plan).source(FIELDS).to_dict()
+            ).body
             for h in resp["hits"]["hits"]:
                 found[h["_id"]] = h["_source"]
                 bm25[h["_id"]] = float(h["_score"])
-        resp = es.search(index=knn_plan.index, body=build_search(knn_plan, vector).source(FIELDS).to_dict()).body
+        resp = es.search(
+            index=knn_plan.index, body=build_search(knn_plan, vector).source(FIELDS).to_dict()
+        ).body
         for h in resp["hits"]["hits"]:
             found.setdefault(h["_id"], h["_source"])
             knn[h["_id"]] = float(h["_score"])
         missing = [d for d in knn if d not in bm25]
         if text_plan.has_text and missing:
-            search = build_search(text_plan).source(False).filter(Q("ids", values=missing)).extra(size=len(missing))
+            search = (
+                build_search(text_plan)
+                .source(False)
+                .filter(Q("ids", values=missing))
+                .extra(size=len(missing))
+            )
             resp = es.search(index=text_plan.index, body=search.to_dict()).body
             for h in resp["hits"]["hits"]:
                 bm25[h["_id"]] = float(h["_score"])
         ids = list(found)
         out[q.id] = Candidates(
             hits=[{**found[d], "chunk_id": found[d].get("chunk_id", d)} for d in ids],
-            bm25=np.array([bm25.get(d, 0.0) for d in ids]), matched=np.array([d in bm25 for d in ids]),
-            knn=np.array([knn.get(d, 0.0) for d in ids]), rule=hybrid_plan.intent.rule,
-            order=np.arange(len(ids)))
+            bm25=np.array([bm25.get(d, 0.0) for d in ids]),
+            matched=np.array([d in bm25 for d in ids]),
+            knn=np.array([knn.get(d, 0.0) for d in ids]),
+            rule=hybrid_plan.intent.rule,
+            order=np.arange(len(ids)),
+        )
     return out
 
 
@@ -183,8 +210,10 @@ def simulate(dataset: Dataset, cands: dict[str, Candidates], p: Params) -> dict[
 
 
 def scale_multipliers(base: dict[str, dict[str, float]], strength: float) -> dict[str, dict[str, float]]:
-    return {r: {t: 1.0 + strength * (m - 1.0) for t, m in ms.items() if 1.0 + strength * (m - 1.0) > 0}
-            for r, ms in base.items()}
+    return {
+        r: {t: 1.0 + strength * (m - 1.0) for t, m in ms.items() if 1.0 + strength * (m - 1.0) > 0}
+        for r, ms in base.items()
+    }
 
 
 #: per query: (intent rule, chunks per section type, relevant chunks per section type)
@@ -242,7 +271,9 @@ def paper_section_counts(dataset: Dataset) -> SectionCounts:
     return out
 
 
-def lifts_from_counts(counts: SectionCounts, queries: Sequence[str] | None = None) -> dict[str, dict[str, float]]:
+def lifts_from_counts(
+    counts: SectionCounts, queries: Sequence[str] | None = None
+) -> dict[str, dict[str, float]]:
     """Per intent rule and section type: relevant chunks seen / expected, shrunk toward 1.
 
     For the questions of a rule (``queries``: a subset, else all), ``E_t`` = (relevant chunks)
@@ -253,7 +284,7 @@ def lifts_from_counts(counts: SectionCounts, queries: Sequence[str] | None = Non
     """
     base: dict[str, dict[str, float]] = {}
     rel: dict[str, dict[str, float]] = {}
-    for qid in (queries if queries is not None else counts):
+    for qid in queries if queries is not None else counts:
         if qid not in counts:
             continue
         rule, b, r = counts[qid]
@@ -266,20 +297,25 @@ def lifts_from_counts(counts: SectionCounts, queries: Sequence[str] | None = Non
         total = sum(b.values())
         r = rel.get(rule, {})
         r_total = sum(r.values())
-        lifts[rule] = {t: (r.get(t, 0.0) + PRIOR_COUNT) / (r_total * n / total + PRIOR_COUNT)
-                       for t, n in sorted(b.items())}
+        lifts[rule] = {
+            t: (r.get(t, 0.0) + PRIOR_COUNT) / (r_total * n / total + PRIOR_COUNT)
+            for t, n in sorted(b.items())
+        }
     return lifts
 
 
-def learn_lifts(dataset: Dataset, cands: dict[str, Candidates], queries: Sequence[str] | None = None
-                ) -> dict[str, dict[str, float]]:
+def learn_lifts(
+    dataset: Dataset, cands: dict[str, Candidates], queries: Sequence[str] | None = None
+) -> dict[str, dict[str, float]]:
     """:func:`lifts_from_counts` of the candidates' section types."""
     return lifts_from_counts(candidate_section_counts(dataset, cands), queries)
 
 
 def temper(lifts: dict[str, dict[str, float]], exponent: float) -> dict[str, dict[str, float]]:
-    return {r: {t: round(float(v) ** exponent, 4) for t, v in ls.items() if exponent and abs(v - 1) > 1e-9}
-            for r, ls in lifts.items()}
+    return {
+        r: {t: round(float(v) ** exponent, 4) for t, v in ls.items() if exponent and abs(v - 1) > 1e-9}
+        for r, ls in lifts.items()
+    }
 
 
 @dataclass
@@ -305,11 +341,13 @@ def _best(points: Sequence[GridPoint], objective: str, queries: Sequence[str] | 
     def value(g: GridPoint) -> float:
         scores = g.per_query[objective]
         return float(np.mean([scores[q] for q in queries])) if queries is not None else g.means[objective]
+
     return max(points, key=value)  # first best wins: grids list the default-like values first
 
 
-def cross_validate(points: Sequence[GridPoint], objective: str, folds: int, baseline: GridPoint
-                   ) -> dict[str, float]:
+def cross_validate(
+    points: Sequence[GridPoint], objective: str, folds: int, baseline: GridPoint
+) -> dict[str, float]:
     """Mean held-out ``objective`` (and MRR/P@3) of the point chosen on the other folds, vs baseline."""
     qids = list(points[0].per_query[objective])
     if folds < 2 or len(qids) < folds:
@@ -327,8 +365,15 @@ def cross_validate(points: Sequence[GridPoint], objective: str, folds: int, base
     return out
 
 
-def cross_validate_sections(data: Dataset, cands: dict[str, Candidates], w: Params, mpoints: Sequence[GridPoint],
-                            folds: int, counts: SectionCounts, progress: bool = False) -> dict[str, dict[str, float]]:
+def cross_validate_sections(
+    data: Dataset,
+    cands: dict[str, Candidates],
+    w: Params,
+    mpoints: Sequence[GridPoint],
+    folds: int,
+    counts: SectionCounts,
+    progress: bool = False,
+) -> dict[str, dict[str, float]]:
     """Held-out means (nDCG@10, MRR@10, P@3) of: no multipliers, the hand-set ones, and the learned
     ones with lifts AND exponent chosen on the other folds (MRR@10), fold by fold."""
     qids = list(cands)
@@ -336,17 +381,29 @@ def cross_validate_sections(data: Dataset, cands: dict[str, Candidates], w: Para
         return {}
     metrics = ("ndcg@10", "mrr@10", "p@3")
     by_label = {g.label: g for g in mpoints}
-    sums = {k: dict.fromkeys(metrics, 0.0) for k in ("no multipliers", "hand-set multipliers", "learned on the other folds")}
+    sums = {
+        k: dict.fromkeys(metrics, 0.0)
+        for k in ("no multipliers", "hand-set multipliers", "learned on the other folds")
+    }
     for f in range(folds):
         held = [q for i, q in enumerate(qids) if i % folds == f]
         train = [q for i, q in enumerate(qids) if i % folds != f]
         lifts = lifts_from_counts(counts, [q for q in counts if q not in set(held)])
-        fold_points = _score_grid(data, cands, [
-            (f"b={b:g}", Params(w.bm25_weight, w.knn_weight, w.saturation_k, _freeze(temper(lifts, b))))
-            for b in EXPONENTS], False)
+        fold_points = _score_grid(
+            data,
+            cands,
+            [
+                (f"b={b:g}", Params(w.bm25_weight, w.knn_weight, w.saturation_k, _freeze(temper(lifts, b))))
+                for b in EXPONENTS
+            ],
+            False,
+        )
         chosen = _best(fold_points, "mrr@10", train)
-        for label, g in (("no multipliers", by_label["scaled a=0"]), ("hand-set multipliers", by_label["scaled a=1"]),
-                         ("learned on the other folds", chosen)):
+        for label, g in (
+            ("no multipliers", by_label["scaled a=0"]),
+            ("hand-set multipliers", by_label["scaled a=1"]),
+            ("learned on the other folds", chosen),
+        ):
             for m in metrics:
                 sums[label][m] += sum(g.per_query[m][q] for q in held)
     return {k: {m: v / len(qids) for m, v in ms.items()} for k, ms in sums.items()}
@@ -371,10 +428,23 @@ class TuneResult:
     section_cv: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
-def tune(dataset: Dataset, es, embedder, *, scope: str = "corpus", profile=None, prefix: str | None = None,
-         limit: int | None = None, folds: int = 5, sections: bool = True, name: str | None = None,
-         boost_variants: dict[str, dict | None] | None = None, lift_source: Dataset | None = None,
-         verify: bool = True, progress: bool = True) -> TuneResult:
+def tune(
+    dataset: Dataset,
+    es,
+    embedder,
+    *,
+    scope: str = "corpus",
+    profile=None,
+    prefix: str | None = None,
+    limit: int | None = None,
+    folds: int = 5,
+    sections: bool = True,
+    name: str | None = None,
+    boost_variants: dict[str, dict | None] | None = None,
+    lift_source: Dataset | None = None,
+    verify: bool = True,
+    progress: bool = True,
+) -> TuneResult:
     """Tune on ``dataset`` (a TRAIN split: the caller's promise) and return the tuned profile.
 
     ``boost_variants``: field-boost settings to try, label -> ``field_boosts`` (scope paper:
@@ -393,9 +463,13 @@ def tune(dataset: Dataset, es, embedder, *, scope: str = "corpus", profile=None,
 
     # 1. field boosts x hybrid weights x saturation, no multipliers
     default = Params(bm25_weight=base.bm25_weight, knn_weight=base.knn_weight, saturation_k=base.saturation_k)
-    grid = [(f"bm25_weight={w:g} saturation_k={k:g}", Params(bm25_weight=w, knn_weight=base.knn_weight,
-                                                                saturation_k=k))
-            for w, k in product(BM25_WEIGHTS, SATURATION_KS)]
+    grid = [
+        (
+            f"bm25_weight={w:g} saturation_k={k:g}",
+            Params(bm25_weight=w, knn_weight=base.knn_weight, saturation_k=k),
+        )
+        for w, k in product(BM25_WEIGHTS, SATURATION_KS)
+    ]
     boost_key = "paper_scope_boosts" if scope == "paper" else "field_boosts"
     if boost_variants is not None:
         variants = boost_variants
@@ -405,8 +479,9 @@ def tune(dataset: Dataset, es, embedder, *, scope: str = "corpus", profile=None,
     cands_of: dict[str, dict[str, Candidates]] = {}
     for variant, boosts in variants.items():
         prof = base if boosts is None else base.with_changes(**{boost_key: boosts})
-        cands_of[variant] = collect_candidates(es, data, embedder, scope=scope, profile=prof, prefix=info.prefix,
-                                               progress=progress)
+        cands_of[variant] = collect_candidates(
+            es, data, embedder, scope=scope, profile=prof, prefix=info.prefix, progress=progress
+        )
         todo = ([("base profile", default)] if not points else []) + grid
         for g in _score_grid(data, cands_of[variant], todo, progress):
             g.variant = variant
@@ -416,8 +491,10 @@ def tune(dataset: Dataset, es, embedder, *, scope: str = "corpus", profile=None,
     weights = _best(points, "ndcg@10")
     cands = cands_of[weights.variant]
     cv = cross_validate(points, "ndcg@10", folds, baseline)
-    log.append(f"hybrid weights: base nDCG@10 {baseline.means['ndcg@10']:.4f} -> {weights.means['ndcg@10']:.4f} "
-               f"with {weights.label} ({len(points)} points)")
+    log.append(
+        f"hybrid weights: base nDCG@10 {baseline.means['ndcg@10']:.4f} -> {weights.means['ndcg@10']:.4f} "
+        f"with {weights.label} ({len(points)} points)"
+    )
 
     # 2. section multipliers on top of the chosen weights
     sect = no_sect = None
@@ -429,56 +506,101 @@ def tune(dataset: Dataset, es, embedder, *, scope: str = "corpus", profile=None,
     if sections and len(types) > 1:
         w = weights.params
         hand = base.section_multipliers
-        counts = candidate_section_counts(data, cands) if lift_source is None else paper_section_counts(lift_source)
+        counts = (
+            candidate_section_counts(data, cands)
+            if lift_source is None
+            else paper_section_counts(lift_source)
+        )
         lifts = lifts_from_counts(counts)
-        log.append(f"section lifts learned from {len(counts)} questions"
-                   + (f" of {lift_source.name} {lift_source.split} (papers and qrels only)" if lift_source else ""))
-        mgrid = [(f"scaled a={a:g}", Params(w.bm25_weight, w.knn_weight, w.saturation_k,
-                                              _freeze(scale_multipliers(hand, a)))) for a in STRENGTHS]
-        mgrid += [(f"learned b={b:g}", Params(w.bm25_weight, w.knn_weight, w.saturation_k,
-                                                _freeze(temper(lifts, b)))) for b in EXPONENTS if b > 0]
+        log.append(
+            f"section lifts learned from {len(counts)} questions"
+            + (f" of {lift_source.name} {lift_source.split} (papers and qrels only)" if lift_source else "")
+        )
+        mgrid = [
+            (
+                f"scaled a={a:g}",
+                Params(w.bm25_weight, w.knn_weight, w.saturation_k, _freeze(scale_multipliers(hand, a))),
+            )
+            for a in STRENGTHS
+        ]
+        mgrid += [
+            (
+                f"learned b={b:g}",
+                Params(w.bm25_weight, w.knn_weight, w.saturation_k, _freeze(temper(lifts, b))),
+            )
+            for b in EXPONENTS
+            if b > 0
+        ]
         mpoints = _score_grid(data, cands, mgrid, progress)
         no_sect = mpoints[0]  # a = 0: the same weights without multipliers
         sect = _best(mpoints, "mrr@10")
         chosen_mults = sect.params.multiplier_dict()
-        log.append(f"section multipliers: none MRR@10 {no_sect.means['mrr@10']:.4f} P@3 {no_sect.means['p@3']:.4f}"
-                   f" -> {sect.label}: MRR@10 {sect.means['mrr@10']:.4f} P@3 {sect.means['p@3']:.4f}")
+        log.append(
+            f"section multipliers: none MRR@10 {no_sect.means['mrr@10']:.4f} P@3 {no_sect.means['p@3']:.4f}"
+            f" -> {sect.label}: MRR@10 {sect.means['mrr@10']:.4f} P@3 {sect.means['p@3']:.4f}"
+        )
         for g in mpoints:
-            log.append(f"  {g.label:<16} nDCG@10 {g.means['ndcg@10']:.4f} MRR@10 {g.means['mrr@10']:.4f} "
-                       f"P@3 {g.means['p@3']:.4f} R@100 {g.means['recall@100']:.4f}")
+            log.append(
+                f"  {g.label:<16} nDCG@10 {g.means['ndcg@10']:.4f} MRR@10 {g.means['mrr@10']:.4f} "
+                f"P@3 {g.means['p@3']:.4f} R@100 {g.means['recall@100']:.4f}"
+            )
         section_cv = cross_validate_sections(data, cands, w, mpoints, folds, counts, progress)
         for label, m in section_cv.items():
-            log.append(f"  cross-validated ({folds} folds) {label:<34} nDCG@10 {m['ndcg@10']:.4f} "
-                       f"MRR@10 {m['mrr@10']:.4f} P@3 {m['p@3']:.4f}")
+            log.append(
+                f"  cross-validated ({folds} folds) {label:<34} nDCG@10 {m['ndcg@10']:.4f} "
+                f"MRR@10 {m['mrr@10']:.4f} P@3 {m['p@3']:.4f}"
+            )
     from querybuilder.intent import RULES
 
-    changes = {"name": name or f"tuned-{data.name}-{data.split}",
-               "description": (f"tuned by scholar-es tune on {data.name} {data.split} ({len(data.queries)} queries, "
-                               f"scope {scope}): {weights.label}"
-                               + (f"; section multipliers {sect.label}" if sect else "")
-                               + (f" (lifts from {len(counts)} questions of {lift_source.name} {lift_source.split})"
-                                  if sect and lift_source is not None else "")),
-               "bm25_weight": weights.params.bm25_weight, "knn_weight": weights.params.knn_weight,
-               "saturation_k": weights.params.saturation_k,
-               "per_paper_cap": (profile_cap(profile))}
+    changes = {
+        "name": name or f"tuned-{data.name}-{data.split}",
+        "description": (
+            f"tuned by scholar-es tune on {data.name} {data.split} ({len(data.queries)} queries, "
+            f"scope {scope}): {weights.label}"
+            + (f"; section multipliers {sect.label}" if sect else "")
+            + (
+                f" (lifts from {len(counts)} questions of {lift_source.name} {lift_source.split})"
+                if sect and lift_source is not None
+                else ""
+            )
+        ),
+        "bm25_weight": weights.params.bm25_weight,
+        "knn_weight": weights.params.knn_weight,
+        "saturation_k": weights.params.saturation_k,
+        "per_paper_cap": (profile_cap(profile)),
+    }
     if variants[weights.variant] is not None:
         changes[boost_key] = variants[weights.variant]
     if sect is not None:
         changes["section_multipliers"] = {r: chosen_mults.get(r, {}) for r in RULES}
     tuned = base.with_changes(**changes)
-    result = TuneResult(profile=tuned, weights=weights, baseline=baseline, sections=sect, no_sections=no_sect,
-                        grid_size=len(points) + len(mpoints), cv=cv, lifts=lifts, log=log, points=points,
-                        section_points=mpoints, section_cv=section_cv)
+    result = TuneResult(
+        profile=tuned,
+        weights=weights,
+        baseline=baseline,
+        sections=sect,
+        no_sections=no_sect,
+        grid_size=len(points) + len(mpoints),
+        cv=cv,
+        lifts=lifts,
+        log=log,
+        points=points,
+        section_points=mpoints,
+        section_cv=section_cv,
+    )
     if verify:  # the real thing, on the same (train) queries: must agree with the simulation
         strategies = ["hybrid", "sections"] if sect else ["hybrid"]
-        ev = run_evaluation(data, strategies, es, embedder, scope=scope, profile=tuned, prefix=info.prefix,
-                            progress=progress)
+        ev = run_evaluation(
+            data, strategies, es, embedder, scope=scope, profile=tuned, prefix=info.prefix, progress=progress
+        )
         result.check = ev.metrics
         sim = {"hybrid": (no_sect or weights).means, "sections": sect.means if sect else {}}
         for s in strategies:
             gap = abs(ev.metrics[s]["ndcg@10"] - sim[s]["ndcg@10"])
-            log.append(f"check {s}: engine nDCG@10 {ev.metrics[s]['ndcg@10']:.4f} vs simulated "
-                       f"{sim[s]['ndcg@10']:.4f} (gap {gap:.4f})")
+            log.append(
+                f"check {s}: engine nDCG@10 {ev.metrics[s]['ndcg@10']:.4f} vs simulated "
+                f"{sim[s]['ndcg@10']:.4f} (gap {gap:.4f})"
+            )
     result.seconds = time.perf_counter() - start
     return result
 
@@ -495,13 +617,19 @@ def report_lines(result: TuneResult, top: int = 5) -> list[str]:
     lines = list(result.log)
     ranked = sorted(result.points, key=lambda g: -g.means["ndcg@10"])[:top]
     lines.append(f"best {len(ranked)} weight settings (train nDCG@10 / MRR@10 / R@100):")
-    lines.extend(f"  {g.label:<58} {g.means['ndcg@10']:.4f} / {g.means['mrr@10']:.4f} / {g.means['recall@100']:.4f}"
-                 for g in ranked)
+    lines.extend(
+        f"  {g.label:<58} {g.means['ndcg@10']:.4f} / {g.means['mrr@10']:.4f} / {g.means['recall@100']:.4f}"
+        for g in ranked
+    )
     if result.cv:
         cv = result.cv
-        lines.append(f"{len(result.baseline.per_query['ndcg@10'])}-query train split, cross-validated: nDCG@10 "
-                     f"{cv['cv_base_ndcg@10']:.4f} (base) -> {cv['cv_tuned_ndcg@10']:.4f} (tuned on the other "
-                     f"folds); MRR@10 {cv['cv_base_mrr@10']:.4f} -> {cv['cv_tuned_mrr@10']:.4f}")
-    lines.append(f"tuned profile {result.profile.name!r}: bm25_weight {result.profile.bm25_weight:g}, knn_weight "
-                 f"{result.profile.knn_weight:g}, saturation_k {result.profile.saturation_k:g}")
+        lines.append(
+            f"{len(result.baseline.per_query['ndcg@10'])}-query train split, cross-validated: nDCG@10 "
+            f"{cv['cv_base_ndcg@10']:.4f} (base) -> {cv['cv_tuned_ndcg@10']:.4f} (tuned on the other "
+            f"folds); MRR@10 {cv['cv_base_mrr@10']:.4f} -> {cv['cv_tuned_mrr@10']:.4f}"
+        )
+    lines.append(
+        f"tuned profile {result.profile.name!r}: bm25_weight {result.profile.bm25_weight:g}, knn_weight "
+        f"{result.profile.knn_weight:g}, saturation_k {result.profile.saturation_k:g}"
+    )
     return lines

@@ -72,16 +72,31 @@ def group_papers(scored: Sequence[Scored], papers: int = 20, per_paper: int = PE
             if len(out) >= papers:
                 continue
             src = s.source
-            p = out[s.paper_id] = PaperResult(paper_id=s.paper_id, title=src.get("title") or "",
-                                              year=src.get("year"), venue=src.get("venue"), score=s.score, chunks=[])
+            p = out[s.paper_id] = PaperResult(
+                paper_id=s.paper_id,
+                title=src.get("title") or "",
+                year=src.get("year"),
+                venue=src.get("venue"),
+                score=s.score,
+                chunks=[],
+            )
         if len(p.chunks) >= per_paper:
             continue
         ok = usable(s.text)
-        p.chunks.append(SupportingChunk(
-            chunk_id=s.chunk_id, section_type=s.source.get("section_type") or "",
-            section_heading=s.source.get("section_heading") or "", score=s.score, text=s.text,
-            quote=snippet(s.text) if ok else "", quote_source="chunk" if ok else "none",
-            found_by=dict(s.found_by), hybrid_score=s.hybrid_score, crossencoder_score=s.crossencoder_score))
+        p.chunks.append(
+            SupportingChunk(
+                chunk_id=s.chunk_id,
+                section_type=s.source.get("section_type") or "",
+                section_heading=s.source.get("section_heading") or "",
+                score=s.score,
+                text=s.text,
+                quote=snippet(s.text) if ok else "",
+                quote_source="chunk" if ok else "none",
+                found_by=dict(s.found_by),
+                hybrid_score=s.hybrid_score,
+                crossencoder_score=s.crossencoder_score,
+            )
+        )
     for p in out.values():
         best = next((c for c in p.chunks if c.quote_source == "chunk"), None)
         p.quote, p.quote_source = (best.quote, "chunk") if best else ("", "none")
@@ -90,16 +105,26 @@ def group_papers(scored: Sequence[Scored], papers: int = 20, per_paper: int = PE
 
 def needs_fallback(papers: Sequence[PaperResult]) -> list[str]:
     """Ids of the papers with at least one chunk without a usable quote."""
-    return [p.paper_id for p in papers if any(c.quote_source != "chunk" for c in p.chunks) or p.quote_source != "chunk"]
+    return [
+        p.paper_id
+        for p in papers
+        if any(c.quote_source != "chunk" for c in p.chunks) or p.quote_source != "chunk"
+    ]
 
 
 def fallback_search(paper_ids: Sequence[str], depth: int = FIRST_PARAGRAPH_DEPTH) -> Search:
     """One hit per paper (its abstract in ``_source``) with its first ``depth`` chunks by position."""
     fields = ["chunk_id", "paper_id", "section_type", "chunk_text", "position"]
-    return Search().query(Q("bool", filter=[Q("terms", paper_id=list(paper_ids))])) \
-        .extra(size=len(paper_ids)).source(["paper_id", "abstract"]) \
-        .collapse("paper_id", inner_hits={"name": _FIRST, "size": depth, "sort": [{"position": "asc"}],
-                                          "_source": fields})
+    return (
+        Search()
+        .query(Q("bool", filter=[Q("terms", paper_id=list(paper_ids))]))
+        .extra(size=len(paper_ids))
+        .source(["paper_id", "abstract"])
+        .collapse(
+            "paper_id",
+            inner_hits={"name": _FIRST, "size": depth, "sort": [{"position": "asc"}], "_source": fields},
+        )
+    )
 
 
 def fallback_quotes(response: dict) -> dict[str, tuple[str, str]]:
@@ -113,8 +138,15 @@ def fallback_quotes(response: dict) -> dict[str, tuple[str, str]]:
             out[paper_id] = (snippet(abstract), "abstract")
             continue
         inner = hit.get("inner_hits", {}).get(_FIRST, {}).get("hits", {}).get("hits", [])
-        first = next((h["_source"] for h in inner if (h.get("_source") or {}).get("section_type") != "abstract"
-                      and usable((h.get("_source") or {}).get("chunk_text"))), None)
+        first = next(
+            (
+                h["_source"]
+                for h in inner
+                if (h.get("_source") or {}).get("section_type") != "abstract"
+                and usable((h.get("_source") or {}).get("chunk_text"))
+            ),
+            None,
+        )
         out[paper_id] = (snippet(first["chunk_text"]), "first_paragraph") if first else ("", "none")
     return out
 
@@ -124,8 +156,10 @@ def apply_fallback(papers: Sequence[PaperResult], quotes: dict[str, tuple[str, s
     out = []
     for p in papers:
         quote, source = quotes.get(p.paper_id, ("", "none"))
-        chunks = [c if c.quote_source == "chunk" else c.model_copy(update={"quote": quote, "quote_source": source})
-                  for c in p.chunks]
+        chunks = [
+            c if c.quote_source == "chunk" else c.model_copy(update={"quote": quote, "quote_source": source})
+            for c in p.chunks
+        ]
         update: dict = {"chunks": chunks}
         if p.quote_source != "chunk":
             update.update(quote=quote, quote_source=source)

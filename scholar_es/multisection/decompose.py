@@ -61,8 +61,21 @@ MAX_TITLE_CHARS = 200
 LLM = Callable[[str], str]
 
 _TOKEN = re.compile(r"[^\W_]+(?:['’\-][^\W_]+)*|[,;:/()]")
-_WORD_LISTS = ("fillers", "question_words", "auxiliaries", "pronouns", "determiners", "prepositions", "stopwords",
-               "generic_verbs", "intransitive_verbs", "question_modifiers", "subordinators", "list_separators", "no_split_after")
+_WORD_LISTS = (
+    "fillers",
+    "question_words",
+    "auxiliaries",
+    "pronouns",
+    "determiners",
+    "prepositions",
+    "stopwords",
+    "generic_verbs",
+    "intransitive_verbs",
+    "question_modifiers",
+    "subordinators",
+    "list_separators",
+    "no_split_after",
+)
 
 
 class Section(BaseModel):
@@ -106,8 +119,10 @@ def _parse_prompts(data: object, where: str, base: dict | None) -> Prompts:
         raise ConfigError(f"{where}: a prompts file must hold a JSON object, got {type(data).__name__}")
     for key in data:
         if key not in ("description", "breakdown", "offline"):
-            raise ConfigError(f"{where}: unknown key {key!r}; valid keys: "
-                              f"{choices(['description', 'breakdown', 'offline'])}")
+            raise ConfigError(
+                f"{where}: unknown key {key!r}; valid keys: "
+                f"{choices(['description', 'breakdown', 'offline'])}"
+            )
     merged = {**(base or {}), **{k: v for k, v in data.items() if k != "offline"}}
     offline = {**((base or {}).get("offline") or {}), **(data.get("offline") or {})}
     known = {*_WORD_LISTS, "max_sections", "max_items", "titles"}
@@ -118,7 +133,9 @@ def _parse_prompts(data: object, where: str, base: dict | None) -> Prompts:
     if isinstance(prompt, list) and all(isinstance(x, str) for x in prompt):
         prompt = "\n".join(prompt)
     if not isinstance(prompt, str) or "{question}" not in prompt:
-        raise ConfigError(f"{where}: 'breakdown' must be a string (or a list of lines) containing {{question}}")
+        raise ConfigError(
+            f"{where}: 'breakdown' must be a string (or a list of lines) containing {{question}}"
+        )
     lists: dict[str, tuple[tuple[str, ...], ...]] = {}
     for name in _WORD_LISTS:
         raw = offline.get(name, [])
@@ -133,11 +150,17 @@ def _parse_prompts(data: object, where: str, base: dict | None) -> Prompts:
         limits[name] = value
     titles = offline.get("titles") or {}
     facet = titles.get("facet") if isinstance(titles, dict) else None
-    if not (isinstance(titles, dict) and isinstance(facet, dict) and "default" in facet
-            and all("{topic}" in str(titles.get(k, "")) for k in ("overview", "survey", "evaluation"))
-            and all("{item}" in str(v) for v in facet.values())):
-        raise ConfigError(f"{where}: 'offline.titles' needs overview, survey and evaluation templates with "
-                          "{topic} and a 'facet' object (a 'default' key at least) of templates with {item}")
+    if not (
+        isinstance(titles, dict)
+        and isinstance(facet, dict)
+        and "default" in facet
+        and all("{topic}" in str(titles.get(k, "")) for k in ("overview", "survey", "evaluation"))
+        and all("{item}" in str(v) for v in facet.values())
+    ):
+        raise ConfigError(
+            f"{where}: 'offline.titles' needs overview, survey and evaluation templates with "
+            "{topic} and a 'facet' object (a 'default' key at least) of templates with {item}"
+        )
     return Prompts(breakdown=prompt, lists=lists, titles=titles, **limits)
 
 
@@ -182,7 +205,7 @@ def _match_phrase(low: list[str], i: int, phrases: tuple[tuple[str, ...], ...]) 
     best = 0
     for p in phrases:
         for m in range(1, len(p) + 1):  # a token may hold several words ("i'm", "multi-step")
-            if i + m <= len(low) and tuple(words(" ".join(low[i:i + m]))) == p:
+            if i + m <= len(low) and tuple(words(" ".join(low[i : i + m]))) == p:
                 best = max(best, m)
                 break
     return best
@@ -213,15 +236,22 @@ def rewrite(question: str, prompts: Prompts | None = None) -> str:
         m = re.match(r"\W*[^\W_]+(?:['’\-][^\W_]+)*", rest)
         if not m:
             break
-        rest = rest[m.end():]
+        rest = rest[m.end() :]
     rest = rest.lstrip(" ,;:")
     return _capital(rest) if words(rest) else cleaned
 
 
 def _content(tokens: list[str], p: Prompts) -> list[str]:
-    skip = (p.words_of("question_words") | p.words_of("auxiliaries") | p.words_of("pronouns")
-            | p.words_of("determiners") | p.words_of("prepositions") | p.words_of("stopwords")
-            | p.words_of("generic_verbs") | p.words_of("list_separators"))
+    skip = (
+        p.words_of("question_words")
+        | p.words_of("auxiliaries")
+        | p.words_of("pronouns")
+        | p.words_of("determiners")
+        | p.words_of("prepositions")
+        | p.words_of("stopwords")
+        | p.words_of("generic_verbs")
+        | p.words_of("list_separators")
+    )
     return [t for t, w in zip(tokens, _low(tokens), strict=True) if words(w) and w not in skip]
 
 
@@ -255,8 +285,15 @@ class _Rules:
         self.verbs = p.words_of("generic_verbs")
         self.intransitive = p.words_of("intransitive_verbs")
         self.modifiers = p.words_of("question_modifiers")
-        self.boundary = (self.lead | self.pronouns | self.preps | self.verbs | self.intransitive | p.words_of("stopwords")
-                         | p.words_of("question_words"))
+        self.boundary = (
+            self.lead
+            | self.pronouns
+            | self.preps
+            | self.verbs
+            | self.intransitive
+            | p.words_of("stopwords")
+            | p.words_of("question_words")
+        )
 
     def strip_lead(self, tokens: list[str]) -> list[str]:
         """Drop opening question words (with a modifier: "how many"), auxiliaries, determiners,
@@ -265,8 +302,11 @@ class _Rules:
         skip = self.lead | self.pronouns | self.preps | self.p.words_of("stopwords")
         qwords = self.p.words_of("question_words")
         i = 0
-        while i < len(tokens) and (low[i] in skip or not words(low[i]) or (
-                i > 0 and low[i - 1] in qwords and low[i] in self.modifiers)):
+        while i < len(tokens) and (
+            low[i] in skip
+            or not words(low[i])
+            or (i > 0 and low[i - 1] in qwords and low[i] in self.modifiers)
+        ):
             i += 1
         return tokens[i:]
 
@@ -282,8 +322,12 @@ class _Rules:
                 tokens, changed = tokens[n:], True
             elif low[0] in self.lead or low[0] in self.preps or not words(low[0]):
                 tokens, changed = tokens[1:], True
-            elif low[-1] in self.preps or low[-1] in self.lead or not words(low[-1]) \
-                    or (low[-1],) in self.p.lists["list_separators"]:
+            elif (
+                low[-1] in self.preps
+                or low[-1] in self.lead
+                or not words(low[-1])
+                or (low[-1],) in self.p.lists["list_separators"]
+            ):
                 tokens, changed = tokens[:-1], True
         return tokens
 
@@ -294,7 +338,7 @@ class _Rules:
         low = _low(tokens)
         for v in range(1, len(tokens) - 1):
             if low[v] in self.verbs and not any(w in self.boundary for w in low[:v]):
-                obj = self.strip_edges(tokens[v + 1:])
+                obj = self.strip_edges(tokens[v + 1 :])
                 if obj:
                     return [*obj, "in", *tokens[:v]]
                 break
@@ -305,8 +349,8 @@ class _Rules:
         low = _low(tokens)
         for i in range(1, len(tokens)):
             n = _match_phrase(low, i, self.p.lists["subordinators"])
-            if n and any(words(w) for w in low[:i]) and any(words(w) for w in low[i + n:]):
-                return tokens[:i], tokens[i + n:]
+            if n and any(words(w) for w in low[:i]) and any(words(w) for w in low[i + n :]):
+                return tokens[:i], tokens[i + n :]
         return None
 
     def split_list(self, tokens: list[str]) -> list[list[str]]:
@@ -334,7 +378,7 @@ class _Rules:
         for i, w in enumerate(low):
             if w in self.preps and i + 1 < len(tokens):
                 if analyze(" ".join(low[:i])).survey:
-                    tokens, low = tokens[i + 1:], low[i + 1:]
+                    tokens, low = tokens[i + 1 :], low[i + 1 :]
                 break
         flat: list[str] = []
         owner: list[int] = []
@@ -346,7 +390,7 @@ class _Rules:
         for term in default_intents().intents["overview"]:
             for i in range(len(flat)):
                 if term.matches_at(flat, i):
-                    drop.update(owner[i:i + len(term.words)])
+                    drop.update(owner[i : i + len(term.words)])
         kept = self.strip_edges(self.strip_lead([t for k, t in enumerate(tokens) if k not in drop]))
         return kept if any(w not in self.boundary for w in _low(kept) if words(w)) else []
 
@@ -388,7 +432,9 @@ def _list_facets(parts: list[list[str]], r: _Rules) -> list[list[str]]:
     k = 0
     while k < len(last) and low_last[k] not in r.boundary:
         k += 1
-    if 0 < k < len(last) and (low_last[k] in r.aux or low_last[k] in r.verbs or low_last[k] in r.intransitive):
+    if 0 < k < len(last) and (
+        low_last[k] in r.aux or low_last[k] in r.verbs or low_last[k] in r.intransitive
+    ):
         suffix, parts = last[k:], [*parts[:-1], last[:k]]
     return [r.topic([*prefix, *part, *suffix]) for part in parts]
 
@@ -415,26 +461,39 @@ def offline_breakdown(question: str, prompts: Prompts | None = None) -> Breakdow
             facets = _list_facets(parts, r)
             qwords = p.words_of("question_words")
             topic = r.topic(parts[0] if any(_low(x)[0] in qwords for x in parts[1:]) else core)
-    facets = [f for f in (r.strip_edges(f) for f in facets[:p.max_items]) if f]
+    facets = [f for f in (r.strip_edges(f) for f in facets[: p.max_items]) if f]
     topic_text = _join(topic) if topic else _join(r.topic(core))
     survey_text = _join(r.survey_topic(_tokens(topic_text)))
     if intent.survey and words(survey_text):
-        sections.append(Section(title=_capital(p.titles["survey"].replace("{topic}", survey_text)), kind="survey"))
+        sections.append(
+            Section(title=_capital(p.titles["survey"].replace("{topic}", survey_text)), kind="survey")
+        )
     elif split and words(topic_text):
-        sections.append(Section(title=_capital(p.titles["overview"].replace("{topic}", topic_text)),
-                                kind="overview"))
+        sections.append(
+            Section(title=_capital(p.titles["overview"].replace("{topic}", topic_text)), kind="overview")
+        )
     for f in facets:
         sections.append(Section(title=_title_for_facet(f, intent.rule, p), kind="facet"))
-    if split and "evaluation" in intent.intents and not any(
-            "evaluation" in analyze(s.title).intents for s in sections):
-        sections.append(Section(title=_capital(p.titles["evaluation"].replace("{topic}", topic_text)),
-                                kind="evaluation"))
+    if (
+        split
+        and "evaluation" in intent.intents
+        and not any("evaluation" in analyze(s.title).intents for s in sections)
+    ):
+        sections.append(
+            Section(title=_capital(p.titles["evaluation"].replace("{topic}", topic_text)), kind="evaluation")
+        )
     note = ""
     if not facets:  # no structure: the question itself (a survey question also keeps its survey facet)
         sections.append(Section(title=rewritten, kind="question"))
         note = "no conjunction, list or condition found: the question is the only facet"
-    return Breakdown(question=cleaned, rewritten=rewritten, keywords=keywords,
-                     sections=_finish(sections, rewritten, p.max_sections), source="offline", note=note)
+    return Breakdown(
+        question=cleaned,
+        rewritten=rewritten,
+        keywords=keywords,
+        sections=_finish(sections, rewritten, p.max_sections),
+        source="offline",
+        note=note,
+    )
 
 
 def _finish(sections: list[Section], rewritten: str, limit: int) -> tuple[Section, ...]:
@@ -499,22 +558,25 @@ def parse_llm_output(text: object) -> dict | None:
             if start < 0 or end <= start:
                 continue
             try:
-                data = json.loads(c[start:end + 1])
+                data = json.loads(c[start : end + 1])
             except json.JSONDecodeError:
                 continue
             if isinstance(data, list):
                 data = {"sections": data}
             if isinstance(data, dict) and isinstance(data.get("sections"), list):
                 titles = [s.get("title") if isinstance(s, dict) else s for s in data["sections"]]
-                return {"rewritten": data.get("rewritten") if isinstance(data.get("rewritten"), str) else None,
-                        "keywords": data.get("keywords") if isinstance(data.get("keywords"), str) else None,
-                        "sections": [t for t in titles if isinstance(t, str)]}
+                return {
+                    "rewritten": data.get("rewritten") if isinstance(data.get("rewritten"), str) else None,
+                    "keywords": data.get("keywords") if isinstance(data.get("keywords"), str) else None,
+                    "sections": [t for t in titles if isinstance(t, str)],
+                }
     bullets = [m.group(1) for m in re.finditer(r"(?m)^\s*(?:[-*•]|\d+[.)])\s+(.+?)\s*$", text)]
     return {"rewritten": None, "keywords": None, "sections": bullets} if bullets else None
 
 
-def llm_breakdown(question: str, llm: LLM, *, timeout: float = DEFAULT_LLM_TIMEOUT,
-                  prompts: Prompts | None = None) -> Breakdown:
+def llm_breakdown(
+    question: str, llm: LLM, *, timeout: float = DEFAULT_LLM_TIMEOUT, prompts: Prompts | None = None
+) -> Breakdown:
     """The LLM's breakdown; the offline one (source ``fallback``, with the reason) if it fails."""
     p = prompts or default_prompts()
     cleaned, rewritten, keywords = preprocess(question, p)
@@ -524,7 +586,9 @@ def llm_breakdown(question: str, llm: LLM, *, timeout: float = DEFAULT_LLM_TIMEO
         return b.model_copy(update={"source": "fallback", "note": f"LLM breakdown not used: {reason}"})
 
     if not callable(llm):
-        raise ConfigError(f"llm must be a callable from a prompt (str) to text (str), got {type(llm).__name__}")
+        raise ConfigError(
+            f"llm must be a callable from a prompt (str) to text (str), got {type(llm).__name__}"
+        )
     if not words(cleaned):
         return fallback("the question has no words to break down")
     try:
@@ -542,12 +606,22 @@ def llm_breakdown(question: str, llm: LLM, *, timeout: float = DEFAULT_LLM_TIMEO
         return fallback("the answer holds no section title with letters or digits")
     llm_rewritten = " ".join((parsed["rewritten"] or "").split())
     llm_keywords = " ".join((parsed["keywords"] or "").split())
-    return Breakdown(question=cleaned, rewritten=llm_rewritten if words(llm_rewritten) else rewritten,
-                     keywords=llm_keywords if words(llm_keywords) else keywords, sections=kept, source="llm")
+    return Breakdown(
+        question=cleaned,
+        rewritten=llm_rewritten if words(llm_rewritten) else rewritten,
+        keywords=llm_keywords if words(llm_keywords) else keywords,
+        sections=kept,
+        source="llm",
+    )
 
 
-def breakdown(question: str, llm: LLM | None = None, *, timeout: float = DEFAULT_LLM_TIMEOUT,
-              prompts: Prompts | None = None) -> Breakdown:
+def breakdown(
+    question: str,
+    llm: LLM | None = None,
+    *,
+    timeout: float = DEFAULT_LLM_TIMEOUT,
+    prompts: Prompts | None = None,
+) -> Breakdown:
     """Preprocess and break down ``question``: with ``llm`` when given (offline on failure), else offline."""
     if llm is None:
         return offline_breakdown(question, prompts)

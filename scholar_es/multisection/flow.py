@@ -148,9 +148,19 @@ def _check_size(name: str, value: int) -> int:
     return value
 
 
-def prepare(es, question: str, *, llm: LLM | None = None, embedder=None, profile: Profile | str | None = None,
-            prefix: str = "", filters: Filters | dict | None = None, per_section: int = 50, keyword_size: int = 50,
-            llm_timeout: float = DEFAULT_LLM_TIMEOUT) -> Prepared:
+def prepare(
+    es,
+    question: str,
+    *,
+    llm: LLM | None = None,
+    embedder=None,
+    profile: Profile | str | None = None,
+    prefix: str = "",
+    filters: Filters | dict | None = None,
+    per_section: int = 50,
+    keyword_size: int = 50,
+    llm_timeout: float = DEFAULT_LLM_TIMEOUT,
+) -> Prepared:
     """Stage 1 and the searches of stage 2, built but not run."""
     prof = profile if isinstance(profile, Profile) else load_profile(profile)
     filt = Filters.parse(filters)
@@ -164,27 +174,57 @@ def prepare(es, question: str, *, llm: LLM | None = None, embedder=None, profile
         if extra is not None:
             sections.insert(0, extra)
     t1 = time.perf_counter()
-    vectors = embed_texts(es, [b.question, *(s.title for s in sections)], index=f"{prefix}chunks", embedder=embedder)
+    vectors = embed_texts(
+        es, [b.question, *(s.title for s in sections)], index=f"{prefix}chunks", embedder=embedder
+    )
     t2 = time.perf_counter()
-    searches = build_searches(b, sections, vectors[1:], profile=prof, prefix=prefix, filters=filt,
-                              keyword_size=keyword_size, per_section=per_section)
-    return Prepared(b, tuple(sections), vectors[0], searches, prof, prefix, filt,
-                    {"breakdown": _ms(t1 - t0), "embed": _ms(t2 - t1)})
+    searches = build_searches(
+        b,
+        sections,
+        vectors[1:],
+        profile=prof,
+        prefix=prefix,
+        filters=filt,
+        keyword_size=keyword_size,
+        per_section=per_section,
+    )
+    return Prepared(
+        b,
+        tuple(sections),
+        vectors[0],
+        searches,
+        prof,
+        prefix,
+        filt,
+        {"breakdown": _ms(t1 - t0), "embed": _ms(t2 - t1)},
+    )
 
 
 def _report(res: SubResult, contrib, show_plan: bool) -> SectionReport:
     s = res.search
     c = contrib.get(s.name)
-    return SectionReport(name=s.name, kind=s.kind, title=s.title, strategy=s.plan.strategy,
-                         search_type=s.plan.search_type,
-                         intent_rule=s.plan.intent.rule if s.plan.section_multipliers else "",
-                         index=s.index, size=s.plan.size, hits=c.hits if c else 0, new=c.new if c else 0,
-                         unique=c.unique if c else 0, error=res.error, status=res.status, took_ms=res.took_ms,
-                         console=s.console() if show_plan else "")
+    return SectionReport(
+        name=s.name,
+        kind=s.kind,
+        title=s.title,
+        strategy=s.plan.strategy,
+        search_type=s.plan.search_type,
+        intent_rule=s.plan.intent.rule if s.plan.section_multipliers else "",
+        index=s.index,
+        size=s.plan.size,
+        hits=c.hits if c else 0,
+        new=c.new if c else 0,
+        unique=c.unique if c else 0,
+        error=res.error,
+        status=res.status,
+        took_ms=res.took_ms,
+        console=s.console() if show_plan else "",
+    )
 
 
-def execute(es, prepared: Prepared, *, papers: int = 20, show_plan: bool = False,
-            crossencoder=None) -> MultiSectionResult:
+def execute(
+    es, prepared: Prepared, *, papers: int = 20, show_plan: bool = False, crossencoder=None
+) -> MultiSectionResult:
     """Stages 2-5 for a prepared question."""
     _check_size("papers", papers)
     model = load_crossencoder(crossencoder) if crossencoder is not None else None  # fail before searching
@@ -193,14 +233,22 @@ def execute(es, prepared: Prepared, *, papers: int = 20, show_plan: bool = False
     b = prepared.breakdown
     results, msearch_s = run_msearch(es, prepared.searches)
     timings["msearch"] = _ms(msearch_s)
-    errors = [f"{r.search.name} ({r.search.title!r}) failed with status {r.status}: {r.error}"
-              for r in results if r.error is not None]
+    errors = [
+        f"{r.search.name} ({r.search.title!r}) failed with status {r.status}: {r.error}"
+        for r in results
+        if r.error is not None
+    ]
     if results and len(errors) == len(results):
         raise ScholarEsError("every search of the _msearch failed: " + "; ".join(errors))
     candidates, contrib = merge(results)
     reports = [_report(r, contrib, show_plan) for r in results]
-    qplan = question_plan(b.question, len(candidates), profile=prepared.profile, prefix=prepared.prefix,
-                          filters=prepared.filters)
+    qplan = question_plan(
+        b.question,
+        len(candidates),
+        profile=prepared.profile,
+        prefix=prepared.prefix,
+        filters=prepared.filters,
+    )
     rescore = RescoreReport(search_type=qplan.search_type, candidates=len(candidates))
     scored: list[Scored] = []
     if candidates:
@@ -212,7 +260,9 @@ def execute(es, prepared: Prepared, *, papers: int = 20, show_plan: bool = False
         if show_plan:
             rescore.console = to_console(search, qplan.index)
         if model is not None:
-            rescore.crossencoder = crossencoder if isinstance(crossencoder, str) else type(crossencoder).__name__
+            rescore.crossencoder = (
+                crossencoder if isinstance(crossencoder, str) else type(crossencoder).__name__
+            )
             scored, ce_s = crossencoder_rerank(model, b.question, scored)
             timings["crossencoder"] = _ms(ce_s)
     paper_results = group_papers(scored, papers, PER_PAPER)
@@ -220,26 +270,57 @@ def execute(es, prepared: Prepared, *, papers: int = 20, show_plan: bool = False
     if fallback:
         t = time.perf_counter()
         resp = es.search(index=qplan.index, body=fallback_search(fallback).to_dict())
-        paper_results = apply_fallback(paper_results, fallback_quotes(resp.body if hasattr(resp, "body") else resp))
+        paper_results = apply_fallback(
+            paper_results, fallback_quotes(resp.body if hasattr(resp, "body") else resp)
+        )
         timings["quote_fallback"] = _ms(time.perf_counter() - t)
     for r in reports:
         r.in_results = sum(1 for p in paper_results for c in p.chunks if r.name in c.found_by)
     timings["total"] = round(sum(timings.values()), 1)
-    plan = Plan(question=b.question, rewritten=b.rewritten, keywords=b.keywords, decomposer=b.source, note=b.note,
-                intent_rule=analyze(b.question).rule, survey=analyze(b.question).survey, sections=reports,
-                msearch_calls=1 if prepared.searches else 0, candidates=len(candidates), rescore=rescore,
-                quote_fallback=fallback, errors=errors, timings_ms=timings,
-                msearch_console=msearch_console(prepared.searches) if show_plan else "")
+    plan = Plan(
+        question=b.question,
+        rewritten=b.rewritten,
+        keywords=b.keywords,
+        decomposer=b.source,
+        note=b.note,
+        intent_rule=analyze(b.question).rule,
+        survey=analyze(b.question).survey,
+        sections=reports,
+        msearch_calls=1 if prepared.searches else 0,
+        candidates=len(candidates),
+        rescore=rescore,
+        quote_fallback=fallback,
+        errors=errors,
+        timings_ms=timings,
+        msearch_console=msearch_console(prepared.searches) if show_plan else "",
+    )
     hits = [to_hit({"_id": s.chunk_id, "_source": s.source}, score=s.score) for s in scored]
-    took = prepared.timings_ms.get("breakdown", 0.0) + prepared.timings_ms.get("embed", 0.0) \
+    took = (
+        prepared.timings_ms.get("breakdown", 0.0)
+        + prepared.timings_ms.get("embed", 0.0)
         + _ms(time.perf_counter() - start)
-    return MultiSectionResult(question=b.question, papers=paper_results, hits=hits, plan=plan, took_ms=round(took, 1))
+    )
+    return MultiSectionResult(
+        question=b.question, papers=paper_results, hits=hits, plan=plan, took_ms=round(took, 1)
+    )
 
 
-def multisection_search(es, question: str, *, llm: LLM | None = None, embedder=None,
-                        profile: Profile | str | None = None, prefix: str = "", filters: Filters | dict | None = None,
-                        papers: int = 20, per_section: int = 50, keyword_size: int = 50, show_plan: bool = False,
-                        crossencoder=None, llm_timeout: float = DEFAULT_LLM_TIMEOUT) -> MultiSectionResult:
+def multisection_search(
+    es,
+    question: str,
+    *,
+    llm: LLM | None = None,
+    embedder=None,
+    profile: Profile | str | None = None,
+    prefix: str = "",
+    filters: Filters | dict | None = None,
+    papers: int = 20,
+    per_section: int = 50,
+    keyword_size: int = 50,
+    show_plan: bool = False,
+    crossencoder=None,
+    llm_timeout: float = DEFAULT_LLM_TIMEOUT,
+) -> MultiSectionResult:
     """One broad question -> the top ``papers`` papers, each with up to 3 supporting chunks.
 
     ``llm``: a callable prompt -> text for the breakdown (offline decomposer when None or when it
@@ -250,8 +331,18 @@ def multisection_search(es, question: str, *, llm: LLM | None = None, embedder=N
     index, ScholarEsError when every sub-search fails; a failed sub-search alone is reported in
     ``result.plan.errors`` and its section's ``error``.
     """
-    prepared = prepare(es, question, llm=llm, embedder=embedder, profile=profile, prefix=prefix, filters=filters,
-                       per_section=per_section, keyword_size=keyword_size, llm_timeout=llm_timeout)
+    prepared = prepare(
+        es,
+        question,
+        llm=llm,
+        embedder=embedder,
+        profile=profile,
+        prefix=prefix,
+        filters=filters,
+        per_section=per_section,
+        keyword_size=keyword_size,
+        llm_timeout=llm_timeout,
+    )
     return execute(es, prepared, papers=papers, show_plan=show_plan, crossencoder=crossencoder)
 
 
@@ -260,22 +351,42 @@ def to_search_result(result: MultiSectionResult, size: int = 10) -> SearchResult
     """The result in ``querybuilder.run.SearchResult`` form: ``hits`` = the best ``size`` chunks
     (re-scored order), ``papers`` = the ranked papers with their supporting chunks."""
     by_id = {h.chunk_id: h for h in result.hits}
-    papers = [PaperHit(paper_id=p.paper_id, title=p.title, score=p.score,
-                       chunks=[by_id[c.chunk_id] for c in p.chunks if c.chunk_id in by_id]) for p in result.papers]
+    papers = [
+        PaperHit(
+            paper_id=p.paper_id,
+            title=p.title,
+            score=p.score,
+            chunks=[by_id[c.chunk_id] for c in p.chunks if c.chunk_id in by_id],
+        )
+        for p in result.papers
+    ]
     plan = result.plan
-    return SearchResult(question=result.question, strategy=STRATEGY, intent_rule=plan.intent_rule,
-                        search_type=plan.rescore.search_type, index=next((s.index for s in plan.sections), ""),
-                        total=len(result.hits), took_ms=int(result.took_ms), hits=result.hits[:size], papers=papers,
-                        request={"sections": [s.title for s in plan.sections]})
+    return SearchResult(
+        question=result.question,
+        strategy=STRATEGY,
+        intent_rule=plan.intent_rule,
+        search_type=plan.rescore.search_type,
+        index=next((s.index for s in plan.sections), ""),
+        total=len(result.hits),
+        took_ms=int(result.took_ms),
+        hits=result.hits[:size],
+        papers=papers,
+        request={"sections": [s.title for s in plan.sections]},
+    )
 
 
 def render_plan(plan: Plan, consoles: bool = True) -> str:
     """The plan as text (what ``--show-plan`` prints)."""
-    lines = [f"question:   {plan.question}", f"rewritten:  {plan.rewritten}", f"keywords:   {plan.keywords}",
-             f"breakdown:  {plan.decomposer}" + (f" ({plan.note})" if plan.note else ""),
-             f"intent:     {plan.intent_rule}" + (" (survey)" if plan.survey else ""),
-             f"searches:   {len(plan.sections)} in {plan.msearch_calls} _msearch; {plan.candidates} candidates "
-             f"after de-duplication by chunk", ""]
+    lines = [
+        f"question:   {plan.question}",
+        f"rewritten:  {plan.rewritten}",
+        f"keywords:   {plan.keywords}",
+        f"breakdown:  {plan.decomposer}" + (f" ({plan.note})" if plan.note else ""),
+        f"intent:     {plan.intent_rule}" + (" (survey)" if plan.survey else ""),
+        f"searches:   {len(plan.sections)} in {plan.msearch_calls} _msearch; {plan.candidates} candidates "
+        f"after de-duplication by chunk",
+        "",
+    ]
     for s in plan.sections:
         head = f"[{s.name}] {s.kind}: {s.title!r}  ({s.strategy}, {s.search_type} boosts"
         head += f", {s.intent_rule} multipliers)" if s.intent_rule else ")"
@@ -283,13 +394,18 @@ def render_plan(plan: Plan, consoles: bool = True) -> str:
         if s.error:
             lines.append(f"    FAILED (status {s.status}): {s.error}")
         else:
-            lines.append(f"    {s.hits} hits, {s.new} new candidates, {s.unique} found by no other search, "
-                         f"{s.in_results} in the results")
+            lines.append(
+                f"    {s.hits} hits, {s.new} new candidates, {s.unique} found by no other search, "
+                f"{s.in_results} in the results"
+            )
         if consoles and s.console:
             lines += ["    " + x for x in s.console.rstrip("\n").split("\n")]
     r = plan.rescore
-    lines += ["", f"[rescore] original question, {r.strategy} ({r.search_type} boosts) over {r.candidates} candidate "
-              f"ids: {r.scored} scored" + (f"; cross-encoder {r.crossencoder}" if r.crossencoder else "")]
+    lines += [
+        "",
+        f"[rescore] original question, {r.strategy} ({r.search_type} boosts) over {r.candidates} candidate "
+        f"ids: {r.scored} scored" + (f"; cross-encoder {r.crossencoder}" if r.crossencoder else ""),
+    ]
     if consoles and r.console:
         lines += ["    " + x for x in r.console.rstrip("\n").split("\n")]
     if plan.quote_fallback:
@@ -305,7 +421,10 @@ def render_result(result: MultiSectionResult, show_plan: bool = False) -> str:
     lines = [render_plan(result.plan)] if show_plan else []
     for rank, p in enumerate(result.papers, start=1):
         meta = ", ".join(str(x) for x in (p.year, p.venue) if x)
-        lines.append(f"{rank:>2}. {p.score:.4f}  {p.title or p.paper_id}  [{p.paper_id}]" + (f" ({meta})" if meta else ""))
+        lines.append(
+            f"{rank:>2}. {p.score:.4f}  {p.title or p.paper_id}  [{p.paper_id}]"
+            + (f" ({meta})" if meta else "")
+        )
         for c in p.chunks:
             where = c.section_type + (f" / {c.section_heading}" if c.section_heading else "")
             via = "" if c.quote_source == "chunk" else f" [quote from {c.quote_source.replace('_', ' ')}]"
@@ -315,19 +434,29 @@ def render_result(result: MultiSectionResult, show_plan: bool = False) -> str:
     return "\n".join(lines) + "\n"
 
 
-
-def eval_searcher(es, *, prefix: str = "", embedder=None, profile: Profile | str | None = None, size: int = 100,
-                  wall_times_ms: list[float] | None = None, plans: list[Plan] | None = None, **options):
+def eval_searcher(
+    es,
+    *,
+    prefix: str = "",
+    embedder=None,
+    profile: Profile | str | None = None,
+    size: int = 100,
+    wall_times_ms: list[float] | None = None,
+    plans: list[Plan] | None = None,
+    **options,
+):
     """A ``(question, filters) -> (hits, seconds)`` search for ``evaluation.runner.run_queries``
     (its ``SearchFn``): the best ``size`` chunks as ``{"chunk_id", "paper_id"}`` dicts, and the
     seconds spent in Elasticsearch calls (the ``_msearch``, the re-scoring search and the quote
     fallback if any), which is what the harness times for the other strategies. The whole call's
     wall time (breakdown and embedding included) is appended to ``wall_times_ms`` and each plan
     to ``plans`` when given. ``options``: more keywords of :func:`multisection_search`."""
+
     def search(question: str, filters: dict | None) -> tuple[list[dict], float]:
         start = time.perf_counter()
-        r = multisection_search(es, question, embedder=embedder, profile=profile, prefix=prefix, filters=filters,
-                                **options)
+        r = multisection_search(
+            es, question, embedder=embedder, profile=profile, prefix=prefix, filters=filters, **options
+        )
         if wall_times_ms is not None:
             wall_times_ms.append((time.perf_counter() - start) * 1000.0)
         if plans is not None:

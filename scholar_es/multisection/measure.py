@@ -64,26 +64,42 @@ def main(argv: list[str] | None = None) -> int:
     kept = [q for q in ds.queries if q.paper_id in indexed]
     ds = replace(ds, queries=kept, qrels={q.id: ds.qrels[q.id] for q in kept}).limited(args.limit)
     n_chunks = int(es.count(index=f"{args.prefix}chunks")["count"])
-    print(f"{len(ds.queries)} questions over {args.prefix}chunks ({len(indexed)} papers, {n_chunks} chunks)",
-          file=sys.stderr)
+    print(
+        f"{len(ds.queries)} questions over {args.prefix}chunks ({len(indexed)} papers, {n_chunks} chunks)",
+        file=sys.stderr,
+    )
     profile = eval_profile(None)
     vectors = embed_questions(ds, embedder, progress=False)
     wall: list[float] = []
     plans: list[Plan] = []
-    searchers = {"hybrid": make_searcher(es, "hybrid", profile, args.prefix, vectors),
-                 "sections": make_searcher(es, "sections", profile, args.prefix, vectors)}
+    searchers = {
+        "hybrid": make_searcher(es, "hybrid", profile, args.prefix, vectors),
+        "sections": make_searcher(es, "sections", profile, args.prefix, vectors),
+    }
     if args.ablation:
         big = min(n_chunks, 10_000)
         searchers["hybrid-allknn"] = make_searcher(
-            es, "hybrid", profile.with_changes(knn_k=big, num_candidates=big), args.prefix, vectors)
-    searchers["multisection"] = eval_searcher(es, prefix=args.prefix, embedder=embedder, profile=profile,
-                                              wall_times_ms=wall, plans=plans)
-    runs = {name: run_queries(ds, fn, scope="corpus", label=name, progress=False) for name, fn in searchers.items()}
+            es, "hybrid", profile.with_changes(knn_k=big, num_candidates=big), args.prefix, vectors
+        )
+    searchers["multisection"] = eval_searcher(
+        es, prefix=args.prefix, embedder=embedder, profile=profile, wall_times_ms=wall, plans=plans
+    )
+    runs = {
+        name: run_queries(ds, fn, scope="corpus", label=name, progress=False)
+        for name, fn in searchers.items()
+    }
     multi = {q.id for q, p in zip(ds.queries, plans, strict=True) if len(p.sections) > 2}
     paper_qrels = {q.id: {q.paper_id: 1} for q in ds.queries}
-    report: dict = {"questions": len(ds.queries), "papers": len(indexed), "chunks": n_chunks,
-                    "multi_section_questions": len(multi), "paragraph": {}, "paper": {}, "paragraph_multi": {},
-                    "paper_multi": {}}
+    report: dict = {
+        "questions": len(ds.queries),
+        "papers": len(indexed),
+        "chunks": n_chunks,
+        "multi_section_questions": len(multi),
+        "paragraph": {},
+        "paper": {},
+        "paragraph_multi": {},
+        "paper_multi": {},
+    }
     for name, run in runs.items():
         papers = {q: list(dict.fromkeys(paper_of(c) for c in r)) for q, r in run.rankings.items()}
         report["paragraph"][name] = run.metrics
@@ -91,23 +107,40 @@ def main(argv: list[str] | None = None) -> int:
         if multi:
             sub = {q: d for q, d in ds.qrels.items() if q in multi}
             report["paragraph_multi"][name] = mean_scores(score_rankings(sub, run.rankings))
-            report["paper_multi"][name] = mean_scores(score_rankings(
-                {q: d for q, d in paper_qrels.items() if q in multi}, papers, PAPER_METRICS))
+            report["paper_multi"][name] = mean_scores(
+                score_rankings({q: d for q, d in paper_qrels.items() if q in multi}, papers, PAPER_METRICS)
+            )
     report["multisection_wall_ms"] = latency_percentiles(wall)
     report["multisection_candidates_mean"] = float(np.mean([p.candidates for p in plans])) if plans else 0.0
-    report["multisection_sections"] = {str(n): sum(1 for p in plans if len(p.sections) - 1 == n)
-                                       for n in sorted({len(p.sections) - 1 for p in plans})}
-    out = [f"{len(ds.queries)} questions, {len(indexed)} papers, {n_chunks} chunks, scope corpus", "",
-           "paragraph level (harness):", markdown_table(report["paragraph"]), "",
-           "paper level:", markdown_table(report["paper"], PAPER_METRICS)]
+    report["multisection_sections"] = {
+        str(n): sum(1 for p in plans if len(p.sections) - 1 == n)
+        for n in sorted({len(p.sections) - 1 for p in plans})
+    }
+    out = [
+        f"{len(ds.queries)} questions, {len(indexed)} papers, {n_chunks} chunks, scope corpus",
+        "",
+        "paragraph level (harness):",
+        markdown_table(report["paragraph"]),
+        "",
+        "paper level:",
+        markdown_table(report["paper"], PAPER_METRICS),
+    ]
     if multi:
-        out += ["", f"the {len(multi)} questions split into 2+ sections, paragraph level:",
-                markdown_table(report["paragraph_multi"], list(report["paragraph_multi"]["hybrid"])),
-                "", "same questions, paper level:", markdown_table(report["paper_multi"], PAPER_METRICS)]
+        out += [
+            "",
+            f"the {len(multi)} questions split into 2+ sections, paragraph level:",
+            markdown_table(report["paragraph_multi"], list(report["paragraph_multi"]["hybrid"])),
+            "",
+            "same questions, paper level:",
+            markdown_table(report["paper_multi"], PAPER_METRICS),
+        ]
     w = report["multisection_wall_ms"]
-    out += ["", f"multisection end-to-end wall time: p50 {w['latency_p50_ms']:.1f} ms, p95 {w['latency_p95_ms']:.1f} ms; "
-            f"{report['multisection_candidates_mean']:.0f} candidates on average; sections per question "
-            f"{report['multisection_sections']}"]
+    out += [
+        "",
+        f"multisection end-to-end wall time: p50 {w['latency_p50_ms']:.1f} ms, p95 {w['latency_p95_ms']:.1f} ms; "
+        f"{report['multisection_candidates_mean']:.0f} candidates on average; sections per question "
+        f"{report['multisection_sections']}",
+    ]
     print("\n".join(out))
     if args.json:
         args.json.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")

@@ -60,8 +60,13 @@ class SubSearch:
 
     def with_index(self, index: str) -> SubSearch:
         """The same search against another index (what a misconfigured section would do)."""
-        return SubSearch(self.name, self.kind, self.title, self.plan.with_changes(index=index),
-                         self.search.index().index(index))
+        return SubSearch(
+            self.name,
+            self.kind,
+            self.title,
+            self.plan.with_changes(index=index),
+            self.search.index().index(index),
+        )
 
     def console(self) -> str:
         """Kibana dev-console text of this search alone."""
@@ -85,23 +90,50 @@ def _sizes_ok(name: str, value: int) -> int:
     return value
 
 
-def keyword_search(breakdown: Breakdown, *, profile: Profile | str | None = None, prefix: str = "",
-                   filters: Filters | dict | None = None, size: int = 50) -> SubSearch:
+def keyword_search(
+    breakdown: Breakdown,
+    *,
+    profile: Profile | str | None = None,
+    prefix: str = "",
+    filters: Filters | dict | None = None,
+    size: int = 50,
+) -> SubSearch:
     """BM25 on the keyword query with the keyword field boosts, one chunk per paper, ``size`` papers."""
-    plan = make_plan(breakdown.keywords, strategy="bm25", profile=profile, size=_sizes_ok("keyword_size", size),
-                     filters=filters, prefix=prefix, search_type="keyword")
+    plan = make_plan(
+        breakdown.keywords,
+        strategy="bm25",
+        profile=profile,
+        size=_sizes_ok("keyword_size", size),
+        filters=filters,
+        prefix=prefix,
+        search_type="keyword",
+    )
     plan = plan.with_changes(cap=0, collapse=False)  # one hit per paper: collapse without inner hits
     search = build_search(plan).collapse("paper_id")
     return SubSearch(KEYWORD, KEYWORD, breakdown.keywords, plan, search)
 
 
-def section_search(section: Section, vector: Sequence[float] | np.ndarray, *, name: str,
-                   profile: Profile | str | None = None, prefix: str = "", filters: Filters | dict | None = None,
-                   size: int = 50) -> SubSearch:
+def section_search(
+    section: Section,
+    vector: Sequence[float] | np.ndarray,
+    *,
+    name: str,
+    profile: Profile | str | None = None,
+    prefix: str = "",
+    filters: Filters | dict | None = None,
+    size: int = 50,
+) -> SubSearch:
     """Hybrid with the section multipliers of the title's own intent, ``size`` passages (no cap)."""
     search_type = "survey" if section.kind == "survey" else "section"
-    plan = make_plan(section.title, strategy="sections", profile=profile, size=_sizes_ok("per_section", size),
-                     filters=filters, prefix=prefix, search_type=search_type)
+    plan = make_plan(
+        section.title,
+        strategy="sections",
+        profile=profile,
+        size=_sizes_ok("per_section", size),
+        filters=filters,
+        prefix=prefix,
+        search_type=search_type,
+    )
     plan = plan.with_changes(cap=0, collapse=False)
     return SubSearch(name, section.kind, section.title, plan, build_search(plan, vector))
 
@@ -111,6 +143,7 @@ def embed_texts(es, texts: list[str], *, index: str, embedder=None) -> np.ndarra
     meta = index_meta(es, index)
     if embedder is None:
         from indexer.embedder import DEFAULT_MODEL, Embedder
+
         embedder = Embedder(meta.get("embedding_model") or DEFAULT_MODEL)
     check_model(meta, model=getattr(embedder, "name", None))
     vectors = np.asarray(embedder.encode(list(texts)), dtype=np.float32)
@@ -120,16 +153,33 @@ def embed_texts(es, texts: list[str], *, index: str, embedder=None) -> np.ndarra
     return vectors
 
 
-def build_searches(breakdown: Breakdown, sections: Sequence[Section], vectors: np.ndarray, *,
-                   profile: Profile | str | None = None, prefix: str = "", filters: Filters | dict | None = None,
-                   keyword_size: int = 50, per_section: int = 50) -> list[SubSearch]:
+def build_searches(
+    breakdown: Breakdown,
+    sections: Sequence[Section],
+    vectors: np.ndarray,
+    *,
+    profile: Profile | str | None = None,
+    prefix: str = "",
+    filters: Filters | dict | None = None,
+    keyword_size: int = 50,
+    per_section: int = 50,
+) -> list[SubSearch]:
     """[keyword search, one search per section] (``vectors[i]`` embeds ``sections[i].title``)."""
     if len(vectors) != len(sections):
         raise ConfigError(f"{len(sections)} sections but {len(vectors)} vectors")
     out = [keyword_search(breakdown, profile=profile, prefix=prefix, filters=filters, size=keyword_size)]
     for i, (section, vector) in enumerate(zip(sections, vectors, strict=True), start=1):
-        out.append(section_search(section, vector, name=f"section {i}", profile=profile, prefix=prefix,
-                                  filters=filters, size=per_section))
+        out.append(
+            section_search(
+                section,
+                vector,
+                name=f"section {i}",
+                profile=profile,
+                prefix=prefix,
+                filters=filters,
+                size=per_section,
+            )
+        )
     return out
 
 
@@ -142,8 +192,10 @@ def msearch_console(searches: Sequence[SubSearch]) -> str:
     """The whole ``_msearch`` as Kibana dev-console text (NDJSON lines)."""
     lines = ["GET _msearch"]
     for header, body in zip(*[iter(msearch_lines(searches))] * 2, strict=True):
-        lines += [json.dumps(header, ensure_ascii=False, separators=(",", ":")),
-                  json.dumps(body, ensure_ascii=False, separators=(",", ":"))]
+        lines += [
+            json.dumps(header, ensure_ascii=False, separators=(",", ":")),
+            json.dumps(body, ensure_ascii=False, separators=(",", ":")),
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -173,6 +225,12 @@ def run_msearch(es, searches: Sequence[SubSearch]) -> tuple[list[SubResult], flo
         if "error" in item:
             out.append(SubResult(search, error=_reason(item["error"]), status=item.get("status")))
         else:
-            out.append(SubResult(search, hits=list(item.get("hits", {}).get("hits", [])),
-                                 status=item.get("status", 200), took_ms=int(item.get("took", 0))))
+            out.append(
+                SubResult(
+                    search,
+                    hits=list(item.get("hits", {}).get("hits", [])),
+                    status=item.get("status", 200),
+                    took_ms=int(item.get("took", 0)),
+                )
+            )
     return out, seconds

@@ -51,15 +51,24 @@ class Scored:
         return str(self.source.get("chunk_text") or "")
 
 
-def question_plan(question: str, n: int, *, profile: Profile | str | None = None, prefix: str = "",
-                  filters: Filters | dict | None = None) -> QueryPlan:
+def question_plan(
+    question: str,
+    n: int,
+    *,
+    profile: Profile | str | None = None,
+    prefix: str = "",
+    filters: Filters | dict | None = None,
+) -> QueryPlan:
     """The original question's hybrid plan, sized for ``n`` candidates (no per-paper cap)."""
     size = min(max(n, 1), MAX_RESULT_WINDOW)
-    return make_plan(question, strategy="hybrid", profile=profile, size=size, filters=filters,
-                     prefix=prefix).with_changes(cap=0, collapse=False)
+    return make_plan(
+        question, strategy="hybrid", profile=profile, size=size, filters=filters, prefix=prefix
+    ).with_changes(cap=0, collapse=False)
 
 
-def restricted_query(plan: QueryPlan, vector: Sequence[float] | np.ndarray, chunk_ids: Sequence[str]) -> Query:
+def restricted_query(
+    plan: QueryPlan, vector: Sequence[float] | np.ndarray, chunk_ids: Sequence[str]
+) -> Query:
     """The question's hybrid query with ``terms: {chunk_id: ids}`` added to the knn clause's own
     ``filter`` (its pre-filter) and to the bool's filters (for the text part)."""
     hybrid = hybrid_query(plan, as_query_vector(vector)).to_dict()["bool"]
@@ -72,20 +81,31 @@ def restricted_query(plan: QueryPlan, vector: Sequence[float] | np.ndarray, chun
             knn["filter"] = [*(own if isinstance(own, list) else [own]), ids]
             clause = {"knn": knn}
         should.append(Q(clause))
-    return Q("bool", should=should, filter=[*(Q(f) for f in hybrid.get("filter", [])), Q(ids)],
-             minimum_should_match=1)
+    return Q(
+        "bool",
+        should=should,
+        filter=[*(Q(f) for f in hybrid.get("filter", [])), Q(ids)],
+        minimum_should_match=1,
+    )
 
 
 def rescore_search(plan: QueryPlan, vector: Sequence[float] | np.ndarray, chunk_ids: Sequence[str]) -> Search:
     if len(chunk_ids) > MAX_RESULT_WINDOW:
-        raise ConfigError(f"{len(chunk_ids)} candidates exceed the result window of {MAX_RESULT_WINDOW}; lower "
-                          "per_section or keyword_size")
-    return Search(index=plan.index).query(restricted_query(plan, vector, chunk_ids)) \
-        .extra(size=max(len(chunk_ids), 1)).source(list(SOURCE_FIELDS))
+        raise ConfigError(
+            f"{len(chunk_ids)} candidates exceed the result window of {MAX_RESULT_WINDOW}; lower "
+            "per_section or keyword_size"
+        )
+    return (
+        Search(index=plan.index)
+        .query(restricted_query(plan, vector, chunk_ids))
+        .extra(size=max(len(chunk_ids), 1))
+        .source(list(SOURCE_FIELDS))
+    )
 
 
-def run_rescore(es, index: str, search: Search, found_by: dict[str, dict[str, int]] | None = None
-                ) -> tuple[list[Scored], int]:
+def run_rescore(
+    es, index: str, search: Search, found_by: dict[str, dict[str, int]] | None = None
+) -> tuple[list[Scored], int]:
     """(candidates in the engine's order with their hybrid scores, took ms)."""
     resp = es.search(index=index, body=search.to_dict())
     body = resp.body if hasattr(resp, "body") else resp
@@ -94,8 +114,16 @@ def run_rescore(es, index: str, search: Search, found_by: dict[str, dict[str, in
         src = raw.get("_source") or {}
         chunk_id = str(src.get("chunk_id") or raw.get("_id"))
         score = float(raw.get("_score") or 0.0)
-        out.append(Scored(chunk_id, str(src.get("paper_id", "")), score, src, score,
-                          found_by=dict((found_by or {}).get(chunk_id, {}))))
+        out.append(
+            Scored(
+                chunk_id,
+                str(src.get("paper_id", "")),
+                score,
+                src,
+                score,
+                found_by=dict((found_by or {}).get(chunk_id, {})),
+            )
+        )
     return out, int(body.get("took", 0))
 
 
@@ -106,8 +134,10 @@ def load_crossencoder(spec):
     if hasattr(spec, "predict"):
         return spec
     if not isinstance(spec, str) or not spec.strip():
-        raise ConfigError(f"crossencoder must be a model name, a local model directory or an object with "
-                          f"predict(pairs), got {spec!r}")
+        raise ConfigError(
+            f"crossencoder must be a model name, a local model directory or an object with "
+            f"predict(pairs), got {spec!r}"
+        )
     return _load_named(spec)
 
 
@@ -119,8 +149,10 @@ def _load_named(spec: str):
 
         return CrossEncoder(spec, device="cpu")
     except (OSError, ValueError, RuntimeError) as e:
-        raise ConfigError(f"cannot load cross-encoder {spec!r}: {e}. Name a local model directory or a model "
-                          "that is in the local Hugging Face cache (no network is used when offline)") from None
+        raise ConfigError(
+            f"cannot load cross-encoder {spec!r}: {e}. Name a local model directory or a model "
+            "that is in the local Hugging Face cache (no network is used when offline)"
+        ) from None
 
 
 def pair_text(s: Scored) -> str:
@@ -136,8 +168,10 @@ def crossencoder_rerank(model, question: str, scored: list[Scored]) -> tuple[lis
     raw = model.predict([(question, pair_text(s)) for s in scored])
     scores = np.asarray(raw, dtype=np.float64).reshape(len(scored), -1)
     if scores.shape[1] != 1:
-        raise ConfigError(f"the cross-encoder gives {scores.shape[1]} scores per pair; use a model with one "
-                          "relevance score (num_labels=1)")
+        raise ConfigError(
+            f"the cross-encoder gives {scores.shape[1]} scores per pair; use a model with one "
+            "relevance score (num_labels=1)"
+        )
     for s, v in zip(scored, scores[:, 0], strict=True):
         s.crossencoder_score = float(v)
         s.score = float(v)

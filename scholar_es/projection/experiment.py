@@ -96,8 +96,15 @@ def load(data_dir: str | Path, split: str = "train", embedder=None) -> Data:
         questions[p.question_id] = p.question
     qids = sorted(qrels)
     Qm = embedder.encode([question_text(questions[q]) for q in qids])
-    return Data(ids, normalize(D).astype(np.float32), qids, dict(zip(qids, Qm, strict=True)), qrels, pairs,
-                embedder.name)
+    return Data(
+        ids,
+        normalize(D).astype(np.float32),
+        qids,
+        dict(zip(qids, Qm, strict=True)),
+        qrels,
+        pairs,
+        embedder.name,
+    )
 
 
 # --- ranking and per-query scores ---------------------------------------------------------------
@@ -135,7 +142,9 @@ def fit_fold(data: Data, train_qids: Sequence[str], doc_index: dict[str, int]):
 def projected(Qh: np.ndarray, heads, tau: float) -> tuple[np.ndarray, np.ndarray]:
     """(projected vectors, best centroid similarity) for a batch."""
     sims = centroid_similarities(Qh, heads.centroids)
-    return normalize(routing_weights(sims, tau) @ heads.answers.astype(np.float64)).astype(np.float32), sims.max(1)
+    return normalize(routing_weights(sims, tau) @ heads.answers.astype(np.float64)).astype(
+        np.float32
+    ), sims.max(1)
 
 
 def with_fallback(Qh, P, best, threshold: float, alpha: float) -> np.ndarray:
@@ -162,18 +171,25 @@ def tune(data: Data, train_qids: Sequence[str], doc_index: dict[str, int], inner
             for lam in RIDGES:
                 W = fit_linear_projection(Qp, Ap, ridge=lam, anchor=anchor)
                 rr_lin.setdefault((anchor, lam), []).append(
-                    reciprocal_ranks(apply_linear_projection(Qh, W), data.D, rel))
+                    reciprocal_ranks(apply_linear_projection(Qh, W), data.D, rel)
+                )
     sims, proj, nov = np.concatenate(best_sims), np.concatenate(rr_proj), np.concatenate(novel)
     fallback = {a: np.concatenate(v) for a, v in rr_blend.items()}
-    choices = {"no_harm": choose_fallback(sims, proj, fallback, nov, max_novel_loss=0.0),
-               "mean": choose_fallback(sims, proj, fallback, nov, max_novel_loss=None)}
+    choices = {
+        "no_harm": choose_fallback(sims, proj, fallback, nov, max_novel_loss=0.0),
+        "mean": choose_fallback(sims, proj, fallback, nov, max_novel_loss=None),
+    }
     ridges = {}
     for anchor in ("identity", "zero"):
         scores = {lam: float(np.concatenate(rr_lin[(anchor, lam)]).mean()) for lam in RIDGES}
         ridges[anchor] = max(scores, key=scores.get)
-    return {"fallback": {k: asdict(v) for k, v in choices.items()}, "ridge": ridges,
-            "inner_questions": int(sims.size), "inner_novel": int(nov.sum()),
-            "inner_mrr_direct": float(fallback[1.0].mean())}
+    return {
+        "fallback": {k: asdict(v) for k, v in choices.items()},
+        "ridge": ridges,
+        "inner_questions": int(sims.size),
+        "inner_novel": int(nov.sum()),
+        "inner_mrr_direct": float(fallback[1.0].mean()),
+    }
 
 
 def split_folds(qids: Sequence[str], k: int, seed: int) -> list[tuple[list[str], list[str]]]:
@@ -193,8 +209,9 @@ def method_vectors(data: Data, heads, Qp, Ap, Qh: np.ndarray, tuned: dict) -> di
     P, best = projected(Qh, heads, FALLBACK_TAU)
     for key, label in (("no_harm", "no-harm tuning"), ("mean", "mean-MRR tuning")):
         fb = tuned["fallback"][key]
-        out[f"multihead τ={FALLBACK_TAU:g} + fallback ({label})"] = with_fallback(Qh, P, best, fb["threshold"],
-                                                                                  fb["alpha"])
+        out[f"multihead τ={FALLBACK_TAU:g} + fallback ({label})"] = with_fallback(
+            Qh, P, best, fb["threshold"], fb["alpha"]
+        )
     return out
 
 
@@ -212,15 +229,21 @@ def per_query(qrels: dict, runs: dict[str, dict]) -> dict[str, dict[str, dict[st
     return out
 
 
-def bootstrap(a: np.ndarray, b: np.ndarray, n: int = 10_000, seed: int = 0) -> tuple[float, float, float, float]:
+def bootstrap(
+    a: np.ndarray, b: np.ndarray, n: int = 10_000, seed: int = 0
+) -> tuple[float, float, float, float]:
     """Paired bootstrap of mean(a - b): (mean, 2.5 %, 97.5 %, share of resamples <= 0)."""
     d = np.asarray(a) - np.asarray(b)
     if d.size == 0:
         return (float("nan"),) * 4
     rng = np.random.default_rng(seed)
     means = d[rng.integers(0, d.size, size=(n, d.size))].mean(axis=1)
-    return float(d.mean()), float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5)), \
-        float((means <= 0).mean())
+    return (
+        float(d.mean()),
+        float(np.percentile(means, 2.5)),
+        float(np.percentile(means, 97.5)),
+        float((means <= 0).mean()),
+    )
 
 
 def run(data: Data, folds: int = 5, seed: int = 0, inner: int = 4, log=print) -> dict:
@@ -235,9 +258,17 @@ def run(data: Data, folds: int = 5, seed: int = 0, inner: int = 4, log=print) ->
         trained_answers = set(heads.answer_ids)
         para = [q for q in test_qids if set(data.qrels[q]) & trained_answers]
         novel = [q for q in test_qids if not set(data.qrels[q]) & trained_answers]
-        counts.append({"fold": f, "train_questions": len(train_qids), "train_pairs": len(Qp), "heads": len(heads),
-                       "heads_2plus": int((heads.n_questions >= 2).sum()), "paraphrase": len(para),
-                       "novel": len(novel)})
+        counts.append(
+            {
+                "fold": f,
+                "train_questions": len(train_qids),
+                "train_pairs": len(Qp),
+                "heads": len(heads),
+                "heads_2plus": int((heads.n_questions >= 2).sum()),
+                "paraphrase": len(para),
+                "novel": len(novel),
+            }
+        )
         tuned_per_fold.append(tuned)
         for setting, qids in (("paraphrase", para), ("novel", novel)):
             if not qids:
@@ -250,9 +281,11 @@ def run(data: Data, folds: int = 5, seed: int = 0, inner: int = 4, log=print) ->
                     run_[q] = {data.doc_ids[i]: float(s) for i, s in zip(ii, ss, strict=True)}
             fold_of.update(dict.fromkeys(qids, f))
         fb = tuned["fallback"]
-        log(f"fold {f}: {counts[-1]} fallback no-harm t={fb['no_harm']['threshold']:.3f} "
+        log(
+            f"fold {f}: {counts[-1]} fallback no-harm t={fb['no_harm']['threshold']:.3f} "
             f"a={fb['no_harm']['alpha']}, mean-MRR t={fb['mean']['threshold']:.3f} a={fb['mean']['alpha']}; "
-            f"ridge={tuned['ridge']} ({time.perf_counter() - t0:.1f} s)")
+            f"ridge={tuned['ridge']} ({time.perf_counter() - t0:.1f} s)"
+        )
     results: dict = {"folds": folds, "seed": seed, "counts": counts, "tuned": tuned_per_fold, "settings": {}}
     for setting, runs in settings.items():
         qrels = {q: data.qrels[q] for q in next(iter(runs.values()))}
@@ -263,11 +296,18 @@ def run(data: Data, folds: int = 5, seed: int = 0, inner: int = 4, log=print) ->
             row = {}
             for m in METRICS:
                 vals = np.array([pq[name][m][q] for q in qids])
-                per_fold = [float(np.mean([pq[name][m][q] for q in qids if fold_of[q] == f]))
-                            for f in range(folds) if any(fold_of[q] == f for q in qids)]
+                per_fold = [
+                    float(np.mean([pq[name][m][q] for q in qids if fold_of[q] == f]))
+                    for f in range(folds)
+                    if any(fold_of[q] == f for q in qids)
+                ]
                 base = np.array([pq["direct"][m][q] for q in qids])
-                row[m] = {"mean": float(vals.mean()), "fold_sd": float(np.std(per_fold, ddof=1)),
-                          "per_fold": per_fold, "vs_direct": bootstrap(vals, base, seed=seed)}
+                row[m] = {
+                    "mean": float(vals.mean()),
+                    "fold_sd": float(np.std(per_fold, ddof=1)),
+                    "per_fold": per_fold,
+                    "vs_direct": bootstrap(vals, base, seed=seed),
+                }
             table[name] = row
         results["settings"][setting] = {"questions": len(qids), "methods": table}
     return results
@@ -276,24 +316,31 @@ def run(data: Data, folds: int = 5, seed: int = 0, inner: int = 4, log=print) ->
 def markdown(results: dict, base: str = "direct") -> str:
     lines = []
     for setting, body in results["settings"].items():
-        lines += [f"**({'a' if setting == 'paraphrase' else 'b'}) {setting}** — {body['questions']} held-out "
-                  f"questions pooled over the folds; mean (± sd over folds); Δ vs {base} with the 95 % paired "
-                  "bootstrap interval", "",
-                  "| method | Recall@1 | MRR | nDCG@10 | Δ Recall@1 | Δ MRR | Δ nDCG@10 |",
-                  "|---|---|---|---|---|---|---|"]
+        lines += [
+            f"**({'a' if setting == 'paraphrase' else 'b'}) {setting}** — {body['questions']} held-out "
+            f"questions pooled over the folds; mean (± sd over folds); Δ vs {base} with the 95 % paired "
+            "bootstrap interval",
+            "",
+            "| method | Recall@1 | MRR | nDCG@10 | Δ Recall@1 | Δ MRR | Δ nDCG@10 |",
+            "|---|---|---|---|---|---|---|",
+        ]
         for name, row in body["methods"].items():
             cells = [f"{row[m]['mean']:.3f} (±{row[m]['fold_sd']:.3f})" for m in METRICS]
-            deltas = ["—" if name == base else
-                      f"{row[m]['vs_direct'][0]:+.3f} [{row[m]['vs_direct'][1]:+.3f}, {row[m]['vs_direct'][2]:+.3f}]"
-                      for m in METRICS]
+            deltas = [
+                "—"
+                if name == base
+                else f"{row[m]['vs_direct'][0]:+.3f} [{row[m]['vs_direct'][1]:+.3f}, {row[m]['vs_direct'][2]:+.3f}]"
+                for m in METRICS
+            ]
             lines.append(f"| {name} | " + " | ".join(cells + deltas) + " |")
         lines.append("")
     return "\n".join(lines)
 
 
 # --- the engine check ---------------------------------------------------------------------------
-def verify_engine(data: Data, target: str, prefix: str, seed: int = 0, folds: int = 5, limit: int | None = None,
-                  log=print) -> dict:
+def verify_engine(
+    data: Data, target: str, prefix: str, seed: int = 0, folds: int = 5, limit: int | None = None, log=print
+) -> dict:
     """Fold 0 through the engine: heads stored in it (``<prefix>heads-experiment-fold0``), then
     ``projection.search`` (direct, multihead τ=0.1, multihead + fallback) vs numpy's top 10."""
     from indexer.embedder import Embedder
@@ -306,41 +353,64 @@ def verify_engine(data: Data, target: str, prefix: str, seed: int = 0, folds: in
     train_qids, test_qids = split_folds(data.qids, folds, seed)[0]
     heads, _, _ = fit_fold(data, train_qids, doc_index)
     fb = tune(data, train_qids, doc_index, 4, seed)["fallback"]["no_harm"]
-    heads = replace(heads.with_params(tau=FALLBACK_TAU, threshold=fb["threshold"], alpha=fb["alpha"]),
-                    name="experiment-fold0")
+    heads = replace(
+        heads.with_params(tau=FALLBACK_TAU, threshold=fb["threshold"], alpha=fb["alpha"]),
+        name="experiment-fold0",
+    )
     save_heads(es, heads, prefix=prefix)
     embedder = Embedder(data.model)
     qids = test_qids[:limit] if limit else test_qids
     Qh = np.vstack([data.Q[q] for q in qids])
     P, best = projected(Qh, heads, FALLBACK_TAU)
-    expected = {"direct": Qh, "multihead": P, "multihead+fallback": with_fallback(Qh, P, best, heads.threshold,
-                                                                                  heads.alpha)}
+    expected = {
+        "direct": Qh,
+        "multihead": P,
+        "multihead+fallback": with_fallback(Qh, P, best, heads.threshold, heads.alpha),
+    }
     report = {}
     t0 = time.perf_counter()
     for label, V in expected.items():
-        strategy, kw = ("direct", {}) if label == "direct" else \
-            ("multihead", {} if label.endswith("fallback") else {"threshold": NO_THRESHOLD})
+        strategy, kw = (
+            ("direct", {})
+            if label == "direct"
+            else ("multihead", {} if label.endswith("fallback") else {"threshold": NO_THRESHOLD})
+        )
         idx, _ = top_k(V, data.D, 10)
         same_order = same_set = 0
         diffs = []
         for q, ii in zip(qids, idx, strict=True):
-            got = search(es, _question(data, q), strategy=strategy, heads="experiment-fold0", prefix=prefix,
-                         embedder=embedder, size=10, **kw).ranked_ids("paper")
+            got = search(
+                es,
+                _question(data, q),
+                strategy=strategy,
+                heads="experiment-fold0",
+                prefix=prefix,
+                embedder=embedder,
+                size=10,
+                **kw,
+            ).ranked_ids("paper")
             want = [data.doc_ids[i] for i in ii]
             same_order += got == want
             same_set += set(got) == set(want)
             if got != want and len(diffs) < 5:
                 diffs.append({"qid": q, "engine": got, "numpy": want})
-        report[label] = {"questions": len(qids), "same_top10_order": same_order, "same_top10_set": same_set,
-                         "examples": diffs}
-        log(f"engine check {label}: {same_order}/{len(qids)} identical top-10 lists, {same_set} identical sets")
+        report[label] = {
+            "questions": len(qids),
+            "same_top10_order": same_order,
+            "same_top10_set": same_set,
+            "examples": diffs,
+        }
+        log(
+            f"engine check {label}: {same_order}/{len(qids)} identical top-10 lists, {same_set} identical sets"
+        )
     report["seconds"] = time.perf_counter() - t0
     delete_heads(es, "experiment-fold0", prefix=prefix)
     return report
 
 
-def evaluate_hybrid(data: Data, target: str, prefix: str, results: dict, seed: int = 0, folds: int = 5,
-                    log=print) -> dict:
+def evaluate_hybrid(
+    data: Data, target: str, prefix: str, results: dict, seed: int = 0, folds: int = 5, log=print
+) -> dict:
     """Every fold through the engine with the query builder's hybrid query: ``hybrid`` (question
     vector) vs ``multihead-hybrid`` (projected vector; with the fold's no-harm fallback and
     without a fallback). The fold's heads are stored in the engine and searched by name."""
@@ -360,21 +430,42 @@ def evaluate_hybrid(data: Data, target: str, prefix: str, results: dict, seed: i
         heads, _, _ = fit_fold(data, train_qids, doc_index)
         fb = results["tuned"][f]["fallback"]["no_harm"]
         name = f"experiment-fold{f}"
-        save_heads(es, replace(heads.with_params(tau=FALLBACK_TAU, threshold=fb["threshold"], alpha=fb["alpha"]),
-                               name=name), prefix=prefix)
+        save_heads(
+            es,
+            replace(
+                heads.with_params(tau=FALLBACK_TAU, threshold=fb["threshold"], alpha=fb["alpha"]), name=name
+            ),
+            prefix=prefix,
+        )
         known = set(heads.answer_ids)
         for q in test_qids:
             setting = "paraphrase" if set(data.qrels[q]) & known else "novel"
             fold_of[q] = f
             text = _question(data, q)
             ranked = {
-                "hybrid": qb_search(es, text, strategy="hybrid", prefix=prefix, embedder=embedder, size=DEPTH).hits,
+                "hybrid": qb_search(
+                    es, text, strategy="hybrid", prefix=prefix, embedder=embedder, size=DEPTH
+                ).hits,
                 "multihead-hybrid τ=0.1 + fallback (no-harm tuning)": search(
-                    es, text, strategy="multihead-hybrid", heads=name, prefix=prefix, embedder=embedder,
-                    size=DEPTH).result.hits,
+                    es,
+                    text,
+                    strategy="multihead-hybrid",
+                    heads=name,
+                    prefix=prefix,
+                    embedder=embedder,
+                    size=DEPTH,
+                ).result.hits,
                 "multihead-hybrid τ=0.1 (no fallback)": search(
-                    es, text, strategy="multihead-hybrid", heads=name, prefix=prefix, embedder=embedder, size=DEPTH,
-                    threshold=NO_THRESHOLD).result.hits}
+                    es,
+                    text,
+                    strategy="multihead-hybrid",
+                    heads=name,
+                    prefix=prefix,
+                    embedder=embedder,
+                    size=DEPTH,
+                    threshold=NO_THRESHOLD,
+                ).result.hits,
+            }
             for label, hits in ranked.items():
                 ids = list(dict.fromkeys(h.paper_id for h in hits))
                 runs[setting].setdefault(label, {})[q] = {d: 1.0 / (r + 1) for r, d in enumerate(ids)}
@@ -390,9 +481,15 @@ def evaluate_hybrid(data: Data, target: str, prefix: str, results: dict, seed: i
             for m in METRICS:
                 vals = np.array([pq[label][m][q] for q in qids])
                 base = np.array([pq["hybrid"][m][q] for q in qids])
-                per_fold = [float(np.mean([pq[label][m][q] for q in qids if fold_of[q] == f])) for f in range(folds)]
-                row[m] = {"mean": float(vals.mean()), "fold_sd": float(np.std(per_fold, ddof=1)), "per_fold": per_fold,
-                          "vs_direct": bootstrap(vals, base, seed=seed)}
+                per_fold = [
+                    float(np.mean([pq[label][m][q] for q in qids if fold_of[q] == f])) for f in range(folds)
+                ]
+                row[m] = {
+                    "mean": float(vals.mean()),
+                    "fold_sd": float(np.std(per_fold, ddof=1)),
+                    "per_fold": per_fold,
+                    "vs_direct": bootstrap(vals, base, seed=seed),
+                }
             table[label] = row
         out[setting] = {"questions": len(qids), "methods": table}
     return out
@@ -404,30 +501,45 @@ def _question(data: Data, qid: str) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data", default=str(Path(__file__).resolve().parents[3] / "shared" / "data" / "scifact"))
+    ap.add_argument(
+        "--data", default=str(Path(__file__).resolve().parents[3] / "shared" / "data" / "scifact")
+    )
     ap.add_argument("--split", default="train")
     ap.add_argument("--folds", type=int, default=5)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--engine", help="embedded engine directory (or URL) holding the corpus, for the engine check")
+    ap.add_argument(
+        "--engine", help="embedded engine directory (or URL) holding the corpus, for the engine check"
+    )
     ap.add_argument("--prefix", default="", help="index prefix of the corpus in --engine")
-    ap.add_argument("--hybrid", action="store_true",
-                    help="with --engine: also hybrid vs multihead-hybrid on every fold, through the engine")
+    ap.add_argument(
+        "--hybrid",
+        action="store_true",
+        help="with --engine: also hybrid vs multihead-hybrid on every fold, through the engine",
+    )
     ap.add_argument("--out", help="write all results as JSON here")
     ap.add_argument("--markdown", help="write the results tables here")
     args = ap.parse_args(argv)
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
     t0 = time.perf_counter()
     data = load(args.data, args.split)
-    log(f"loaded {len(data.doc_ids)} documents, {len(data.qids)} judged questions, {len(data.pairs)} pairs "
-        f"({time.perf_counter() - t0:.1f} s)")
+    log(
+        f"loaded {len(data.doc_ids)} documents, {len(data.qids)} judged questions, {len(data.pairs)} pairs "
+        f"({time.perf_counter() - t0:.1f} s)"
+    )
     results = run(data, args.folds, args.seed, log=log)
     if args.engine:
-        results["engine_check"] = verify_engine(data, args.engine, args.prefix, args.seed, args.folds, log=log)
+        results["engine_check"] = verify_engine(
+            data, args.engine, args.prefix, args.seed, args.folds, log=log
+        )
     if args.engine and args.hybrid:
-        results["hybrid"] = evaluate_hybrid(data, args.engine, args.prefix, results, args.seed, args.folds, log=log)
+        results["hybrid"] = evaluate_hybrid(
+            data, args.engine, args.prefix, results, args.seed, args.folds, log=log
+        )
     table = markdown(results)
     if "hybrid" in results:
-        table += "\n**Through the engine, hybrid query** (Δ vs `hybrid`)\n\n" + markdown({"settings": results["hybrid"]}, base="hybrid")
+        table += "\n**Through the engine, hybrid query** (Δ vs `hybrid`)\n\n" + markdown(
+            {"settings": results["hybrid"]}, base="hybrid"
+        )
     print(table)
     if args.out:
         Path(args.out).write_text(json.dumps(results, indent=1))

@@ -39,25 +39,32 @@ def normalize(v: np.ndarray) -> np.ndarray:
 
 def check_tau(tau: float) -> float:
     if not isinstance(tau, (int, float)) or isinstance(tau, bool) or not np.isfinite(tau) or tau <= 0:
-        raise ConfigError(f"the routing temperature tau must be a positive number, got {tau!r}; use e.g. "
-                          f"{DEFAULT_TAU}")
+        raise ConfigError(
+            f"the routing temperature tau must be a positive number, got {tau!r}; use e.g. {DEFAULT_TAU}"
+        )
     return float(tau)
 
 
 def check_alpha(alpha: float) -> float:
     if not isinstance(alpha, (int, float)) or isinstance(alpha, bool) or not 0.0 <= alpha <= 1.0:
-        raise ConfigError(f"the fallback blend alpha must be a number from 0 to 1, got {alpha!r}; "
-                          "1 falls back to the direct vector, 0.5 blends it half and half with the projection")
+        raise ConfigError(
+            f"the fallback blend alpha must be a number from 0 to 1, got {alpha!r}; "
+            "1 falls back to the direct vector, 0.5 blends it half and half with the projection"
+        )
     return float(alpha)
 
 
 def _check_dims(q: np.ndarray, table: np.ndarray, what: str) -> None:
     if table.ndim != 2 or table.shape[0] == 0:
-        raise ConfigError(f"the {what} must be a non-empty (heads x dims) matrix, got shape {table.shape}; "
-                          "train heads first")
+        raise ConfigError(
+            f"the {what} must be a non-empty (heads x dims) matrix, got shape {table.shape}; "
+            "train heads first"
+        )
     if q.shape[-1] != table.shape[1]:
-        raise ConfigError(f"the query vector has {q.shape[-1]} dimensions but the {what} have "
-                          f"{table.shape[1]}; embed the query with the heads' model")
+        raise ConfigError(
+            f"the query vector has {q.shape[-1]} dimensions but the {what} have "
+            f"{table.shape[1]}; embed the query with the heads' model"
+        )
 
 
 def centroid_similarities(q: np.ndarray, centroids: np.ndarray) -> np.ndarray:
@@ -81,12 +88,16 @@ def routing_weights(sims: np.ndarray, tau: float = DEFAULT_TAU) -> np.ndarray:
     return e / e.sum(axis=-1, keepdims=True)
 
 
-def project(q: np.ndarray, centroids: np.ndarray, answers: np.ndarray, tau: float = DEFAULT_TAU) -> np.ndarray:
+def project(
+    q: np.ndarray, centroids: np.ndarray, answers: np.ndarray, tau: float = DEFAULT_TAU
+) -> np.ndarray:
     """``projected = normalize(w @ answer_embeddings)`` with ``w`` from :func:`routing_weights`."""
     answers = np.asarray(answers, dtype=np.float64)
     if answers.shape != np.shape(centroids):
-        raise ConfigError(f"centroids {np.shape(centroids)} and answer embeddings {answers.shape} must have the "
-                          "same shape (one row per head)")
+        raise ConfigError(
+            f"centroids {np.shape(centroids)} and answer embeddings {answers.shape} must have the "
+            "same shape (one row per head)"
+        )
     w = routing_weights(centroid_similarities(q, centroids), tau)
     return normalize(w @ answers).astype(np.float32)
 
@@ -94,8 +105,9 @@ def project(q: np.ndarray, centroids: np.ndarray, answers: np.ndarray, tau: floa
 def blend(q: np.ndarray, projected: np.ndarray, alpha: float) -> np.ndarray:
     """``normalize(α·q + (1−α)·projected)`` (issue 7, Confidence fallback); α = 1 gives ``q``."""
     alpha = check_alpha(alpha)
-    return normalize(alpha * np.asarray(q, np.float64) + (1 - alpha) * np.asarray(projected, np.float64)
-                     ).astype(np.float32)
+    return normalize(
+        alpha * np.asarray(q, np.float64) + (1 - alpha) * np.asarray(projected, np.float64)
+    ).astype(np.float32)
 
 
 @dataclass(frozen=True)
@@ -108,8 +120,15 @@ class Routing:
     top_heads: list[tuple[int, float]]  # (head row, weight), heaviest first, at most 5
 
 
-def route(q: np.ndarray, centroids: np.ndarray, answers: np.ndarray, *, tau: float = DEFAULT_TAU,
-          threshold: float = NO_THRESHOLD, alpha: float = 1.0) -> Routing:
+def route(
+    q: np.ndarray,
+    centroids: np.ndarray,
+    answers: np.ndarray,
+    *,
+    tau: float = DEFAULT_TAU,
+    threshold: float = NO_THRESHOLD,
+    alpha: float = 1.0,
+) -> Routing:
     """The search vector for ONE query: the projection, or -- when the best centroid similarity is
     below ``threshold`` -- ``blend(q, projected, alpha)`` (``alpha`` = 1: the direct vector)."""
     q = np.asarray(q, dtype=np.float32)
@@ -122,12 +141,23 @@ def route(q: np.ndarray, centroids: np.ndarray, answers: np.ndarray, *, tau: flo
     fallback = best < threshold
     vector = blend(q, projected, alpha) if fallback else projected
     order = np.argsort(-w, kind="stable")[:5]
-    return Routing(vector=vector, max_similarity=best, fallback=bool(fallback),
-                   top_heads=[(int(i), float(w[i])) for i in order])
+    return Routing(
+        vector=vector,
+        max_similarity=best,
+        fallback=bool(fallback),
+        top_heads=[(int(i), float(w[i])) for i in order],
+    )
 
 
-def route_many(Q: np.ndarray, centroids: np.ndarray, answers: np.ndarray, *, tau: float = DEFAULT_TAU,
-               threshold: float = NO_THRESHOLD, alpha: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+def route_many(
+    Q: np.ndarray,
+    centroids: np.ndarray,
+    answers: np.ndarray,
+    *,
+    tau: float = DEFAULT_TAU,
+    threshold: float = NO_THRESHOLD,
+    alpha: float = 1.0,
+) -> tuple[np.ndarray, np.ndarray]:
     """:func:`route` for a batch: (vectors (n, d), max similarities (n,))."""
     Q = np.atleast_2d(np.asarray(Q, dtype=np.float32))
     sims = centroid_similarities(Q, centroids)
@@ -137,8 +167,9 @@ def route_many(Q: np.ndarray, centroids: np.ndarray, answers: np.ndarray, *, tau
     return out.astype(np.float32), best
 
 
-def fit_linear_projection(questions: np.ndarray, answers: np.ndarray, ridge: float = 1.0,
-                          anchor: str = "identity") -> np.ndarray:
+def fit_linear_projection(
+    questions: np.ndarray, answers: np.ndarray, ridge: float = 1.0, anchor: str = "identity"
+) -> np.ndarray:
     """The single-head baseline (issue 7, "A global linear projection"): ``W`` (d x d) minimizing
 
         ||Q W − A||² + ridge · ||W − W0||²,   W = (QᵀQ + ridge·I)⁻¹ (QᵀA + ridge·W0)
@@ -153,8 +184,10 @@ def fit_linear_projection(questions: np.ndarray, answers: np.ndarray, ridge: flo
     Q = np.asarray(questions, dtype=np.float64)
     A = np.asarray(answers, dtype=np.float64)
     if Q.ndim != 2 or Q.shape != A.shape or Q.shape[0] == 0:
-        raise ConfigError(f"questions {Q.shape} and answers {A.shape} must be equal-shaped non-empty (pairs x dims) "
-                          "matrices")
+        raise ConfigError(
+            f"questions {Q.shape} and answers {A.shape} must be equal-shaped non-empty (pairs x dims) "
+            "matrices"
+        )
     if not np.isfinite(ridge) or ridge < 0:
         raise ConfigError(f"ridge must be a non-negative number, got {ridge!r}; use e.g. 1.0")
     d = Q.shape[1]
@@ -168,5 +201,7 @@ def apply_linear_projection(q: np.ndarray, W: np.ndarray) -> np.ndarray:
     q = np.asarray(q, dtype=np.float64)
     W = np.asarray(W, dtype=np.float64)
     if W.ndim != 2 or q.shape[-1] != W.shape[0]:
-        raise ConfigError(f"the query vector has {q.shape[-1]} dimensions but the projection matrix is {W.shape}")
+        raise ConfigError(
+            f"the query vector has {q.shape[-1]} dimensions but the projection matrix is {W.shape}"
+        )
     return normalize(q @ W).astype(np.float32)

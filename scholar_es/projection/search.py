@@ -40,8 +40,9 @@ def base_strategy(strategy: str) -> str:
     return check_strategy(strategy)[0]
 
 
-def project_vectors(heads: Heads, vectors: dict[str, np.ndarray], *, model: str | None = None,
-                    strategy: str = "multihead") -> dict[str, np.ndarray]:
+def project_vectors(
+    heads: Heads, vectors: dict[str, np.ndarray], *, model: str | None = None, strategy: str = "multihead"
+) -> dict[str, np.ndarray]:
     """``{cleaned question: vector}`` -> the vectors ``strategy`` searches with (projected with
     the heads' τ, threshold and α; ``direct`` leaves them as they are). For ``eval``: pass the
     result to the query builder with :func:`base_strategy`'s DSL. ``model``: the embedder's name,
@@ -55,8 +56,9 @@ def project_vectors(heads: Heads, vectors: dict[str, np.ndarray], *, model: str 
     heads.check_query(dims=int(Q.shape[1]))
     from scholar_es.projection.routing import route_many
 
-    V, _ = route_many(Q, heads.centroids, heads.answers, tau=heads.tau, threshold=heads.threshold,
-                      alpha=heads.alpha)
+    V, _ = route_many(
+        Q, heads.centroids, heads.answers, tau=heads.tau, threshold=heads.threshold, alpha=heads.alpha
+    )
     return dict(zip(keys, V, strict=True))
 
 
@@ -81,7 +83,9 @@ def ranked_ids(result, level: str = "chunk") -> list[str]:
     return list(dict.fromkeys(h.paper_id for h in result.hits))
 
 
-_LOADED: dict[tuple[int, str], tuple[object, tuple[str, ...], Heads]] = {}  # (client, alias) -> (client, indices, heads)
+_LOADED: dict[
+    tuple[int, str], tuple[object, tuple[str, ...], Heads]
+] = {}  # (client, alias) -> (client, indices, heads)
 _LOADED_MAX = 16
 
 
@@ -131,20 +135,34 @@ class ProjectedRequest:
         return build_search(self.plan, self.vector)
 
 
-def build_request(es, question: str, *, strategy: str = "multihead", heads: Heads | str | None = None,
-                  prefix: str = "", embedder=None, size: int = 10, papers: bool = False, filters=None,
-                  profile=None, tau: float | None = None, threshold: float | None = None,
-                  alpha: float | None = None) -> ProjectedRequest:
+def build_request(
+    es,
+    question: str,
+    *,
+    strategy: str = "multihead",
+    heads: Heads | str | None = None,
+    prefix: str = "",
+    embedder=None,
+    size: int = 10,
+    papers: bool = False,
+    filters=None,
+    profile=None,
+    tau: float | None = None,
+    threshold: float | None = None,
+    alpha: float | None = None,
+) -> ProjectedRequest:
     """Plan, embed (checked against the index and the heads) and route ``question``; nothing is
     searched. The arguments are :func:`search`'s."""
     from querybuilder.plan import make_plan
     from querybuilder.run import embed_question, index_meta
 
     base, projects = check_strategy(strategy)
-    plan = make_plan(question, strategy=base, profile=profile, size=size, papers=papers, filters=filters,
-                     prefix=prefix)
+    plan = make_plan(
+        question, strategy=base, profile=profile, size=size, papers=papers, filters=filters, prefix=prefix
+    )
     if embedder is None:
         from indexer.embedder import DEFAULT_MODEL, Embedder
+
         embedder = Embedder(index_meta(es, plan.index).get("embedding_model") or DEFAULT_MODEL)
     h = None
     if projects:  # refuse a model the heads were not trained with before embedding anything
@@ -157,29 +175,73 @@ def build_request(es, question: str, *, strategy: str = "multihead", heads: Head
     return ProjectedRequest(plan, routing.vector, routing, h.name)
 
 
-def search(es, question: str, *, strategy: str = "multihead", heads: Heads | str | None = None, prefix: str = "",
-           embedder=None, size: int = 10, papers: bool = False, filters=None, profile=None, explain: bool = False,
-           tau: float | None = None, threshold: float | None = None, alpha: float | None = None
-           ) -> ProjectedSearch:
+def search(
+    es,
+    question: str,
+    *,
+    strategy: str = "multihead",
+    heads: Heads | str | None = None,
+    prefix: str = "",
+    embedder=None,
+    size: int = 10,
+    papers: bool = False,
+    filters=None,
+    profile=None,
+    explain: bool = False,
+    tau: float | None = None,
+    threshold: float | None = None,
+    alpha: float | None = None,
+) -> ProjectedSearch:
     """Rank ``question`` on ``<prefix>chunks`` with ``strategy`` (see module doc).
 
     ``heads``: a :class:`Heads` or the name of stored heads (default ``"default"``; ignored by
     ``direct``). ``tau``/``threshold``/``alpha`` override the stored routing parameters.
     ``explain``: each hit's score parts, as ``scholar-es search --explain``.
     """
-    req = build_request(es, question, strategy=strategy, heads=heads, prefix=prefix, embedder=embedder, size=size,
-                        papers=papers, filters=filters, profile=profile, tau=tau, threshold=threshold, alpha=alpha)
-    return ProjectedSearch(execute(es, req.plan, req.vector, strategy, explain=explain), req.routing, req.heads)
+    req = build_request(
+        es,
+        question,
+        strategy=strategy,
+        heads=heads,
+        prefix=prefix,
+        embedder=embedder,
+        size=size,
+        papers=papers,
+        filters=filters,
+        profile=profile,
+        tau=tau,
+        threshold=threshold,
+        alpha=alpha,
+    )
+    return ProjectedSearch(
+        execute(es, req.plan, req.vector, strategy, explain=explain), req.routing, req.heads
+    )
 
 
-def knn_ids(es, vector: np.ndarray, *, index: str = "chunks", k: int = 10, num_candidates: int | None = None,
-            id_field: str = "paper_id") -> list[str]:
+def knn_ids(
+    es,
+    vector: np.ndarray,
+    *,
+    index: str = "chunks",
+    k: int = 10,
+    num_candidates: int | None = None,
+    id_field: str = "paper_id",
+) -> list[str]:
     """The raw engine/cluster kNN ranking (top ``k`` values of ``id_field``) for one vector: the
     ``knn`` query exactly as ``multihead`` sends it, without collapse; for measurements."""
     from querybuilder.dsl import as_query_vector
 
-    body = {"query": {"knn": {"field": "vector", "query_vector": as_query_vector(vector), "k": k,
-                              "num_candidates": max(num_candidates or k, k)}},
-            "size": k, "_source": [id_field]}
+    body = {
+        "query": {
+            "knn": {
+                "field": "vector",
+                "query_vector": as_query_vector(vector),
+                "k": k,
+                "num_candidates": max(num_candidates or k, k),
+            }
+        },
+        "size": k,
+        "_source": [id_field],
+    }
     resp = es.search(index=index, body=body).body
     return [str(h["_source"].get(id_field, h["_id"])) for h in resp["hits"]["hits"]]

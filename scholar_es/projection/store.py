@@ -42,14 +42,32 @@ def heads_alias(name: str = DEFAULT_NAME, prefix: str = "") -> str:
 
 def heads_body(heads: Heads) -> dict:
     """The create-index body: mapping + ``_meta`` (model, dims, routing parameters, provenance)."""
-    meta = {"schema": SCHEMA, "schema_version": SCHEMA_VERSION, "name": heads.name,
-            "embedding_model": heads.model, "dims": heads.dims, "n_heads": len(heads), "tau": heads.tau,
-            "threshold": _threshold_json(heads.threshold),
-            "alpha": heads.alpha, "info": heads.info}
-    return {"settings": {"number_of_shards": 1},
-            "mappings": {"dynamic": "strict", "_meta": meta, "properties": {
-                "seq": {"type": "integer"}, "answer_id": {"type": "keyword"}, "n_questions": {"type": "integer"},
-                "centroid": dict(_VECTOR), "answer_vector": dict(_VECTOR)}}}
+    meta = {
+        "schema": SCHEMA,
+        "schema_version": SCHEMA_VERSION,
+        "name": heads.name,
+        "embedding_model": heads.model,
+        "dims": heads.dims,
+        "n_heads": len(heads),
+        "tau": heads.tau,
+        "threshold": _threshold_json(heads.threshold),
+        "alpha": heads.alpha,
+        "info": heads.info,
+    }
+    return {
+        "settings": {"number_of_shards": 1},
+        "mappings": {
+            "dynamic": "strict",
+            "_meta": meta,
+            "properties": {
+                "seq": {"type": "integer"},
+                "answer_id": {"type": "keyword"},
+                "n_questions": {"type": "integer"},
+                "centroid": dict(_VECTOR),
+                "answer_vector": dict(_VECTOR),
+            },
+        },
+    }
 
 
 def _threshold_json(threshold: float) -> float | None:
@@ -60,20 +78,31 @@ def _threshold_json(threshold: float) -> float | None:
 
 
 def _doc(heads: Heads, k: int) -> dict:
-    return {"seq": k, "answer_id": heads.answer_ids[k], "n_questions": int(heads.n_questions[k]),
-            "centroid": [float(x) for x in heads.centroids[k]], "answer_vector": [float(x) for x in heads.answers[k]]}
+    return {
+        "seq": k,
+        "answer_id": heads.answer_ids[k],
+        "n_questions": int(heads.n_questions[k]),
+        "centroid": [float(x) for x in heads.centroids[k]],
+        "answer_vector": [float(x) for x in heads.answers[k]],
+    }
 
 
 def save_heads(es, heads: Heads, prefix: str = "") -> str:
     """Write ``heads`` as a new version behind ``<prefix>heads-<name>``; returns the index name."""
     alias = heads_alias(heads.name, prefix)
     if es.indices.exists(index=alias) and not layout.physical_indices(es, alias):
-        raise ConfigError(f"{alias!r} is a concrete index, not an alias; delete or rename it, or train heads with "
-                          "another --name")
+        raise ConfigError(
+            f"{alias!r} is a concrete index, not an alias; delete or rename it, or train heads with "
+            "another --name"
+        )
     index = layout.next_version(es, alias)
     es.indices.create(index=index, **heads_body(heads))
-    ok, errors = helpers.bulk(es, ({"_index": index, "_id": str(k), "_source": _doc(heads, k)}
-                                   for k in range(len(heads))), raise_on_error=False, chunk_size=200)
+    ok, errors = helpers.bulk(
+        es,
+        ({"_index": index, "_id": str(k), "_source": _doc(heads, k)} for k in range(len(heads))),
+        raise_on_error=False,
+        chunk_size=200,
+    )
     if errors:
         es.indices.delete(index=index)
         raise ScholarEsError(f"storing heads {heads.name!r} failed for {len(errors)} heads: {errors[0]}")
@@ -89,7 +118,9 @@ def list_heads(es, prefix: str = "") -> list[str]:
     except NotFoundError:
         return []
     start = f"{prefix}heads-"
-    names = {a[len(start):] for body in aliases.values() for a in body.get("aliases", {}) if a.startswith(start)}
+    names = {
+        a[len(start) :] for body in aliases.values() for a in body.get("aliases", {}) if a.startswith(start)
+    }
     return sorted(names)
 
 
@@ -99,13 +130,17 @@ def read_meta(es, name: str = DEFAULT_NAME, prefix: str = "") -> dict:
         body = es.indices.get_mapping(index=alias).body
     except NotFoundError:
         known = list_heads(es, prefix)
-        raise ConfigError(f"no heads named {name!r} ({alias!r} not found); train them with `scholar-es heads train "
-                          f"DATASET --format beir|qasper --name {name}`"
-                          + (f", or use one of {choices(known)}" if known else "")) from None
+        raise ConfigError(
+            f"no heads named {name!r} ({alias!r} not found); train them with `scholar-es heads train "
+            f"DATASET --format beir|qasper --name {name}`"
+            + (f", or use one of {choices(known)}" if known else "")
+        ) from None
     metas = [m["mappings"].get("_meta", {}) for m in body.values()]
     if len(metas) != 1 or metas[0].get("schema") != SCHEMA:
-        raise ConfigError(f"{alias!r} is not a heads index of scholar-es (its _meta schema is "
-                          f"{metas[0].get('schema') if metas else None!r}); retrain the heads")
+        raise ConfigError(
+            f"{alias!r} is not a heads index of scholar-es (its _meta schema is "
+            f"{metas[0].get('schema') if metas else None!r}); retrain the heads"
+        )
     return metas[0]
 
 
@@ -120,26 +155,43 @@ def load_heads(es, name: str = DEFAULT_NAME, prefix: str = "") -> Heads:
     counts = np.zeros(n, dtype=np.int64)
     seen = 0
     for start in range(0, n, PAGE):
-        resp = es.search(index=alias, query={"range": {"seq": {"gte": start, "lt": start + PAGE}}},
-                         sort=[{"seq": "asc"}], size=PAGE).body
+        resp = es.search(
+            index=alias,
+            query={"range": {"seq": {"gte": start, "lt": start + PAGE}}},
+            sort=[{"seq": "asc"}],
+            size=PAGE,
+        ).body
         for hit in resp["hits"]["hits"]:
             src = hit["_source"]
             k = int(src["seq"])
             if not 0 <= k < n or len(src["centroid"]) != dims or len(src["answer_vector"]) != dims:
-                raise ConfigError(f"heads index {alias!r} is damaged: head {hit['_id']!r} does not match its _meta "
-                                  f"({n} heads of {dims} dims); retrain the heads")
+                raise ConfigError(
+                    f"heads index {alias!r} is damaged: head {hit['_id']!r} does not match its _meta "
+                    f"({n} heads of {dims} dims); retrain the heads"
+                )
             ids[k] = str(src["answer_id"])
             cents[k] = src["centroid"]
             answers[k] = src["answer_vector"]
             counts[k] = int(src.get("n_questions") or 0)
             seen += 1
     if seen != n:
-        raise ConfigError(f"heads index {alias!r} holds {seen} heads but its _meta says {n}; retrain the heads")
+        raise ConfigError(
+            f"heads index {alias!r} holds {seen} heads but its _meta says {n}; retrain the heads"
+        )
     threshold = meta.get("threshold")
-    return Heads(answer_ids=tuple(ids), centroids=cents, answers=answers, n_questions=counts,
-                 model=str(meta["embedding_model"]), dims=dims, tau=float(meta["tau"]),
-                 threshold=NO_THRESHOLD if threshold is None else float(threshold), alpha=float(meta["alpha"]),
-                 name=str(meta.get("name") or name), info=dict(meta.get("info") or {}))
+    return Heads(
+        answer_ids=tuple(ids),
+        centroids=cents,
+        answers=answers,
+        n_questions=counts,
+        model=str(meta["embedding_model"]),
+        dims=dims,
+        tau=float(meta["tau"]),
+        threshold=NO_THRESHOLD if threshold is None else float(threshold),
+        alpha=float(meta["alpha"]),
+        name=str(meta.get("name") or name),
+        info=dict(meta.get("info") or {}),
+    )
 
 
 def delete_heads(es, name: str = DEFAULT_NAME, prefix: str = "") -> list[str]:

@@ -61,13 +61,19 @@ def pairs_of(ds, on_warning: Callable[[str], None] | None = None) -> list[Pair]:
     """(question, answer id) pairs of a loaded dataset, in question order; qrels lines naming
     questions missing from the questions file are reported through ``on_warning``."""
     if ds.unknown_query_lines and on_warning:
-        on_warning(f"{len(ds.unknown_query_lines)} qrels lines name questions that are not in the questions file "
-                   f"and were skipped; the first: {ds.unknown_query_lines[0]}")
+        on_warning(
+            f"{len(ds.unknown_query_lines)} qrels lines name questions that are not in the questions file "
+            f"and were skipped; the first: {ds.unknown_query_lines[0]}"
+        )
     return [Pair(q.id, q.text, doc) for q in ds.queries for doc, score in ds.qrels[q.id].items() if score > 0]
 
 
-def read_pairs(dataset: str | Path, fmt: str = "auto", split: str | None = "train",
-               on_warning: Callable[[str], None] | None = None) -> list[Pair]:
+def read_pairs(
+    dataset: str | Path,
+    fmt: str = "auto",
+    split: str | None = "train",
+    on_warning: Callable[[str], None] | None = None,
+) -> list[Pair]:
     """The (question, answer id) pairs of ``split`` of a BEIR (answer = corpus id = paper id) or
     QASPER (answer = evidence paragraph id = chunk id) dataset; judgments with score 0 are not
     pairs."""
@@ -83,9 +89,18 @@ def cluster_by_answer(pairs: Sequence[Pair]) -> dict[str, list[int]]:
     return groups
 
 
-def build_heads(pairs: Sequence[Pair], question_vectors: np.ndarray, answer_vectors: dict[str, np.ndarray], *,
-                model: str, name: str = DEFAULT_NAME, tau: float = DEFAULT_TAU,
-                threshold: float = NO_THRESHOLD, alpha: float = 1.0, info: dict | None = None) -> Heads:
+def build_heads(
+    pairs: Sequence[Pair],
+    question_vectors: np.ndarray,
+    answer_vectors: dict[str, np.ndarray],
+    *,
+    model: str,
+    name: str = DEFAULT_NAME,
+    tau: float = DEFAULT_TAU,
+    threshold: float = NO_THRESHOLD,
+    alpha: float = 1.0,
+    info: dict | None = None,
+) -> Heads:
     """One head per answer that has a vector: centroid = normalize(mean of its questions' vectors
     (row i of ``question_vectors`` belongs to ``pairs[i]``)), answer = its normalized vector.
     Answers missing from ``answer_vectors`` get no head."""
@@ -103,10 +118,19 @@ def build_heads(pairs: Sequence[Pair], question_vectors: np.ndarray, answer_vect
         counts.append(len(rows))
     dims = int(Qv.shape[1])
     empty = np.zeros((0, dims), dtype=np.float32)
-    return Heads(answer_ids=tuple(ids), centroids=np.asarray(cents, dtype=np.float32).reshape(-1, dims) if cents
-                 else empty, answers=np.asarray(answers, dtype=np.float32).reshape(-1, dims) if answers else empty,
-                 n_questions=np.asarray(counts, dtype=np.int64), model=model, dims=dims, tau=tau,
-                 threshold=threshold, alpha=alpha, name=name, info=dict(info or {}))
+    return Heads(
+        answer_ids=tuple(ids),
+        centroids=np.asarray(cents, dtype=np.float32).reshape(-1, dims) if cents else empty,
+        answers=np.asarray(answers, dtype=np.float32).reshape(-1, dims) if answers else empty,
+        n_questions=np.asarray(counts, dtype=np.int64),
+        model=model,
+        dims=dims,
+        tau=tau,
+        threshold=threshold,
+        alpha=alpha,
+        name=name,
+        info=dict(info or {}),
+    )
 
 
 # --- answers from the index --------------------------------------------------------------------
@@ -115,7 +139,7 @@ def _lookup(es, index: str, field_name: str, ids: Sequence[str]) -> dict[str, di
 
     found: dict[str, dict] = {}
     for start in range(0, len(ids), ID_BATCH):
-        part = list(ids[start:start + ID_BATCH])
+        part = list(ids[start : start + ID_BATCH])
         try:
             resp = es.search(index=index, query={"terms": {field_name: part}}, size=len(part)).body
         except NotFoundError:
@@ -128,10 +152,15 @@ def _lookup(es, index: str, field_name: str, ids: Sequence[str]) -> dict[str, di
 
 def chunk_embedding_text(src: dict) -> str:
     """The text :mod:`indexer.pipeline` embedded for a chunk document (its ``embedding_text``)."""
-    chunk = Chunk(id=str(src.get("chunk_id") or "?"), paper_id=str(src.get("paper_id") or "?"),
-                  section_heading=src.get("section_heading") or "", section_type=src.get("section_type") or "other",
-                  text=src.get("chunk_text") or "", paragraph_ids=list(src.get("paragraph_ids") or []),
-                  position=int(src.get("position") or 0))
+    chunk = Chunk(
+        id=str(src.get("chunk_id") or "?"),
+        paper_id=str(src.get("paper_id") or "?"),
+        section_heading=src.get("section_heading") or "",
+        section_type=src.get("section_type") or "other",
+        text=src.get("chunk_text") or "",
+        paragraph_ids=list(src.get("paragraph_ids") or []),
+        position=int(src.get("position") or 0),
+    )
     return embedding_text(chunk, Paper(id=chunk.paper_id, title=src.get("title") or ""))
 
 
@@ -140,8 +169,10 @@ def resolve_answers(es, answer_ids: Sequence[str], prefix: str = "") -> dict[str
     (``<prefix>chunks``) or else a paper id (``<prefix>papers``: ``title\nabstract``, or its
     first chunk's text when both are empty). Ids found in neither index are left out."""
     ids = list(dict.fromkeys(answer_ids))
-    out = {cid: (chunk_embedding_text(src), "chunk")
-           for cid, src in _lookup(es, f"{prefix}chunks", "chunk_id", ids).items()}
+    out = {
+        cid: (chunk_embedding_text(src), "chunk")
+        for cid, src in _lookup(es, f"{prefix}chunks", "chunk_id", ids).items()
+    }
     rest = [i for i in ids if i not in out]
     if rest:
         papers = _lookup(es, f"{prefix}papers", "paper_id", rest)
@@ -164,17 +195,31 @@ def answer_texts(es, answer_ids: Sequence[str], prefix: str = "") -> dict[str, s
 
 
 def _first_chunks(es, index: str, paper_ids: Sequence[str]) -> dict[str, str]:
-    resp = es.search(index=index, query={"bool": {"filter": [{"terms": {"paper_id": list(paper_ids)}},
-                                                             {"term": {"position": 0}}]}},
-                     size=len(paper_ids)).body
+    resp = es.search(
+        index=index,
+        query={"bool": {"filter": [{"terms": {"paper_id": list(paper_ids)}}, {"term": {"position": 0}}]}},
+        size=len(paper_ids),
+    ).body
     return {str(h["_source"]["paper_id"]): chunk_embedding_text(h["_source"]) for h in resp["hits"]["hits"]}
 
 
 # --- tuning the fallback through the engine ------------------------------------------------------
-def tune_fallback(es, pairs: Sequence[Pair], question_vectors: np.ndarray, answer_vectors: dict[str, np.ndarray], *,
-                  prefix: str = "", level: str = "paper", tau: float = DEFAULT_TAU, folds: int = 4, seed: int = 0,
-                  alphas: Sequence[float] = (1.0, 0.75, 0.5), max_novel_loss: float | None = 0.0,
-                  depth: int = 100, on_progress: Callable[[int, int], None] | None = None) -> FallbackChoice:
+def tune_fallback(
+    es,
+    pairs: Sequence[Pair],
+    question_vectors: np.ndarray,
+    answer_vectors: dict[str, np.ndarray],
+    *,
+    prefix: str = "",
+    level: str = "paper",
+    tau: float = DEFAULT_TAU,
+    folds: int = 4,
+    seed: int = 0,
+    alphas: Sequence[float] = (1.0, 0.75, 0.5),
+    max_novel_loss: float | None = 0.0,
+    depth: int = 100,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> FallbackChoice:
     """The fallback (threshold, α) by cross-validation over the training questions (issue 7: "a
     parameter, tuned on train"): heads built on ``folds - 1`` folds route each held-out question;
     its reciprocal rank (top ``depth`` of the engine's kNN on ``<prefix>chunks``, answers compared
@@ -207,7 +252,9 @@ def tune_fallback(es, pairs: Sequence[Pair], question_vectors: np.ndarray, answe
         train_rows = [i for i, p in enumerate(pairs) if p.question_id not in held]
         if not train_rows:
             continue
-        heads = build_heads([pairs[i] for i in train_rows], Qv[train_rows], answer_vectors, model="tuning", tau=tau)
+        heads = build_heads(
+            [pairs[i] for i in train_rows], Qv[train_rows], answer_vectors, model="tuning", tau=tau
+        )
         known = set(heads.answer_ids)
         for qid in order[f::k]:
             q = Qv[rows_of[qid][0]]
@@ -221,8 +268,13 @@ def tune_fallback(es, pairs: Sequence[Pair], question_vectors: np.ndarray, answe
             done += 1
             if on_progress:
                 on_progress(done, len(qids))
-    return choose_fallback(np.array(sims), np.array(proj_rr), {a: np.array(v) for a, v in fb_rr.items()},
-                           np.array(novel), max_novel_loss=max_novel_loss)
+    return choose_fallback(
+        np.array(sims),
+        np.array(proj_rr),
+        {a: np.array(v) for a, v in fb_rr.items()},
+        np.array(novel),
+        max_novel_loss=max_novel_loss,
+    )
 
 
 # --- the whole run -----------------------------------------------------------------------------
@@ -243,18 +295,37 @@ class TrainSummary:
     def line(self) -> str:
         fallback = f"fallback below {self.threshold:.3f} (alpha {self.alpha:g})"
         if self.tuning is not None:
-            fallback += (f", tuned: MRR {self.tuning.mrr:.3f}, {self.tuning.projected_share:.0%} of the training "
-                         "questions projected")
-        return (f"heads {self.name!r}: {self.heads} heads from {self.pairs} pairs ({self.questions} questions; "
-                f"{self.multi_question_heads} heads with 2+ questions); {fallback} -> {self.index}"
-                + (f"; {self.missing_answers} answer ids not in the index were skipped" if self.missing_answers
-                   else ""))
+            fallback += (
+                f", tuned: MRR {self.tuning.mrr:.3f}, {self.tuning.projected_share:.0%} of the training "
+                "questions projected"
+            )
+        return (
+            f"heads {self.name!r}: {self.heads} heads from {self.pairs} pairs ({self.questions} questions; "
+            f"{self.multi_question_heads} heads with 2+ questions); {fallback} -> {self.index}"
+            + (
+                f"; {self.missing_answers} answer ids not in the index were skipped"
+                if self.missing_answers
+                else ""
+            )
+        )
 
 
-def train_heads(es, dataset: str | Path, *, fmt: str = "auto", split: str | None = "train", name: str = DEFAULT_NAME,
-                prefix: str | None = None, embedder=None, tau: float = DEFAULT_TAU, threshold: float | None = None,
-                alpha: float = 1.0, tune: bool = False, on_warning: Callable[[str], None] | None = None,
-                on_progress: Callable[[int, int], None] | None = None) -> TrainSummary:
+def train_heads(
+    es,
+    dataset: str | Path,
+    *,
+    fmt: str = "auto",
+    split: str | None = "train",
+    name: str = DEFAULT_NAME,
+    prefix: str | None = None,
+    embedder=None,
+    tau: float = DEFAULT_TAU,
+    threshold: float | None = None,
+    alpha: float = 1.0,
+    tune: bool = False,
+    on_warning: Callable[[str], None] | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> TrainSummary:
     """Read the pairs of ``split``, embed questions and answers, build the heads and store them as
     ``<prefix>heads-<name>`` in the engine/cluster ``es``, whose ``<prefix>chunks``/``papers``
     must hold the dataset's corpus (``prefix`` None: the prefix ``eval`` indexes the dataset under,
@@ -265,7 +336,9 @@ def train_heads(es, dataset: str | Path, *, fmt: str = "auto", split: str | None
 
     check_name(name)
     if tune and threshold is not None:
-        raise ConfigError(f"pass either --threshold ({threshold}) or --tune, not both: --tune chooses the threshold")
+        raise ConfigError(
+            f"pass either --threshold ({threshold}) or --tune, not both: --tune chooses the threshold"
+        )
     warnings: list[str] = []
 
     def warn(msg: str) -> None:
@@ -282,18 +355,23 @@ def train_heads(es, dataset: str | Path, *, fmt: str = "auto", split: str | None
     meta = index_meta(es, f"{prefix}chunks")
     if embedder is None:
         from indexer.embedder import DEFAULT_MODEL, Embedder
+
         embedder = Embedder(meta.get("embedding_model") or DEFAULT_MODEL)
     check_model(meta, model=embedder.name)
     answers = resolve_answers(es, [p.answer_id for p in pairs], prefix)
     missing = sorted({p.answer_id for p in pairs} - set(answers))
     if missing:
-        warn(f"{len(missing)} answer ids are in neither {prefix}chunks nor {prefix}papers and get no head "
-             f"(e.g. {missing[0]!r}); was the dataset's corpus indexed with --prefix {prefix!r}?")
+        warn(
+            f"{len(missing)} answer ids are in neither {prefix}chunks nor {prefix}papers and get no head "
+            f"(e.g. {missing[0]!r}); was the dataset's corpus indexed with --prefix {prefix!r}?"
+        )
     used = [p for p in pairs if p.answer_id in answers]
     if not used:
-        raise ConfigError(f"none of the {len(pairs)} answer ids of {str(dataset)!r} ({split}) is in {prefix}chunks or "
-                          f"{prefix}papers (e.g. {pairs[0].answer_id!r}); index the dataset's corpus into this "
-                          f"target first (scholar-es index {dataset} --format {fmt} --prefix {prefix!r})")
+        raise ConfigError(
+            f"none of the {len(pairs)} answer ids of {str(dataset)!r} ({split}) is in {prefix}chunks or "
+            f"{prefix}papers (e.g. {pairs[0].answer_id!r}); index the dataset's corpus into this "
+            f"target first (scholar-es index {dataset} --format {fmt} --prefix {prefix!r})"
+        )
     answer_ids = list(dict.fromkeys(p.answer_id for p in used))
     A = embedder.encode([answers[a][0] for a in answer_ids])
     Qv = embedder.encode([question_text(p.question) for p in used])
@@ -303,18 +381,46 @@ def train_heads(es, dataset: str | Path, *, fmt: str = "auto", split: str | None
     level = "chunk" if levels == {"chunk"} else "paper"
     choice = None
     if tune:
-        choice = tune_fallback(es, used, Qv, answer_vectors, prefix=prefix, level=level, tau=tau,
-                               on_progress=on_progress)
+        choice = tune_fallback(
+            es, used, Qv, answer_vectors, prefix=prefix, level=level, tau=tau, on_progress=on_progress
+        )
         threshold, alpha = choice.threshold, choice.alpha
-    info = {"dataset": str(dataset), "format": fmt, "split": split, "prefix": prefix, "pairs": len(used),
-            "questions": len({p.question_id for p in used}), "answer_level": level,
-            "trained_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
+    info = {
+        "dataset": str(dataset),
+        "format": fmt,
+        "split": split,
+        "prefix": prefix,
+        "pairs": len(used),
+        "questions": len({p.question_id for p in used}),
+        "answer_level": level,
+        "trained_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    }
     if choice is not None:
-        info["tuning"] = {k: (None if isinstance(v, float) and not np.isfinite(v) else v)
-                          for k, v in asdict(choice).items()}
-    heads = build_heads(used, Qv, answer_vectors, model=embedder.name, name=name, tau=tau,
-                        threshold=DEFAULT_THRESHOLD if threshold is None else threshold, alpha=alpha, info=info)
+        info["tuning"] = {
+            k: (None if isinstance(v, float) and not np.isfinite(v) else v) for k, v in asdict(choice).items()
+        }
+    heads = build_heads(
+        used,
+        Qv,
+        answer_vectors,
+        model=embedder.name,
+        name=name,
+        tau=tau,
+        threshold=DEFAULT_THRESHOLD if threshold is None else threshold,
+        alpha=alpha,
+        info=info,
+    )
     index = save_heads(es, heads, prefix=prefix)
-    return TrainSummary(name=name, index=index, pairs=len(used), questions=info["questions"], heads=len(heads),
-                        missing_answers=len(missing), multi_question_heads=int((heads.n_questions >= 2).sum()),
-                        threshold=heads.threshold, alpha=heads.alpha, tuning=choice, warnings=warnings)
+    return TrainSummary(
+        name=name,
+        index=index,
+        pairs=len(used),
+        questions=info["questions"],
+        heads=len(heads),
+        missing_answers=len(missing),
+        multi_question_heads=int((heads.n_questions >= 2).sum()),
+        threshold=heads.threshold,
+        alpha=heads.alpha,
+        tuning=choice,
+        warnings=warnings,
+    )

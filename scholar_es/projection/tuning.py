@@ -31,20 +31,33 @@ class FallbackChoice:
     projected_share: float  # share of the tuning questions that keep the projection
 
 
-def choose_fallback(max_sims: np.ndarray, rr_projected: np.ndarray, rr_fallback: dict[float, np.ndarray],
-                    novel: np.ndarray | None = None, max_novel_loss: float | None = 0.0) -> FallbackChoice:
+def choose_fallback(
+    max_sims: np.ndarray,
+    rr_projected: np.ndarray,
+    rr_fallback: dict[float, np.ndarray],
+    novel: np.ndarray | None = None,
+    max_novel_loss: float | None = 0.0,
+) -> FallbackChoice:
     """The best (threshold, α) -- see the module doc. ``rr_fallback`` maps α to the reciprocal
     ranks with ``normalize(α·q + (1−α)·projected)``; it must hold α = 1 (the direct vector)
     when a novel constraint is given. ``max_novel_loss=None``: no constraint."""
     sims = np.asarray(max_sims, dtype=np.float64)
     proj = np.asarray(rr_projected, dtype=np.float64)
-    if sims.ndim != 1 or sims.shape != proj.shape or any(np.shape(v) != sims.shape for v in rr_fallback.values()):
-        raise ConfigError("max_sims, rr_projected and every rr_fallback entry need one value per tuning question")
+    if (
+        sims.ndim != 1
+        or sims.shape != proj.shape
+        or any(np.shape(v) != sims.shape for v in rr_fallback.values())
+    ):
+        raise ConfigError(
+            "max_sims, rr_projected and every rr_fallback entry need one value per tuning question"
+        )
     if sims.size == 0:
         raise ConfigError("no tuning questions: the fallback threshold cannot be chosen; pass --threshold")
     constrained = novel is not None and max_novel_loss is not None
     if constrained and 1.0 not in rr_fallback:
-        raise ConfigError("the novel-question constraint compares with the direct vector: rr_fallback needs alpha 1.0")
+        raise ConfigError(
+            "the novel-question constraint compares with the direct vector: rr_fallback needs alpha 1.0"
+        )
     mask = np.asarray(novel, dtype=bool) if novel is not None else np.zeros(sims.shape, dtype=bool)
     direct_novel = float(rr_fallback[1.0][mask].mean()) if mask.any() and 1.0 in rr_fallback else float("nan")
     grid = [NO_THRESHOLD, *np.unique(sims), np.inf]
