@@ -23,9 +23,11 @@ demo: install
 test: install
 	$(PY) -m pytest -q
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 
 lint: install
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 
 bench: install
 	$(PY) bench/engine_latency.py --quick
