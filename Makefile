@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 DEMO_DIR ?= .scholar-es-demo
 
-.PHONY: install demo test lint bench clean
+.PHONY: install demo test smoke lint bench clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -24,6 +24,11 @@ test: install
 	$(PY) -m pytest -q
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	PYTHON=$(PY) bash scripts/wheel_smoke.sh
+
+# Build the wheel, install it into a fresh venv, index and search the demo from a foreign project.
+smoke: install
+	PYTHON=$(PY) bash scripts/wheel_smoke.sh
 
 lint: install
 	$(VENV)/bin/ruff check .

@@ -48,6 +48,7 @@ def _run(fn):
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="scholar-es", prog_name="scholar-es")
 def main() -> None:
     """Scientific-literature search inside Elasticsearch (or the embedded engine)."""
 
