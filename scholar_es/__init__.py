@@ -49,7 +49,28 @@ _EXPORTS = {
     "ModelMismatchError": "scholar_es.errors",
 }
 
-__all__ = ["__version__", *_EXPORTS]
+__all__ = [
+    "__version__",
+    "connect",
+    "Embedder",
+    "IndexRun",
+    "IndexSummary",
+    "search",
+    "SearchResult",
+    "Hit",
+    "PaperHit",
+    "ScoreParts",
+    "Filters",
+    "Profile",
+    "multisection_search",
+    "MultiSectionResult",
+    "PaperResult",
+    "SupportingChunk",
+    "ScholarEsError",
+    "ConfigError",
+    "InputError",
+    "ModelMismatchError",
+]
 
 if TYPE_CHECKING:
     from indexer.embedder import Embedder

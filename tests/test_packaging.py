@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import tomllib
 from importlib.metadata import version
 from pathlib import Path
 
@@ -19,6 +18,7 @@ import scholar_es
 from scholar_es.cli import main
 
 REPO = Path(__file__).resolve().parents[1]
+tomllib = pytest.importorskip("tomllib")  # Python 3.11+
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
 
 
@@ -49,6 +49,10 @@ def test_mappings_ship_as_package_data():
 @pytest.mark.parametrize("name", scholar_es.__all__)
 def test_every_public_name_resolves(name):
     assert getattr(scholar_es, name) is not None
+
+
+def test_all_lists_exactly_the_lazy_exports():
+    assert set(scholar_es.__all__) == {"__version__", *scholar_es._EXPORTS}
 
 
 def test_unknown_public_name_is_an_attribute_error():
