@@ -243,6 +243,11 @@ def query_cmd(
     from scholar_es.client import connect
 
     def body():
+        from querybuilder.strategies import SearchRequest, get
+
+        strat = get(strategy)
+        strat.check(SearchRequest(question=question, heads=heads))  # before connecting
+        strat.check_format(fmt)
         return show_query(
             question,
             strategy=strategy,
