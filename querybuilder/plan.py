@@ -16,7 +16,9 @@ the whole question. The text only ever goes into
 the ``query`` string of ``match``/``multi_match`` queries, never ``query_string``, so
 Lucene syntax such as ``title:(a OR b)~2`` is just words. A question without any letter or
 digit (empty, punctuation, emoji) has no text part: the text query is ``match_none`` (the
-``bm25`` strategy then returns no hits, ``hybrid`` returns the kNN neighbours alone). An
+``bm25`` strategy then returns no hits, ``hybrid`` returns the kNN neighbours alone; the
+search entry points -- ``scholar-es search``/``query``, ``querybuilder.run.search`` -- refuse an
+empty or whitespace-only question instead, :func:`querybuilder.strategies.check_question`). An
 all-stop-word question ("what is the") does have text, which the english analyzer turns into
 no terms: Elasticsearch's ``zero_terms_query: none`` makes it match nothing, with the same
 effect.
@@ -34,7 +36,7 @@ from indexer.models import SECTION_TYPES
 from querybuilder.expansion import Synonyms, expand
 from querybuilder.intent import Intent, IntentTerms, analyze, content_text, words
 from querybuilder.profiles import SEARCH_TYPES, Profile, load_profile
-from querybuilder.strategies import BUILDER_STRATEGIES as STRATEGIES
+from querybuilder.strategies import BUILDER_STRATEGIES as STRATEGIES  # one QueryPlan each
 from querybuilder.strategies import PlanStrategy, get
 from scholar_es.errors import ConfigError, choices
 
