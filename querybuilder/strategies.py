@@ -372,35 +372,46 @@ class Hybrid(PlanStrategy):
 
 @dataclass(frozen=True, kw_only=True)
 class Retriever(PlanStrategy):
-    """Elasticsearch's ``rrf`` or ``linear`` retriever over a standard (BM25) and a knn retriever."""
+    """An Elasticsearch retriever over a standard (BM25) and a knn retriever (:meth:`combine`)."""
 
     collapse: bool = False
+
+    def combine(self, plan: QueryPlan, standard: dict, knn: dict) -> dict:
+        raise NotImplementedError  # pragma: no cover - RrfRetriever, LinearRetriever
 
     def build(self, plan, vector):
         from elasticsearch.dsl import Search
 
         from querybuilder.dsl import page, retriever_legs
 
-        standard, knn = retriever_legs(plan, vector)
-        if self.name == "rrf":
-            retriever = {
-                "rrf": {
-                    "retrievers": [standard, knn],
-                    "rank_constant": plan.profile.rank_constant,
-                    "rank_window_size": plan.rank_window_size,
-                }
-            }
-        else:
-            retriever = {
-                "linear": {
-                    "retrievers": [
-                        {"retriever": standard, "weight": plan.profile.bm25_weight, "normalizer": "minmax"},
-                        {"retriever": knn, "weight": plan.profile.knn_weight, "normalizer": "minmax"},
-                    ],
-                    "rank_window_size": plan.rank_window_size,
-                }
-            }
+        retriever = self.combine(plan, *retriever_legs(plan, vector))
         return page(plan, Search(index=plan.index).extra(retriever=retriever))
+
+
+@dataclass(frozen=True, kw_only=True)
+class RrfRetriever(Retriever):
+    def combine(self, plan, standard, knn):
+        return {
+            "rrf": {
+                "retrievers": [standard, knn],
+                "rank_constant": plan.profile.rank_constant,
+                "rank_window_size": plan.rank_window_size,
+            }
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class LinearRetriever(Retriever):
+    def combine(self, plan, standard, knn):
+        return {
+            "linear": {
+                "retrievers": [
+                    {"retriever": standard, "weight": plan.profile.bm25_weight, "normalizer": "minmax"},
+                    {"retriever": knn, "weight": plan.profile.knn_weight, "normalizer": "minmax"},
+                ],
+                "rank_window_size": plan.rank_window_size,
+            }
+        }
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -474,7 +485,7 @@ BUILDER_STRATEGIES: dict[str, PlanStrategy] = {
             expansion=True,
             needs=Needs(vector=True),
         ),
-        Retriever(
+        RrfRetriever(
             name="rrf",
             description="rrf retriever over a standard (BM25) and a knn retriever (opt-in)",
             needs=Needs(
@@ -489,7 +500,7 @@ BUILDER_STRATEGIES: dict[str, PlanStrategy] = {
             description="client-side RRF (k=60) over one _msearch of a BM25 and a knn search",
             needs=Needs(vector=True),
         ),
-        Retriever(
+        LinearRetriever(
             name="linear",
             description="linear retriever, minmax-normalized weighted sum of BM25 and knn (opt-in)",
             needs=Needs(vector=True, license="enterprise", min_version="8.18", note="or 9.0+"),

@@ -327,9 +327,13 @@ def run_evaluation(
     info = ensure_index(es, data, embedder, prefix=prefix, chunking=chunking, progress=progress)
     if vectors is None and any(get(s).needs.vector for s in names):
         vectors = embed_questions(data, embedder, progress=progress)
+    # every searcher first: missing heads fail before any strategy has run
+    searchers = {
+        name: make_searcher(es, name, prof, info.prefix, vectors or {}, embedder=embedder, heads=heads)
+        for name in names
+    }
     runs: dict[str, StrategyRun] = {}
-    for name in names:
-        search = make_searcher(es, name, prof, info.prefix, vectors or {}, embedder=embedder, heads=heads)
+    for name, search in searchers.items():
         runs[name] = run_queries(data, search, scope=scope, label=name, progress=progress)
         runs[name].strategy = name
         m = runs[name].metrics
