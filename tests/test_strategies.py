@@ -232,3 +232,10 @@ def test_template_is_refused_where_nothing_can_be_stored():
     for name in ("multisection", "multihead"):
         out = refused("query", "aspirin", "--strategy", name, "--format", "template")
         assert "--format template applies only to the strategies bm25, dense" in out
+
+
+@pytest.mark.slow
+def test_eval_with_missing_heads_fails_before_any_strategy_runs(world):
+    data, engine, _ = world
+    out = refused("eval", str(data), "--strategy", "bm25,multihead", "--heads", "nope", "--es", str(engine))
+    assert "no heads named 'nope'" in out and "bm25: nDCG@10" not in out
