@@ -130,6 +130,8 @@ def test_every_strategy_runs_through_search_query_eval_and_python(world, name, t
     answer = json.loads(out.output)
     assert answer["hits"][0]["paper_id"] == EXPECTED
     hit = answer["hits"][0]
+    if strategy.needs.heads:  # how the vector was routed comes with the hits
+        assert answer["routing"]["heads"] == HEADS and f"# heads {HEADS}: " in text.output
     assert hit["chunk_text"] == DOCS[EXPECTED][1] and hit["paragraph_ids"] == [f"{EXPECTED}#abs"]
     lines = out.output.splitlines()
     assert not any(line.strip().rstrip(",").lstrip("-").replace(".", "").isdigit() for line in lines), (

@@ -83,6 +83,31 @@ class HeadsStrategy(PlanStrategy):
     def result(self, native, request):
         return native.result
 
+    def routing(self, native: ProjectedSearch) -> dict | None:
+        r = native.routing
+        if r is None:
+            return None
+        return {
+            "heads": native.heads,
+            "max_similarity": round(float(r.max_similarity), 6),
+            "fallback": bool(r.fallback),
+            "top_heads": [[int(row), round(float(w), 6)] for row, w in r.top_heads],
+        }
+
+    def render(self, native, request) -> str:
+        text = super().render(native, request)
+        routing = self.routing(native)
+        if routing is None:
+            return text
+        how = "below the threshold: the fallback vector" if routing["fallback"] else "projected"
+        return (
+            f"# heads {routing['heads']}: best centroid similarity {routing['max_similarity']:.3f}, {how}\n"
+            + text
+        )
+
+    def as_dict(self, native, request) -> dict:
+        return {**super().as_dict(native, request), "routing": self.routing(native)}
+
     def eval_searcher(self, ctx: EvalContext):
         vectors = ctx.vectors
         if self.projects:
