@@ -178,6 +178,37 @@ def test_every_strategy_runs_through_search_query_eval_and_python(world, name, t
     assert metrics["ndcg@10"] >= 0.75, metrics
 
 
+# --- the registry itself ---------------------------------------------------------------------------
+def test_registry_lists_every_strategy_once_with_its_needs():
+    names = strategies.names()
+    assert names[: len(strategies.BUILDER_STRATEGIES)] == list(strategies.BUILDER_STRATEGIES)
+    assert {"direct", "multihead", "multihead-hybrid", "multisection"} <= set(names)
+    assert len(names) == len(set(names))
+    for name in names:
+        s = strategies.get(name)
+        assert s.name == name and s.description
+        assert s.needs.heads == ("heads" in s.takes), name
+        assert s.needs.license in ("basic", "enterprise")
+    assert [n for n in names if strategies.get(n).needs.license == "enterprise"] == ["rrf", "linear"]
+    assert [n for n in names if not strategies.get(n).needs.vector] == ["bm25"]
+
+
+def test_register_refuses_a_builder_name_and_make_plan_refuses_other_strategies():
+    from querybuilder.plan import make_plan
+    from scholar_es.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="one of the query builder's own"):
+        strategies.register(
+            strategies.get("multisection").__class__(
+                name="hybrid", description="x", needs=strategies.Needs(vector=True)
+            )
+        )
+    with pytest.raises(ConfigError, match="'multihead' is not one query-builder plan"):
+        make_plan("aspirin", strategy="multihead")
+    with pytest.raises(ConfigError, match="unknown strategy 'nope'; valid strategies: .*'multisection'"):
+        make_plan("aspirin", strategy="nope")
+
+
 # --- what is refused, and how -------------------------------------------------------------------
 def refused(*args: str) -> str:
     result = cli(*args)
