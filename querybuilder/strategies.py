@@ -150,11 +150,14 @@ class Strategy:
 
     # --- options ------------------------------------------------------------------------------
     def check_options(self, **given: Any) -> None:
-        """ConfigError for an option given (truthy) that this strategy does not take."""
+        """ConfigError for an option given (not None, False or "") that this strategy does not take."""
         for key, value in given.items():
             if key not in OPTIONS:
                 raise ConfigError(f"unknown option {key!r}; valid options: {choices(OPTIONS)}")
-            if value and key not in self.takes:
+            given_here = (
+                value is not None and value is not False and not (isinstance(value, str) and not value)
+            )
+            if given_here and key not in self.takes:
                 takers = [s.name for s in all_strategies() if key in s.takes]
                 raise ConfigError(
                     f"{OPTIONS[key]} applies only to the strategies {', '.join(takers)}, not to "
