@@ -327,8 +327,8 @@ class PlanStrategy(Strategy):
 
 
 def embed(es, plan: QueryPlan, embedder=None):
-    """The question's vector: with ``es``, checked against the index's model (and the index's model
-    by default); without, with ``embedder`` or the default model."""
+    """The question's vector. With ``es``: by ``embedder`` (default: the index's model), checked
+    against the index's model and dims; without: by ``embedder`` or the default model."""
     from querybuilder.run import embed_question
 
     if es is not None:
