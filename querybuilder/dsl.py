@@ -1,5 +1,8 @@
 """QueryPlan + query vector -> ``elasticsearch.dsl.Search`` (two of them for ``rrf-client``).
 
+The pieces every strategy is built from; which pieces a strategy puts together is the strategy's
+``build`` (``querybuilder.strategies``), :func:`build_search` looks it up.
+
 Every query is an ``elasticsearch.dsl`` object (``Search``, ``Q``, ``SF``); JSON exists only as
 ``to_dict()`` output. Builders return new objects and never change their inputs. The
 Elasticsearch version each construct needs is noted where it is built (checked against the
@@ -47,6 +50,7 @@ SOURCE_FIELDS = (
     "year",
     "venue",
     "position",
+    "paragraph_ids",
 )
 INNER_HITS_NAME = "best_chunks"
 #: The BM25 part of hybrid, bounded to [0, w): ``w * _score / (_score + k)``.
@@ -172,7 +176,8 @@ def with_section_multipliers(plan: QueryPlan, query: Query) -> Query:
     return Q("function_score", query=query, functions=functions, score_mode="max", boost_mode="multiply")
 
 
-def _page(plan: QueryPlan, search: Search) -> Search:
+def page(plan: QueryPlan, search: Search) -> Search:
+    """``size`` (the plan's fetch size), ``_source`` and the per-paper cap by ``collapse``."""
     search = search.extra(size=plan.fetch_size).source(list(SOURCE_FIELDS))
     if plan.collapse and plan.cap > 0:
         search = search.collapse(
@@ -181,7 +186,7 @@ def _page(plan: QueryPlan, search: Search) -> Search:
     return search
 
 
-def _retriever_legs(plan: QueryPlan, vector: list[float]) -> tuple[dict, dict]:
+def retriever_legs(plan: QueryPlan, vector: list[float]) -> tuple[dict, dict]:
     """(standard retriever, knn retriever) as dicts of dsl-built queries; filters on both legs."""
     filters = [f.to_dict() for f in filter_clauses(plan)]
     standard: dict = {"query": text_query(plan).to_dict()}
@@ -196,52 +201,15 @@ def _retriever_legs(plan: QueryPlan, vector: list[float]) -> tuple[dict, dict]:
 def build_search(
     plan: QueryPlan, query_vector: Sequence[float] | np.ndarray | None = None
 ) -> Search | tuple[Search, Search]:
-    """The search for ``plan``; for ``rrf-client`` the pair (BM25 search, kNN search)."""
+    """The search for ``plan``, built by its strategy (``querybuilder.strategies``); for
+    ``rrf-client`` the pair (BM25 search, kNN search)."""
     strategy = get_strategy(plan.strategy)
     vector: list[float] = []
     if strategy.uses_vector:
         if query_vector is None:
             raise ConfigError(f"strategy {plan.strategy!r} needs a query vector (embed the question)")
         vector = as_query_vector(query_vector)
-    base = Search(index=plan.index)
-    name = plan.strategy
-    if name == "bm25":
-        return _page(plan, base.query(bm25_query(plan)))
-    if name == "dense":
-        return _page(plan, base.query(knn_clause(plan, vector, with_filter=True)))
-    if name in ("hybrid", "sections", "expanded"):
-        return _page(plan, base.query(with_section_multipliers(plan, hybrid_query(plan, vector))))
-    if name == "rrf-client":
-        window = plan.rank_window_size
-        lexical = base.query(bm25_query(plan)).extra(size=window).source(list(SOURCE_FIELDS))
-        dense = (
-            base.query(knn_clause(plan, vector, with_filter=True, k=window))
-            .extra(size=window)
-            .source(list(SOURCE_FIELDS))
-        )
-        return lexical, dense
-    standard, knn = _retriever_legs(plan, vector)
-    if name == "rrf":
-        retriever = {
-            "rrf": {
-                "retrievers": [standard, knn],
-                "rank_constant": plan.profile.rank_constant,
-                "rank_window_size": plan.rank_window_size,
-            }
-        }
-    elif name == "linear":
-        retriever = {
-            "linear": {
-                "retrievers": [
-                    {"retriever": standard, "weight": plan.profile.bm25_weight, "normalizer": "minmax"},
-                    {"retriever": knn, "weight": plan.profile.knn_weight, "normalizer": "minmax"},
-                ],
-                "rank_window_size": plan.rank_window_size,
-            }
-        }
-    else:  # pragma: no cover - STRATEGIES and this function list the same names
-        raise ConfigError(f"strategy {name!r} has no DSL builder")
-    return _page(plan, base.extra(retriever=retriever))
+    return strategy.build(plan, vector)
 
 
 def build_body(

@@ -16,7 +16,9 @@ the whole question. The text only ever goes into
 the ``query`` string of ``match``/``multi_match`` queries, never ``query_string``, so
 Lucene syntax such as ``title:(a OR b)~2`` is just words. A question without any letter or
 digit (empty, punctuation, emoji) has no text part: the text query is ``match_none`` (the
-``bm25`` strategy then returns no hits, ``hybrid`` returns the kNN neighbours alone). An
+``bm25`` strategy then returns no hits, ``hybrid`` returns the kNN neighbours alone; the
+search entry points -- ``scholar-es search``/``query``, ``querybuilder.run.search`` -- refuse an
+empty or whitespace-only question instead, :func:`querybuilder.strategies.check_question`). An
 all-stop-word question ("what is the") does have text, which the english analyzer turns into
 no terms: Elasticsearch's ``zero_terms_query: none`` makes it match nothing, with the same
 effect.
@@ -34,99 +36,24 @@ from indexer.models import SECTION_TYPES
 from querybuilder.expansion import Synonyms, expand
 from querybuilder.intent import Intent, IntentTerms, analyze, content_text, words
 from querybuilder.profiles import SEARCH_TYPES, Profile, load_profile
+from querybuilder.strategies import BUILDER_STRATEGIES as STRATEGIES  # one QueryPlan each
+from querybuilder.strategies import PlanStrategy, get
 from scholar_es.errors import ConfigError, choices
 
 MAX_QUERY_CHARS = 300
 MAX_RESULT_WINDOW = 10_000  # Elasticsearch's index.max_result_window default
 
 
-class Strategy(BaseModel):
-    """How one strategy ranks, and what it needs from the cluster."""
-
-    model_config = ConfigDict(frozen=True)
-    name: str
-    summary: str
-    uses_text: bool
-    uses_vector: bool
-    sections: bool = False  # applies the intent's section multipliers
-    expansion: bool = False  # always expands (otherwise: when the profile says so)
-    collapse: bool = True  # per-paper cap by collapse in Elasticsearch (else applied client-side)
-    requires: str = ""  # Elasticsearch version and license
-
-
-STRATEGIES: dict[str, Strategy] = {
-    s.name: s
-    for s in (
-        Strategy(
-            name="bm25",
-            summary="multi_match (best_fields) only",
-            uses_text=True,
-            uses_vector=False,
-            requires="any 8.x/9.x, Basic license",
-        ),
-        Strategy(
-            name="dense",
-            summary="knn query only",
-            uses_text=False,
-            uses_vector=True,
-            requires="8.15+ (knn query 8.12+, its k parameter 8.15+), Basic license",
-        ),
-        Strategy(
-            name="hybrid",
-            summary="bool.should of saturated BM25 (script_score) and a knn query",
-            uses_text=True,
-            uses_vector=True,
-            requires="8.15+, Basic license",
-        ),
-        Strategy(
-            name="sections",
-            summary="hybrid inside function_score with the intent's section multipliers",
-            uses_text=True,
-            uses_vector=True,
-            sections=True,
-            requires="8.15+, Basic license",
-        ),
-        Strategy(
-            name="expanded",
-            summary="sections plus acronym/synonym should clauses",
-            uses_text=True,
-            uses_vector=True,
-            sections=True,
-            expansion=True,
-            requires="8.15+, Basic license",
-        ),
-        Strategy(
-            name="rrf",
-            summary="rrf retriever over a standard (BM25) and a knn retriever (opt-in)",
-            uses_text=True,
-            uses_vector=True,
-            collapse=False,
-            requires="8.16+ (retrievers GA; 8.14-8.15 technical preview), Enterprise license",
-        ),
-        Strategy(
-            name="rrf-client",
-            summary="client-side RRF (k=60) over one _msearch of a BM25 and a knn search",
-            uses_text=True,
-            uses_vector=True,
-            collapse=False,
-            requires="8.15+, Basic license",
-        ),
-        Strategy(
-            name="linear",
-            summary="linear retriever, minmax-normalized weighted sum of BM25 and knn (opt-in)",
-            uses_text=True,
-            uses_vector=True,
-            collapse=False,
-            requires="8.18+/9.0+, Enterprise license",
-        ),
-    )
-}
-
-
-def get_strategy(name: str) -> Strategy:
-    if name not in STRATEGIES:
-        raise ConfigError(f"unknown strategy {name!r}; valid strategies: {choices(STRATEGIES)}")
-    return STRATEGIES[name]
+def get_strategy(name: str) -> PlanStrategy:
+    """The query-builder strategy ``name`` (one :class:`QueryPlan`): ConfigError for any other name,
+    listing the registry's strategies (``querybuilder.strategies``)."""
+    strategy = get(name)
+    if not isinstance(strategy, PlanStrategy) or name not in STRATEGIES:
+        raise ConfigError(
+            f"strategy {name!r} is not one query-builder plan ({strategy.description}); run it with "
+            f"querybuilder.strategies.search or `scholar-es search`. Strategies with a plan: {choices(STRATEGIES)}"
+        )
+    return strategy
 
 
 class Filters(BaseModel):

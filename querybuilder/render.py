@@ -1,10 +1,11 @@
 """A built search as a dict, JSON, Kibana dev-console text, or a stored mustache search template.
 
-* :func:`to_json` -- the body (a list of two bodies for ``rrf-client``), pretty-printed with
+* :func:`to_json` -- the body (a list of the bodies of one ``_msearch`` for ``rrf-client`` and
+  ``multisection``), pretty-printed with
   number lists (the query vector) on one line.
 * :func:`to_console` -- ``GET <index>/_search`` plus the body, which Kibana's Dev Tools console
-  and ``scholar-es console`` both run as is (``rrf-client``: one ``GET <index>/_msearch`` with
-  NDJSON lines). No blank line inside a request: a blank line ends a request in the console.
+  and ``scholar-es console`` both run as is (``rrf-client``, ``multisection``: one
+  ``GET <index>/_msearch`` with NDJSON lines). No blank line inside a request: a blank line ends a request in the console.
 * :func:`template_script` / :func:`to_template` -- a stored search template
   (``PUT _scripts/<id>``, lang ``mustache``) that a backend calls with ``query_text``,
   ``query_vector`` and ``size``: ``POST <index>/_search/template {"id": ..., "params": ...}``.
@@ -111,7 +112,7 @@ def _template_sources(plan: QueryPlan) -> list[str]:
 def template_script(plan: QueryPlan) -> dict | list[dict]:
     """The ``PUT _scripts/<id>`` body (a list of two for rrf-client: ``<id>-bm25``, ``<id>-dense``)."""
     scripts = [{"script": {"lang": "mustache", "source": s}} for s in _template_sources(plan)]
-    return scripts if plan.strategy == "rrf-client" else scripts[0]
+    return scripts if len(scripts) > 1 else scripts[0]
 
 
 def template_params(question_text: str, query_vector: Sequence[float], size: int) -> dict:
@@ -123,7 +124,7 @@ def to_template(plan: QueryPlan, query_vector: Sequence[float] | None = None) ->
     """Console text: ``PUT _scripts/<id>`` (source in Kibana triple quotes) and how to call it."""
     tid = template_id(plan)
     sources = _template_sources(plan)
-    ids = [f"{tid}-bm25", f"{tid}-dense"] if plan.strategy == "rrf-client" else [tid]
+    ids = [f"{tid}-bm25", f"{tid}-dense"] if len(sources) > 1 else [tid]
     out = [
         f"# scholar-es search template: strategy {plan.strategy}, search type {plan.search_type}, "
         f"intent rule {plan.intent.rule}, profile {plan.profile.name}",
@@ -144,7 +145,7 @@ def to_template(plan: QueryPlan, query_vector: Sequence[float] | None = None) ->
         ]
     vector = query_vector if query_vector is not None else [1.0]
     params = template_params(plan.text, vector, plan.size)
-    if plan.strategy == "rrf-client":
+    if len(sources) > 1:
         out.append(
             "# run both with GET <index>/_msearch/template and fuse the two rankings client-side "
             "(querybuilder.run.rrf_fuse)"
@@ -176,36 +177,40 @@ def show_query(
     papers: bool = False,
     filters=None,
     prefix: str = "",
+    heads=None,
 ) -> str:
     """What ``scholar-es query`` prints: the DSL for ``question`` as json, console text or a template.
 
-    Strategies with a kNN part embed the question: with ``es`` given, with the index's model (and
-    the ModelMismatchError checks of :func:`querybuilder.run.embed_question`); otherwise with
-    ``embedder`` or the default model. ``bm25`` needs neither.
+    Any strategy of the registry (``querybuilder.strategies``): one body, or for the strategies
+    that send several (``rrf-client``, ``multisection``'s sub-searches) the list of the bodies of
+    their ``_msearch`` (console: one ``GET <index>/_msearch``). Strategies with a kNN part embed
+    the question: with ``es`` given, with the index's model (and the ModelMismatchError checks of
+    :func:`querybuilder.run.embed_question`); otherwise with ``embedder`` or the default model.
+    ``bm25`` needs neither; the multi-head strategies need ``es`` (their heads are stored there).
     """
-    from querybuilder.plan import STRATEGIES, make_plan
-    from querybuilder.run import embed_question
+    from querybuilder.strategies import SearchRequest, get
     from scholar_es.errors import ConfigError, choices
 
     if fmt not in FORMATS:
         raise ConfigError(f"unknown format {fmt!r}; valid formats: {choices(FORMATS)}")
-    plan = make_plan(
-        question, strategy=strategy, profile=profile, size=size, papers=papers, filters=filters, prefix=prefix
+    strat = get(strategy)
+    request = SearchRequest(
+        question=question,
+        profile=profile,
+        size=size,
+        papers=papers,
+        filters=filters,
+        prefix=prefix,
+        embedder=embedder,
+        heads=heads,
     )
-    vector = None
-    if STRATEGIES[plan.strategy].uses_vector:
-        if es is not None:
-            vector = embed_question(es, plan, embedder)
-        else:
-            if embedder is None:
-                from indexer.embedder import Embedder
-
-                embedder = Embedder()
-            vector = embedder.encode([plan.question])[0]
+    strat.check(request)
+    strat.check_format(fmt)  # before anything is embedded
+    prepared = strat.prepare(es, request)
     if fmt == "template":
-        return to_template(plan, vector)
-    search = build_search(plan, vector)
-    return to_console(search, plan.index) if fmt == "console" else to_json(search) + "\n"
+        return strat.template(prepared)
+    bodies = prepared.bodies()
+    return to_console(bodies, request.index) if fmt == "console" else to_json(bodies) + "\n"
 
 
 def format_results(result, explain: bool = False) -> str:

@@ -24,7 +24,7 @@ from pydantic import BaseModel
 
 from indexer.embedder import model_key
 from querybuilder.dsl import INNER_HITS_NAME, build_search
-from querybuilder.plan import STRATEGIES, Filters, QueryPlan, make_plan
+from querybuilder.plan import Filters, QueryPlan, get_strategy
 from querybuilder.profiles import Profile
 from scholar_es.errors import ConfigError, ModelMismatchError, ScholarEsError
 
@@ -59,6 +59,10 @@ class Hit(BaseModel):
     venue: str | None = None
     score: float
     snippet: str = ""
+    #: the whole chunk text (``snippet`` is its first ~300 characters)
+    chunk_text: str = ""
+    #: the source paragraphs the chunk covers (``<paper>#<section>.<paragraph>``, ``<paper>#abs``)
+    paragraph_ids: list[str] = []
     explanation: ScoreParts | None = None
 
 
@@ -221,6 +225,8 @@ def to_hit(raw: dict, score: float | None = None) -> Hit:
         venue=src.get("venue"),
         score=float(score if score is not None else (raw.get("_score") or 0.0)),
         snippet=snippet(src.get("chunk_text", "")),
+        chunk_text=src.get("chunk_text") or "",
+        paragraph_ids=[str(p) for p in src.get("paragraph_ids") or []],
         explanation=parse_explanation(raw["_explanation"]) if "_explanation" in raw else None,
     )
 
@@ -270,7 +276,7 @@ def _total(resp: dict) -> int | None:
     return t.get("value") if isinstance(t, dict) else t
 
 
-def _check_item(resp: dict) -> dict:
+def check_item(resp: dict) -> dict:
     if "error" in resp:
         err = resp["error"]
         reason = err.get("reason") if isinstance(err, dict) else err
@@ -291,90 +297,116 @@ def search(
     explain: bool = False,
     prefix: str = "",
     search_type: str | None = None,
+    heads=None,
+    show_plan: bool = False,
+    crossencoder=None,
 ) -> SearchResult:
-    """Rank ``question`` with ``strategy`` on ``<prefix>chunks`` through the client ``es``."""
-    plan = make_plan(
+    """Rank ``question`` with ``strategy`` (any name of the registry, ``querybuilder.strategies``)
+    on ``<prefix>chunks`` through the client ``es``.
+
+    ``heads``: the heads of ``multihead``/``multihead-hybrid`` (a name or a ``Heads``);
+    ``show_plan``/``crossencoder``: ``multisection`` only. An option given to a strategy that
+    does not take it, and an empty or whitespace-only question, raise ConfigError.
+    """
+    from querybuilder import strategies
+
+    return strategies.search(
+        es,
         question,
         strategy=strategy,
         profile=profile,
+        embedder=embedder,
         size=size,
         papers=papers,
         filters=filters,
+        explain=explain,
         prefix=prefix,
         search_type=search_type,
+        heads=heads,
+        show_plan=show_plan,
+        crossencoder=crossencoder,
     )
-    vector = embed_question(es, plan, embedder) if STRATEGIES[plan.strategy].uses_vector else None
-    return run_plan(es, plan, vector, explain=explain)
 
 
 def run_plan(
     es, plan: QueryPlan, vector=None, *, explain: bool = False, strategy_name: str | None = None
 ) -> SearchResult:
-    """Send ``plan``'s request with an already made ``vector`` and shape the answer.
+    """Send ``plan``'s request with an already made ``vector`` and shape the answer (the plan's
+    strategy runs it: :meth:`querybuilder.strategies.PlanStrategy.run`).
 
     ``strategy_name`` is what the result reports (callers that route the vector themselves,
     such as the multi-head strategies, name theirs; default: the plan's strategy).
     """
-    if explain and plan.collapse:  # Elasticsearch explains only each group's top hit: cap client-side
-        plan = plan.with_changes(collapse=False)
-    built = build_search(plan, vector)
-    common = {
+    return get_strategy(plan.strategy).run(es, plan, vector, explain=explain, strategy_name=strategy_name)
+
+
+def _common(plan: QueryPlan, strategy_name: str | None) -> dict:
+    return {
         "question": plan.question,
         "strategy": strategy_name or plan.strategy,
         "intent_rule": plan.intent.rule,
         "search_type": plan.search_type,
         "index": plan.index,
     }
-    if isinstance(built, tuple):  # rrf-client: one _msearch, fused here
-        bodies = [s.extra(explain=True).to_dict() if explain else s.to_dict() for s in built]
-        resp = es.msearch(index=plan.index, searches=[x for b in bodies for x in ({}, b)]).body
-        legs = [_check_item(r) for r in resp["responses"]]
-        by_id: dict[str, tuple[dict, dict[str, int], list[dict]]] = {}
-        for leg_name, leg in zip(("bm25", "dense"), legs, strict=True):
-            for rank, raw in enumerate(leg["hits"]["hits"], start=1):
-                entry = by_id.setdefault(raw["_id"], (raw, {}, []))
-                entry[1].setdefault(leg_name, rank)
-                if "_explanation" in raw:
-                    entry[2].append(raw["_explanation"])
-        fused = rrf_fuse(
-            [[h["_id"] for h in leg["hits"]["hits"]] for leg in legs], k=plan.profile.rank_constant
-        )
-        hits = []
-        for doc_id, score in fused:
-            raw, ranks, expls = by_id[doc_id]
-            hit = to_hit({k: v for k, v in raw.items() if k != "_explanation"}, score=score)
-            if explain:
-                parts = [parse_explanation(e) for e in expls]
-                hit.explanation = ScoreParts(
-                    total=score,
-                    ranks=ranks,
-                    bm25={k: v for p in parts for k, v in p.bm25.items()},
-                    knn=next((p.knn for p in parts if p.knn is not None), None),
-                )
-            hits.append(hit)
-        took = max(int(leg.get("took", 0)) for leg in legs)
-        total, request = _total(legs[0]), bodies
-    else:
-        body = built.extra(explain=True).to_dict() if explain else built.to_dict()
-        resp = es.search(index=plan.index, body=body).body
-        raw_hits = resp["hits"]["hits"]
-        took, total, request = int(resp.get("took", 0)), _total(resp), body
-        if plan.collapse and plan.cap > 0:
-            flat, paper_hits = _collapsed(plan, raw_hits)
-            return SearchResult(
-                **common,
-                total=total,
-                took_ms=took,
-                hits=flat,
-                papers=paper_hits if plan.papers else [],
-                request=request,
+
+
+def run_fused(
+    es, plan: QueryPlan, vector=None, *, explain: bool = False, strategy_name: str | None = None
+) -> SearchResult:
+    """``rrf-client``: the two searches in ONE ``_msearch``, fused here with :func:`rrf_fuse`."""
+    built = build_search(plan, vector)
+    bodies = [s.extra(explain=True).to_dict() if explain else s.to_dict() for s in built]
+    resp = es.msearch(index=plan.index, searches=[x for b in bodies for x in ({}, b)]).body
+    legs = [check_item(r) for r in resp["responses"]]
+    by_id: dict[str, tuple[dict, dict[str, int], list[dict]]] = {}
+    for leg_name, leg in zip(("bm25", "dense"), legs, strict=True):
+        for rank, raw in enumerate(leg["hits"]["hits"], start=1):
+            entry = by_id.setdefault(raw["_id"], (raw, {}, []))
+            entry[1].setdefault(leg_name, rank)
+            if "_explanation" in raw:
+                entry[2].append(raw["_explanation"])
+    fused = rrf_fuse([[h["_id"] for h in leg["hits"]["hits"]] for leg in legs], k=plan.profile.rank_constant)
+    hits = []
+    for doc_id, score in fused:
+        raw, ranks, expls = by_id[doc_id]
+        hit = to_hit({k: v for k, v in raw.items() if k != "_explanation"}, score=score)
+        if explain:
+            parts = [parse_explanation(e) for e in expls]
+            hit.explanation = ScoreParts(
+                total=score,
+                ranks=ranks,
+                bm25={k: v for p in parts for k, v in p.bm25.items()},
+                knn=next((p.knn for p in parts if p.knn is not None), None),
             )
-        hits = [to_hit(h) for h in raw_hits]
+        hits.append(hit)
     return SearchResult(
-        **common,
-        total=total,
-        took_ms=took,
+        **_common(plan, strategy_name),
+        total=_total(legs[0]),
+        took_ms=max(int(leg.get("took", 0)) for leg in legs),
         hits=cap_hits(hits, plan.size, plan.cap),
         papers=group_papers(hits, plan.size, plan.cap) if plan.papers else [],
-        request=request,
+        request=bodies,
+    )
+
+
+def run_single(
+    es, plan: QueryPlan, vector=None, *, explain: bool = False, strategy_name: str | None = None
+) -> SearchResult:
+    """One ``_search`` for ``plan``; the per-paper cap from ``collapse`` or applied here."""
+    if explain and plan.collapse:  # Elasticsearch explains only each group's top hit: cap client-side
+        plan = plan.with_changes(collapse=False)
+    built = build_search(plan, vector)
+    body = built.extra(explain=True).to_dict() if explain else built.to_dict()
+    resp = es.search(index=plan.index, body=body).body
+    raw_hits = resp["hits"]["hits"]
+    common = {**_common(plan, strategy_name), "total": _total(resp), "took_ms": int(resp.get("took", 0))}
+    if plan.collapse and plan.cap > 0:
+        flat, paper_hits = _collapsed(plan, raw_hits)
+        return SearchResult(**common, hits=flat, papers=paper_hits if plan.papers else [], request=body)
+    hits = [to_hit(h) for h in raw_hits]
+    return SearchResult(
+        **common,
+        hits=cap_hits(hits, plan.size, plan.cap),
+        papers=group_papers(hits, plan.size, plan.cap) if plan.papers else [],
+        request=body,
     )

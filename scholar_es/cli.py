@@ -6,8 +6,9 @@ import sys
 
 import click
 
+from querybuilder.strategies import names as strategy_names
 from scholar_es.client import default_target, display_target, is_url
-from scholar_es.errors import ConfigError, ScholarEsError
+from scholar_es.errors import ScholarEsError
 
 TARGET_HELP = (
     "http(s):// URL of an Elasticsearch cluster, or a directory for the embedded engine "
@@ -172,10 +173,9 @@ def _search_options(fn):
             "--strategy",
             default="hybrid",
             show_default=True,
-            help="bm25, dense, hybrid, sections, expanded, rrf, rrf-client or linear "
-            "(rrf/linear need an Enterprise license on a cluster); direct, multihead and "
-            "multihead-hybrid route the question through trained heads (--heads); search "
-            "also takes multisection.",
+            help=f"One of {', '.join(strategy_names())}. rrf/linear need an Enterprise license on a "
+            "cluster; direct, multihead and multihead-hybrid route the question's vector through "
+            "trained heads (--heads); multisection splits the question into sections.",
         ),
         click.option(
             "--profile", "profile", default=None, help="A profile JSON file (see querybuilder/profiles.py)."
@@ -196,7 +196,7 @@ def _search_options(fn):
             "--heads",
             "heads",
             default=None,
-            help="Heads for the multihead strategies (trained with `scholar-es heads train`) "
+            help="Heads for multihead and multihead-hybrid (trained with `scholar-es heads train`) "
             "[default: 'default'].",
         ),
     ]
@@ -235,52 +235,31 @@ def query_cmd(
 
     --format console prints Kibana dev console text (``GET chunks/_search`` + body) that
     ``scholar-es console`` runs too; --format template prints a stored mustache search template
-    that a backend calls with the question text, its vector and a size.
+    that a backend calls with the question text, its vector and a size. Strategies that send
+    several searches (rrf-client, multisection) print all of them: a list of bodies, or one
+    ``GET chunks/_msearch`` in console form. An empty QUESTION is refused (exit status 2).
     """
     from querybuilder.profiles import load_profile
     from querybuilder.render import show_query
     from scholar_es.client import connect
 
     def body():
-        from scholar_es.projection.search import STRATEGIES as PROJECTED
+        from querybuilder.strategies import SearchRequest, get
 
-        es = connect(target, must_exist=True) if target else None
-        if strategy in PROJECTED:
-            from querybuilder.render import to_console, to_json
-            from scholar_es.projection.search import build_request
-
-            if es is None:
-                raise ConfigError(f"--strategy {strategy} needs --es: the heads are stored in the engine")
-            request = build_request(
-                es,
-                question,
-                strategy=strategy,
-                heads=heads,
-                prefix=prefix,
-                profile=load_profile(profile),
-                size=size,
-                papers=papers,
-                filters=_filters(year_from, year_to, venues, paper_ids, sections),
-            )
-            if fmt == "template":
-                raise ConfigError(
-                    "the multihead strategies project each question's vector at query time; "
-                    "use --format json or console"
-                )
-            search_ = request.search()
-            return (
-                to_console(search_, index=f"{prefix}chunks") if fmt == "console" else to_json(search_)
-            ) + "\n"
+        strat = get(strategy)
+        strat.check(SearchRequest(question=question, heads=heads))  # before connecting
+        strat.check_format(fmt)
         return show_query(
             question,
             strategy=strategy,
             fmt=fmt,
             profile=load_profile(profile),
-            es=es,
+            es=connect(target, must_exist=True) if target else None,
             size=size,
             papers=papers,
             prefix=prefix,
             filters=_filters(year_from, year_to, venues, paper_ids, sections),
+            heads=heads,
         )
 
     click.echo(_run(body), nl=False)
@@ -290,19 +269,26 @@ def query_cmd(
 @click.argument("question")
 @_search_options
 @click.option("--es", "target", default=None, help=TARGET_HELP)
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.option(
-    "--explain", is_flag=True, help="Show each hit's score parts (BM25 per field, kNN, section multiplier)."
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print the result as JSON: every hit with its full chunk text and paragraph ids, and the request.",
+)
+@click.option(
+    "--explain",
+    is_flag=True,
+    help="Show each hit's score parts (BM25 per field, kNN, section multiplier); not with multisection.",
 )
 @click.option(
     "--show-plan",
     is_flag=True,
-    help="multisection: print the sections, each sub-query as console text and its candidates.",
+    help="multisection only: print the sections, each sub-query as console text and its candidates.",
 )
 @click.option(
     "--crossencoder",
     default=None,
-    help="multisection: re-score with this sentence-transformers CrossEncoder.",
+    help="multisection only: re-score with this sentence-transformers CrossEncoder.",
 )
 def search_cmd(
     question,
@@ -328,60 +314,33 @@ def search_cmd(
     --strategy multisection splits the question into 1-5 focused sections, sends them in one
     _msearch, re-scores the merged candidates against the original question inside the engine,
     and prints the top papers (--size of them), each with up to 3 supporting chunks.
+
+    An empty or whitespace-only QUESTION is refused (exit status 2), as is an option the
+    strategy does not take (--explain, --show-plan, --crossencoder, --heads).
     """
     from querybuilder.profiles import load_profile
-    from querybuilder.render import format_results
-    from querybuilder.run import search
+    from querybuilder.render import dumps
+    from querybuilder.strategies import SearchRequest, get
     from scholar_es.client import connect
 
     def body():
+        strat = get(strategy)
+        request = SearchRequest(
+            question=question,
+            profile=load_profile(profile),
+            size=size,
+            papers=papers,
+            filters=_filters(year_from, year_to, venues, paper_ids, sections),
+            prefix=prefix,
+            heads=heads,
+            explain=explain,
+            show_plan=show_plan,
+            crossencoder=crossencoder,
+        )
+        strat.check(request)  # the question and the per-strategy options, before connecting
         es = connect(target or default_target(), must_exist=True)
-        filters = _filters(year_from, year_to, venues, paper_ids, sections)
-        if strategy == "multisection":
-            from scholar_es.multisection.flow import multisection_search, render_result
-
-            ms = multisection_search(
-                es,
-                question,
-                profile=load_profile(profile),
-                prefix=prefix,
-                filters=filters,
-                papers=size,
-                show_plan=show_plan,
-                crossencoder=crossencoder,
-            )
-            return ms.model_dump_json(indent=2) if as_json else render_result(ms, show_plan=show_plan)
-        from scholar_es.projection.search import STRATEGIES as PROJECTED
-
-        if strategy in PROJECTED:
-            from scholar_es.projection.search import search as projected_search
-
-            projected = projected_search(
-                es,
-                question,
-                strategy=strategy,
-                heads=heads,
-                prefix=prefix,
-                size=size,
-                papers=papers,
-                filters=filters,
-                profile=load_profile(profile),
-                explain=explain,
-            )
-            result = projected.result
-        else:
-            result = search(
-                es,
-                question,
-                strategy=strategy,
-                profile=load_profile(profile),
-                size=size,
-                papers=papers,
-                explain=explain,
-                prefix=prefix,
-                filters=filters,
-            )
-        return result.model_dump_json(indent=2) if as_json else format_results(result, explain=explain)
+        native = strat.execute(es, strat.prepare(es, request))
+        return dumps(strat.as_dict(native, request)) if as_json else strat.render(native, request)
 
     click.echo(_run(body))
 
@@ -399,7 +358,13 @@ def search_cmd(
     "strategies",
     default="bm25,dense,hybrid",
     show_default=True,
-    help="Comma-separated strategies to compare (any search strategy, multisection included).",
+    help=f"Comma-separated strategies to compare, any of {', '.join(strategy_names())}.",
+)
+@click.option(
+    "--heads",
+    default=None,
+    help="Heads for multihead and multihead-hybrid (trained with `scholar-es heads train`, stored "
+    "under the dataset's prefix) [default: 'default'].",
 )
 @click.option("--es", "target", default=None, help=TARGET_HELP)
 @click.option(
@@ -418,7 +383,7 @@ def search_cmd(
     help="Index alias prefix [default: <name>-<split>- for QASPER, <name>- for BEIR].",
 )
 def eval_cmd(
-    dataset, fmt, split, strategies, target, scope, limit, json_out, plot_out, profile, prefix
+    dataset, fmt, split, strategies, heads, target, scope, limit, json_out, plot_out, profile, prefix
 ) -> None:
     """Evaluate strategies on a judged DATASET: nDCG@10, MRR@10, P@1/3/10, Recall@10/100, latency.
 
@@ -440,6 +405,7 @@ def eval_cmd(
             plot_out=plot_out,
             profile=profile,
             prefix=prefix,
+            heads=heads,
         )
     )
 

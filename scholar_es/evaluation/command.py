@@ -47,8 +47,11 @@ def run_eval(
     progress: bool = True,
     out: TextIO | None = None,
     embedder=None,
+    heads: str | None = None,
 ) -> Evaluation:
-    """Evaluate ``strategies`` on the dataset at ``dataset`` against ``target`` and report."""
+    """Evaluate ``strategies`` on the dataset at ``dataset`` against ``target`` and report.
+
+    ``heads``: the stored heads of the multihead strategies (default: ``default``)."""
     from indexer.embedder import DEFAULT_MODEL, Embedder
     from scholar_es.client import connect, default_target
 
@@ -67,6 +70,7 @@ def run_eval(
         prefix=prefix,
         chunking=chunking,
         progress=progress,
+        heads=heads,
     )
     index = result.index
     how = f"built in {index.seconds:.1f} s" if index.built else "reused"

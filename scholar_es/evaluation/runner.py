@@ -3,11 +3,12 @@
 :func:`evaluate` is the whole loop: make sure the dataset is indexed (:func:`ensure_index`:
 built once under a prefix of its own, e.g. ``qasper-validation-chunks``, and reused while the
 aliases exist -- nothing is re-embedded), embed every question once through the cached
-embedder, then for each strategy and query build the request with the query builder
-(:func:`querybuilder.plan.make_plan`, :func:`querybuilder.dsl.build_search`, exactly what
-``scholar-es search`` sends) and time the search call alone: ``es.search`` for the one-request
-strategies, one ``es.msearch`` plus the client-side fusion for ``rrf-client``. Embedding and
-request building are not in the latency.
+embedder, then for each strategy and query build the request with the strategy registry
+(``querybuilder.strategies``: ``Strategy.eval_searcher``, exactly what ``scholar-es search``
+sends) and time the search calls alone: ``es.search`` for the one-request strategies, one
+``es.msearch`` plus the client-side fusion for ``rrf-client``, the ``_msearch`` and the
+re-scoring search for ``multisection``. Embedding, routing through heads and request building
+are not in the latency.
 
 Evaluation settings that differ from interactive search:
 
@@ -188,48 +189,32 @@ def _ranking(dataset: Dataset, hits: list[dict], judged) -> list[str]:
     )
 
 
-def _sources(raw_hits: list[dict]) -> list[dict]:
-    out = []
-    for h in raw_hits:
-        src = dict(h.get("_source") or {})
-        src.setdefault("chunk_id", h.get("_id"))
-        out.append(src)
-    return out
-
-
 def make_searcher(
-    es, strategy: str, profile, prefix: str, vectors: dict[str, np.ndarray], size: int = RUN_DEPTH
+    es,
+    strategy: str,
+    profile,
+    prefix: str,
+    vectors: dict[str, np.ndarray],
+    size: int = RUN_DEPTH,
+    *,
+    embedder=None,
+    heads=None,
 ) -> SearchFn:
-    """The query builder's request for ``strategy``, sent through ``es`` and timed."""
-    from querybuilder.dsl import build_search
-    from querybuilder.plan import make_plan
-    from querybuilder.run import rrf_fuse
+    """The registry's timed search for ``strategy`` (``Strategy.eval_searcher``): the request
+    ``scholar-es search`` sends, with ``_source`` cut to :data:`ID_FIELDS`, through ``es``."""
+    from querybuilder.strategies import EvalContext, get
 
-    def search(question: str, filters: dict | None) -> tuple[list[dict], float]:
-        plan = make_plan(
-            question, strategy=strategy, profile=profile, size=size, filters=filters, prefix=prefix
-        )
-        built = build_search(plan, vectors.get(plan.question))
-        if isinstance(built, tuple):  # rrf-client: one _msearch, fused here (as querybuilder.run.search)
-            bodies = [s.source(ID_FIELDS).to_dict() for s in built]
-            t0 = time.perf_counter()
-            resp = es.msearch(index=plan.index, searches=[x for b in bodies for x in ({}, b)]).body
-            legs = []
-            for item in resp["responses"]:
-                if "error" in item:
-                    raise ScholarEsError(f"_msearch item failed: {item['error']}")
-                legs.append(item["hits"]["hits"])
-            fused = rrf_fuse([[h["_id"] for h in leg] for leg in legs], k=plan.profile.rank_constant)
-            seconds = time.perf_counter() - t0
-            by_id = {h["_id"]: h for leg in legs for h in leg}
-            return _sources([by_id[d] for d, _ in fused[:size]]), seconds
-        body = built.source(ID_FIELDS).to_dict()
-        t0 = time.perf_counter()
-        resp = es.search(index=plan.index, body=body).body
-        seconds = time.perf_counter() - t0
-        return _sources(resp["hits"]["hits"]), seconds
-
-    return search
+    ctx = EvalContext(
+        es=es,
+        profile=profile,
+        prefix=prefix,
+        vectors=vectors,
+        embedder=embedder,
+        heads=heads,
+        size=size,
+        fields=tuple(ID_FIELDS),
+    )
+    return get(strategy).eval_searcher(ctx)
 
 
 def run_queries(
@@ -285,12 +270,10 @@ def embed_questions(dataset: Dataset, embedder, progress: bool = True) -> dict[s
     return vectors
 
 
-#: strategies evaluated by their own flow rather than by one query builder request
-EXTRA_STRATEGIES = ("multisection",)
-
-
-def check_options(dataset: Dataset, strategies: Sequence[str], scope: str) -> list[str]:
-    from querybuilder.plan import get_strategy
+def check_options(dataset: Dataset, strategies: Sequence[str], scope: str, heads=None) -> list[str]:
+    """The strategy names (each looked up in the registry, once), after checking the scope and
+    that ``heads`` goes with a strategy that uses heads."""
+    from querybuilder.strategies import get
 
     if scope not in SCOPES:
         raise ConfigError(f"unknown --scope {scope!r}; use one of {choices(SCOPES)}")
@@ -299,13 +282,13 @@ def check_options(dataset: Dataset, strategies: Sequence[str], scope: str) -> li
             f"--scope paper needs queries that name their paper (qasper); {dataset.name} is "
             f"{dataset.format}: use --scope corpus"
         )
-    names = [s.strip() for s in strategies if s.strip()]
+    names = list(dict.fromkeys(s.strip() for s in strategies if s.strip()))
     if not names:
         raise ConfigError("no strategy given; pass e.g. --strategy bm25,dense,hybrid")
-    for s in names:
-        if s not in EXTRA_STRATEGIES:
-            get_strategy(s)
-    return list(dict.fromkeys(names))
+    found = [get(s) for s in names]
+    if heads and not any("heads" in s.takes for s in found):
+        found[0].check_options(heads=heads)  # names the strategies that take --heads
+    return names
 
 
 def eval_profile(profile):
@@ -329,25 +312,28 @@ def run_evaluation(
     progress: bool = True,
     chunking: str = "paragraph",
     vectors: dict[str, np.ndarray] | None = None,
+    heads=None,
 ) -> Evaluation:
-    """:func:`evaluate` with everything kept: per-query scores, rankings, latencies, index info."""
-    from querybuilder.plan import get_strategy
+    """:func:`evaluate` with everything kept: per-query scores, rankings, latencies, index info.
+
+    ``heads``: the heads (a name or a ``Heads``) of the strategies that use them
+    (``multihead``, ``multihead-hybrid``; default: the heads named ``default``)."""
+    from querybuilder.strategies import get
 
     start = time.perf_counter()
-    names = check_options(dataset, strategies, scope)
+    names = check_options(dataset, strategies, scope, heads)
     data = dataset.limited(limit)
     prof = eval_profile(profile)
     info = ensure_index(es, data, embedder, prefix=prefix, chunking=chunking, progress=progress)
-    if vectors is None and any(s in EXTRA_STRATEGIES or get_strategy(s).uses_vector for s in names):
+    if vectors is None and any(get(s).needs.vector for s in names):
         vectors = embed_questions(data, embedder, progress=progress)
+    # every searcher first: missing heads fail before any strategy has run
+    searchers = {
+        name: make_searcher(es, name, prof, info.prefix, vectors or {}, embedder=embedder, heads=heads)
+        for name in names
+    }
     runs: dict[str, StrategyRun] = {}
-    for name in names:
-        if name == "multisection":  # its own flow: decomposition, one _msearch, re-scoring
-            from scholar_es.multisection.flow import eval_searcher
-
-            search = eval_searcher(es, prefix=info.prefix, embedder=embedder, profile=prof)
-        else:
-            search = make_searcher(es, name, prof, info.prefix, vectors or {})
+    for name, search in searchers.items():
         runs[name] = run_queries(data, search, scope=scope, label=name, progress=progress)
         runs[name].strategy = name
         m = runs[name].metrics
@@ -377,6 +363,7 @@ def evaluate(
     profile=None,
     prefix: str | None = None,
     progress: bool = True,
+    heads=None,
 ) -> dict[str, dict[str, float]]:
     """``{strategy: {metric: value}}`` for ``strategies`` on ``dataset`` (see the module doc).
 
@@ -394,4 +381,5 @@ def evaluate(
         profile=profile,
         prefix=prefix,
         progress=progress,
+        heads=heads,
     ).metrics

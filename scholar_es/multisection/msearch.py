@@ -139,8 +139,10 @@ def section_search(
 
 
 def embed_texts(es, texts: list[str], *, index: str, embedder=None) -> np.ndarray:
-    """The texts' vectors in one embedding call, checked against the index's model and dims."""
-    meta = index_meta(es, index)
+    """The texts' vectors in one embedding call, checked against the index's model and dims
+    (``es`` None: nothing to check against, ``embedder`` or the default model; for printing the
+    searches without a target)."""
+    meta = index_meta(es, index) if es is not None else {}
     if embedder is None:
         from indexer.embedder import DEFAULT_MODEL, Embedder
 

@@ -5,6 +5,9 @@
 * ``multihead-hybrid`` -- the query builder's default ``hybrid`` query (saturated BM25 + kNN)
   with the projected vector.
 
+The three are registered in the strategy registry (``querybuilder.strategies``) as
+:class:`HeadsStrategy` objects, so ``scholar-es search``, ``query``, ``eval`` and
+``querybuilder.run.search`` run them (``--heads NAME``; default ``default``).
 The DSL is the query builder's (:func:`querybuilder.dsl.build_search`); only the vector
 changes, so filters, sizes, the per-paper cap and the profile apply as for ``dense``/``hybrid``.
 Before any search the question's model is checked against the index (``_meta``) and against
@@ -17,16 +20,137 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from querybuilder.strategies import EvalContext, Needs, PlanStrategy, Prepared, SearchRequest, register
 from scholar_es.errors import ConfigError, choices
 from scholar_es.projection.heads import DEFAULT_NAME, Heads
 from scholar_es.projection.routing import Routing
 
-#: strategy -> (query-builder strategy whose DSL it uses, whether it projects the vector)
-STRATEGIES: dict[str, tuple[str, bool]] = {
-    "direct": ("dense", False),
-    "multihead": ("dense", True),
-    "multihead-hybrid": ("hybrid", True),
+
+@dataclass(frozen=True, kw_only=True)
+class HeadsStrategy(PlanStrategy):
+    """The query builder's ``dense`` or ``hybrid`` request with the question's vector, projected
+    through trained heads (``projects``) or as it is (``direct``)."""
+
+    base: str  # the query-builder strategy whose DSL it sends
+    projects: bool
+    templates: bool = False  # the vector is projected per question: nothing to store
+
+    def _base(self) -> PlanStrategy:
+        from querybuilder.plan import get_strategy
+
+        return get_strategy(self.base)
+
+    def build(self, plan, vector):
+        return self._base().build(plan, vector)
+
+    def make_plan(self, request: SearchRequest):
+        return self._base().make_plan(request)
+
+    def prepare(self, es, request: SearchRequest) -> Prepared:
+        if es is None:
+            raise ConfigError(
+                f"strategy {self.name!r} embeds with the index's model and reads its heads from the "
+                "engine or cluster: give the target (scholar-es query --es TARGET)"
+            )
+        req = build_request(
+            es,
+            request.question,
+            strategy=self.name,
+            heads=request.heads,
+            prefix=request.prefix,
+            embedder=request.embedder,
+            size=request.size,
+            papers=request.papers,
+            filters=request.filters,
+            profile=request.profile,
+            search_type=request.search_type,
+        )
+        return Prepared(self, request, req)
+
+    def bodies(self, prepared: Prepared) -> dict | list[dict]:
+        from querybuilder.dsl import build_body
+
+        return build_body(prepared.state.plan, prepared.state.vector)
+
+    def execute(self, es, prepared: Prepared) -> ProjectedSearch:
+        req = prepared.state
+        return ProjectedSearch(
+            execute(es, req.plan, req.vector, self.name, explain=prepared.request.explain),
+            req.routing,
+            req.heads,
+        )
+
+    def result(self, native, request):
+        return native.result
+
+    def routing(self, native: ProjectedSearch) -> dict | None:
+        r = native.routing
+        if r is None:
+            return None
+        return {
+            "heads": native.heads,
+            "max_similarity": round(float(r.max_similarity), 6),
+            "fallback": bool(r.fallback),
+            "top_heads": [[int(row), round(float(w), 6)] for row, w in r.top_heads],
+        }
+
+    def render(self, native, request) -> str:
+        text = super().render(native, request)
+        routing = self.routing(native)
+        if routing is None:
+            return text
+        how = "below the threshold: the fallback vector" if routing["fallback"] else "projected"
+        return (
+            f"# heads {routing['heads']}: best centroid similarity {routing['max_similarity']:.3f}, {how}\n"
+            + text
+        )
+
+    def as_dict(self, native, request) -> dict:
+        return {**super().as_dict(native, request), "routing": self.routing(native)}
+
+    def eval_searcher(self, ctx: EvalContext):
+        vectors = ctx.vectors
+        if self.projects:
+            heads = resolve_heads(ctx.es, ctx.heads, ctx.prefix)
+            vectors = project_vectors(
+                heads, vectors, model=getattr(ctx.embedder, "name", None), strategy=self.name
+            )
+        return self._base().vector_searcher(ctx, vectors)
+
+
+#: the heads strategies, registered in ``querybuilder.strategies``
+HEADS_STRATEGIES: dict[str, HeadsStrategy] = {
+    s.name: register(s)
+    for s in (
+        HeadsStrategy(
+            name="direct",
+            description="the dense (kNN) query with the question's own vector (the heads' baseline)",
+            needs=Needs(vector=True),
+            base="dense",
+            projects=False,
+            uses_text=False,
+        ),
+        HeadsStrategy(
+            name="multihead",
+            description="the dense (kNN) query with the question's vector routed through trained heads",
+            needs=Needs(vector=True, heads=True),
+            takes=frozenset({"explain", "heads"}),
+            base="dense",
+            projects=True,
+            uses_text=False,
+        ),
+        HeadsStrategy(
+            name="multihead-hybrid",
+            description="the hybrid query with the question's vector routed through trained heads",
+            needs=Needs(vector=True, heads=True),
+            takes=frozenset({"explain", "heads"}),
+            base="hybrid",
+            projects=True,
+        ),
+    )
 }
+#: strategy -> (query-builder strategy whose DSL it uses, whether it projects the vector)
+STRATEGIES: dict[str, tuple[str, bool]] = {n: (s.base, s.projects) for n, s in HEADS_STRATEGIES.items()}
 
 
 def check_strategy(strategy: str) -> tuple[str, bool]:
@@ -150,6 +274,7 @@ def build_request(
     tau: float | None = None,
     threshold: float | None = None,
     alpha: float | None = None,
+    search_type: str | None = None,
 ) -> ProjectedRequest:
     """Plan, embed (checked against the index and the heads) and route ``question``; nothing is
     searched. The arguments are :func:`search`'s."""
@@ -158,7 +283,14 @@ def build_request(
 
     base, projects = check_strategy(strategy)
     plan = make_plan(
-        question, strategy=base, profile=profile, size=size, papers=papers, filters=filters, prefix=prefix
+        question,
+        strategy=base,
+        profile=profile,
+        size=size,
+        papers=papers,
+        filters=filters,
+        prefix=prefix,
+        search_type=search_type,
     )
     if embedder is None:
         from indexer.embedder import DEFAULT_MODEL, Embedder

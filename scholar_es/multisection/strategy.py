@@ -1,0 +1,81 @@
+"""``multisection`` in the strategy registry (``querybuilder.strategies``).
+
+The flow is :mod:`scholar_es.multisection.flow`'s; this object lets every command run it:
+``search`` (papers with their supporting chunks; ``--show-plan`` prints the plan first,
+``--crossencoder`` re-scores), ``query`` (the ``_msearch`` of the keyword and section searches:
+the re-scoring search that follows depends on the candidates they return, so it cannot be
+printed before searching -- ``search --show-plan`` prints it), ``eval`` and
+``querybuilder.run.search`` (a ``SearchResult``: the best ``size`` chunks, the papers with their
+chunks). ``--size`` is the number of papers. ``--explain`` does not apply (the final scores
+come from the re-scoring search or the cross-encoder, not from one query to take apart).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from querybuilder.strategies import EvalContext, Needs, Prepared, SearchRequest, Strategy, register
+
+
+@dataclass(frozen=True, kw_only=True)
+class MultisectionStrategy(Strategy):
+    def prepare(self, es, request: SearchRequest) -> Prepared:
+        from scholar_es.multisection.flow import prepare
+
+        prepared = prepare(
+            es,
+            request.question,
+            embedder=request.embedder,
+            profile=request.profile,
+            prefix=request.prefix,
+            filters=request.filters,
+        )
+        return Prepared(self, request, prepared)
+
+    def bodies(self, prepared: Prepared) -> dict | list[dict]:
+        return [s.body() for s in prepared.state.searches]
+
+    def execute(self, es, prepared: Prepared):
+        from scholar_es.multisection.flow import execute
+
+        request = prepared.request
+        return execute(
+            es,
+            prepared.state,
+            papers=request.size,
+            show_plan=request.show_plan,
+            crossencoder=request.crossencoder,
+        )
+
+    def result(self, native, request: SearchRequest):
+        from scholar_es.multisection.flow import to_search_result
+
+        return to_search_result(native, size=request.size)
+
+    def render(self, native, request: SearchRequest) -> str:
+        from scholar_es.multisection.flow import render_result
+
+        return render_result(native, show_plan=request.show_plan)
+
+    def as_dict(self, native, request: SearchRequest) -> dict:
+        return native.model_dump(mode="json")
+
+    def eval_searcher(self, ctx: EvalContext):
+        from scholar_es.multisection.flow import eval_searcher
+
+        return eval_searcher(
+            ctx.es, prefix=ctx.prefix, embedder=ctx.embedder, profile=ctx.profile, size=ctx.size
+        )
+
+
+MULTISECTION = register(
+    MultisectionStrategy(
+        name="multisection",
+        description=(
+            "the question split into 1-5 focused sections, all searched in one _msearch, merged and "
+            "re-scored against the original question; papers with up to 3 supporting chunks"
+        ),
+        needs=Needs(vector=True),
+        takes=frozenset({"show_plan", "crossencoder"}),
+    )
+)
