@@ -127,6 +127,10 @@ def index_cmd(sources, fmt, target, chunking, model, batch_size, prefix, rebuild
         f"indices: {', '.join(f'{prefix}{k} -> {v}' for k, v in summary.indices.items())} "
         f"({display_target(target)})"
     )
+    if summary.cleaned:
+        click.echo(f"deleted half-built versions a killed run left: {', '.join(summary.cleaned)}")
+    if summary.pruned:
+        click.echo(f"deleted versions older than the previous one: {', '.join(summary.pruned)}")
     sys.exit(1 if summary.rejected else 0)
 
 
