@@ -34,7 +34,7 @@ INDEX_KINDS = ("papers", "chunks")
 BUILDING, COMPLETE = "building", "complete"
 #: ``_meta.schema`` values of the indices scholar-es creates (mappings/*.json)
 SCHEMA_PREFIX = "scholar-es/"
-_VERSION = re.compile(r"^(?P<alias>.+)-v(?P<n>\d+)$")
+VERSION_RE = re.compile(r"^(?P<alias>.+)-v(?P<n>\d+)$")
 
 
 def index_body(kind: str, dims: int, meta: dict) -> dict:
@@ -62,7 +62,7 @@ def versions(es, alias: str) -> dict[str, int]:
     existing = es.indices.get(index=f"{alias}-v*", allow_no_indices=True, expand_wildcards="all").body
     out = {}
     for name in existing:
-        m = _VERSION.match(name)
+        m = VERSION_RE.match(name)
         if m and m["alias"] == alias:
             out[name] = int(m["n"])
     return out

@@ -134,6 +134,48 @@ def index_cmd(sources, fmt, target, chunking, model, batch_size, prefix, rebuild
     sys.exit(1 if summary.rejected else 0)
 
 
+@main.command("indices")
+@click.option("--es", "target", default=None, help=TARGET_HELP)
+@click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON.")
+def indices_cmd(target, as_json) -> None:
+    """List the scholar-es indices: each alias's versions (current, previous, building), with their
+    document counts, embedding model, chunking and BM25 similarity settings."""
+    import json
+
+    from indexer.manage import format_table, list_indices
+    from scholar_es.client import connect
+
+    target = target or default_target()
+    rows = _run(lambda: list_indices(connect(target, must_exist=not is_url(target))))
+    if as_json:
+        click.echo(json.dumps([r.to_dict() for r in rows], indent=2))
+    else:
+        click.echo(f"{display_target(target)}:")
+        click.echo(format_table(rows))
+
+
+@main.command("delete")
+@click.argument("names", nargs=-1, required=True)
+@click.option("--es", "target", default=None, help=TARGET_HELP)
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+def delete_cmd(names, target, yes) -> None:
+    """Delete scholar-es indices. Each NAME is an alias (chunks: all its versions), a prefix
+    (scifact-: its papers and chunks) or one version (chunks-v1). Indices scholar-es did not
+    create are refused. Asks for confirmation unless --yes."""
+    from indexer.manage import delete_indices, resolve_delete
+    from scholar_es.client import connect
+
+    target = target or default_target()
+    es = _run(lambda: connect(target, must_exist=not is_url(target)))
+    chosen = _run(lambda: resolve_delete(es, list(names)))
+    click.echo(f"{display_target(target)}: {len(chosen)} indices: {', '.join(chosen)}")
+    if not yes and not click.confirm("delete them?", default=False):
+        click.echo("nothing deleted")
+        sys.exit(1)
+    _run(lambda: delete_indices(es, chosen))
+    click.echo(f"deleted {', '.join(chosen)}")
+
+
 @main.command("console")
 @click.argument("file", required=False, type=click.File("r"), default="-")
 @click.option("--es", "target", default=None, help=TARGET_HELP)
