@@ -462,8 +462,9 @@ def search_cmd(
     default=None,
     help="Index alias prefix [default: <name>-<split>- for QASPER, <name>- for BEIR].",
 )
+@click.option("--quiet", is_flag=True, help="No progress bars or progress lines (the report still prints).")
 def eval_cmd(
-    dataset, fmt, split, strategies, target, scope, limit, json_out, plot_out, profile, prefix
+    dataset, fmt, split, strategies, target, scope, limit, json_out, plot_out, profile, prefix, quiet
 ) -> None:
     """Evaluate strategies on a judged DATASET: nDCG@10, MRR@10, P@1/3/10, Recall@10/100, latency.
 
@@ -485,6 +486,7 @@ def eval_cmd(
             plot_out=plot_out,
             profile=profile,
             prefix=prefix,
+            progress=not quiet,
         )
     )
 
@@ -505,7 +507,27 @@ def eval_cmd(
 @click.option("--profile", default=None, help="The profile to start from.")
 @click.option("--out", "out_profile", default=None, help="Write the tuned profile JSON here.")
 @click.option("--name", default=None, help="Name of the tuned profile.")
-def tune_cmd(dataset, fmt, split, target, scope, limit, papers, folds, profile, out_profile, name) -> None:
+@click.option(
+    "--allow-any-split",
+    is_flag=True,
+    help="Tune on a split not named train (only when that split is your training data).",
+)
+@click.option("--quiet", is_flag=True, help="No progress bars or progress lines (the report still prints).")
+def tune_cmd(
+    dataset,
+    fmt,
+    split,
+    target,
+    scope,
+    limit,
+    papers,
+    folds,
+    profile,
+    out_profile,
+    name,
+    allow_any_split,
+    quiet,
+) -> None:
     """Tune profile parameters (hybrid weights, BM25 saturation, section multipliers) on a train split.
 
     Prints cross-validated gains and writes a profile that search, query and eval accept
@@ -526,6 +548,8 @@ def tune_cmd(dataset, fmt, split, target, scope, limit, papers, folds, profile, 
             profile=profile,
             out_profile=out_profile,
             name=name,
+            allow_any_split=allow_any_split,
+            progress=not quiet,
         )
     )
 
