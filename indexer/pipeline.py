@@ -30,6 +30,23 @@ EMBED_BATCH = 64  # chunks embedded per model call: large enough to keep the mod
 FAULT_ENV = "SCHOLAR_ES_FAULT_KILL_AFTER_PAPERS"
 
 
+def count_records(sources: Iterable[str | Path]) -> int | None:
+    """Records (non-empty lines) in the JSON-lines ``sources``, for a progress total and ETA (every
+    format is one record a line; a BEIR directory is its ``corpus.jsonl``). None when a source cannot
+    be read; bad records are counted too, as the reader reports each."""
+    total = 0
+    for source in sources:
+        path = Path(source)
+        if path.is_dir():
+            path = path / "corpus.jsonl"
+        try:
+            with path.open("rb") as f:
+                total += sum(1 for line in f if line.strip())
+        except OSError:
+            return None
+    return total
+
+
 @dataclass
 class IndexSummary:
     papers: int = 0

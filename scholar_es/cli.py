@@ -79,7 +79,7 @@ def index_cmd(sources, fmt, target, chunking, model, batch_size, prefix, rebuild
 
     from indexer.chunker import CHUNKING_MODES
     from indexer.embedder import DEFAULT_MODEL, Embedder
-    from indexer.pipeline import IndexRun
+    from indexer.pipeline import IndexRun, count_records
     from indexer.readers import FORMATS
     from scholar_es.client import connect
     from scholar_es.errors import choices
@@ -91,9 +91,11 @@ def index_cmd(sources, fmt, target, chunking, model, batch_size, prefix, rebuild
     target = target or default_target()
     # the bar appears once the target answered, so a connection error prints no empty bar
     bar = tqdm(unit=" papers", disable=True, file=sys.stderr)
+    run = None
 
     def progress(papers: int, chunks: int) -> None:
-        bar.update(papers - bar.n)
+        done = papers + (run.summary.rejected if run else 0)  # the total counts every record
+        bar.update(done - bar.n)
         bar.set_postfix(chunks=chunks, refresh=False)
 
     def report(message: str) -> None:
@@ -102,11 +104,22 @@ def index_cmd(sources, fmt, target, chunking, model, batch_size, prefix, rebuild
         bar.refresh()
 
     def body():
-        nonlocal bar
+        nonlocal bar, run
         es = connect(target)
         es.info()  # an unreachable cluster fails now, before the model loads
         embedder = Embedder(model or DEFAULT_MODEL, batch_size=batch_size)
-        bar = tqdm(unit=" papers", disable=quiet, file=sys.stderr, dynamic_ncols=True)
+        if not quiet:
+            click.echo(
+                f"loading the embedding model {embedder.name} (up to a minute the first time) ...", err=True
+            )
+        embedder.dims  # noqa: B018 - loads the model now, so the bar below measures indexing alone
+        bar = tqdm(
+            total=count_records(sources),
+            unit=" papers",
+            disable=quiet,
+            file=sys.stderr,
+            dynamic_ncols=True,
+        )
         run = IndexRun(
             es,
             embedder,
