@@ -466,7 +466,21 @@ def search_cmd(
     show_default=True,
     help="corpus (search everything) or paper (QASPER: each question within its own paper).",
 )
-@click.option("--limit", type=int, default=None, help="Evaluate the first N judged queries only.")
+@click.option(
+    "--limit",
+    type=int,
+    default=None,
+    help="Evaluate the first N judged queries only; the corpus indexed for them is bounded too "
+    "(--corpus-sample) unless the whole corpus is already indexed.",
+)
+@click.option(
+    "--corpus-sample",
+    type=int,
+    default=1000,
+    show_default=True,
+    help="With --limit: index the documents those queries need plus this many others (a fixed sample).",
+)
+@click.option("--full-corpus", is_flag=True, help="With --limit: index the whole corpus anyway.")
 @click.option("--json", "json_out", default=None, help="Write {strategy: {metric: value}} here.")
 @click.option("--plot", "plot_out", default=None, help="Write a PNG comparison plot here.")
 @click.option("--profile", default=None, help="A profile JSON file (e.g. from scholar-es tune).")
@@ -477,7 +491,20 @@ def search_cmd(
 )
 @click.option("--quiet", is_flag=True, help="No progress bars or progress lines (the report still prints).")
 def eval_cmd(
-    dataset, fmt, split, strategies, target, scope, limit, json_out, plot_out, profile, prefix, quiet
+    dataset,
+    fmt,
+    split,
+    strategies,
+    target,
+    scope,
+    limit,
+    corpus_sample,
+    full_corpus,
+    json_out,
+    plot_out,
+    profile,
+    prefix,
+    quiet,
 ) -> None:
     """Evaluate strategies on a judged DATASET: nDCG@10, MRR@10, P@1/3/10, Recall@10/100, latency.
 
@@ -500,6 +527,8 @@ def eval_cmd(
             profile=profile,
             prefix=prefix,
             progress=not quiet,
+            corpus_sample=corpus_sample,
+            full_corpus=full_corpus,
         )
     )
 
