@@ -14,6 +14,11 @@ TARGET_HELP = (
     "[default: $SCHOLAR_ES_URL, else ./.scholar-es]"
 )
 
+PROFILE_HELP = (
+    "A profile name (default; the shipped tuned-qasper-train, tuned-scifact-train, or a short "
+    "form such as tuned-qasper) or a profile JSON file (e.g. from scholar-es tune)."
+)
+
 
 def _fail(message: str) -> None:
     click.echo(f"error: {message}", err=True)
@@ -235,9 +240,7 @@ def _search_options(fn):
             "multihead-hybrid route the question through trained heads (--heads); search "
             "also takes multisection.",
         ),
-        click.option(
-            "--profile", "profile", default=None, help="A profile JSON file (see querybuilder/profiles.py)."
-        ),
+        click.option("--profile", "profile", default=None, help=PROFILE_HELP),
         click.option(
             "--size", default=10, show_default=True, type=int, help="Hits (or papers with --papers)."
         ),
@@ -483,7 +486,7 @@ def search_cmd(
 @click.option("--full-corpus", is_flag=True, help="With --limit: index the whole corpus anyway.")
 @click.option("--json", "json_out", default=None, help="Write {strategy: {metric: value}} here.")
 @click.option("--plot", "plot_out", default=None, help="Write a PNG comparison plot here.")
-@click.option("--profile", default=None, help="A profile JSON file (e.g. from scholar-es tune).")
+@click.option("--profile", default=None, help=PROFILE_HELP)
 @click.option(
     "--prefix",
     default=None,
@@ -546,7 +549,7 @@ def eval_cmd(
 @click.option(
     "--folds", type=int, default=5, show_default=True, help="Cross-validation folds for the report."
 )
-@click.option("--profile", default=None, help="The profile to start from.")
+@click.option("--profile", default=None, help=f"The profile to start from. {PROFILE_HELP}")
 @click.option("--out", "out_profile", default=None, help="Write the tuned profile JSON here.")
 @click.option("--name", default=None, help="Name of the tuned profile.")
 @click.option(
