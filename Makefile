@@ -19,6 +19,7 @@ demo: install
 	rm -rf $(DEMO_DIR)
 	$(VENV)/bin/scholar-es index scripts/demo_papers.jsonl --es $(DEMO_DIR) --quiet
 	$(PY) scripts/demo.py --es $(DEMO_DIR)
+	@echo "\nNext: source $(VENV)/bin/activate, then e.g. scholar-es indices --es $(DEMO_DIR) (see README: Getting started)"
 
 test: install
 	$(PY) -m pytest -q
