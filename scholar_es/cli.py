@@ -479,7 +479,7 @@ def search_cmd(
 @click.option(
     "--corpus-sample",
     type=int,
-    default=1000,
+    default=500,
     show_default=True,
     help="With --limit: index the documents those queries need plus this many others (a fixed sample).",
 )

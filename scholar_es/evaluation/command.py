@@ -22,7 +22,7 @@ TRAIN_SPLITS = ("train",)
 
 
 #: with --limit, corpus documents indexed besides the judged ones (Dataset.bounded)
-DEFAULT_CORPUS_SAMPLE = 1000
+DEFAULT_CORPUS_SAMPLE = 500
 
 
 def check_output_path(path: str | Path | None, option: str, *, plot: bool = False) -> None:
