@@ -19,6 +19,8 @@ demo: install
 	rm -rf $(DEMO_DIR)
 	$(VENV)/bin/scholar-es index scripts/demo_papers.jsonl --es $(DEMO_DIR) --quiet
 	$(PY) scripts/demo.py --es $(DEMO_DIR)
+	@echo
+	@echo "Next: source $(VENV)/bin/activate, then e.g. scholar-es indices --es $(DEMO_DIR) (README: Getting started)"
 
 test: install
 	$(PY) -m pytest -q

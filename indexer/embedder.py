@@ -102,14 +102,16 @@ class Embedder:
     def _load(self):
         if self._model is None:
             path = resolve_model(self.name)
-            if Path(path).exists():
-                os.environ.setdefault("HF_HUB_OFFLINE", "1")  # a local model needs no hub
             try:
                 from sentence_transformers import SentenceTransformer
                 from transformers.utils import logging as hf_logging
 
                 hf_logging.disable_progress_bar()  # our own progress bar is the one to watch
-                self._model = SentenceTransformer(path, device=self.device or "cpu")
+                # a local directory (the packaged default) loads without asking the hub; this is a
+                # per-call flag, not HF_HUB_OFFLINE, so other model names download as usual
+                self._model = SentenceTransformer(
+                    path, device=self.device or "cpu", local_files_only=Path(path).is_dir()
+                )
             except (OSError, ValueError) as e:
                 raise ConfigError(
                     f"cannot load embedding model {self.name!r}: {e}. Use the default "

@@ -4,6 +4,19 @@
 ``papers-v<N>``. A normal run writes into the indices the aliases point to (creating
 ``-v1`` on the first run); ``rebuild`` writes a fresh ``-v<N+1>`` and then moves the
 alias in one ``_aliases`` request, so searches never see a half-built index.
+
+Which version is good is never guessed from version numbers:
+
+* a version is created with ``_meta.build_state: "building"`` and marked ``"complete"`` only
+  after every document was written and refreshed, just before the alias moves to it;
+* the version the alias served before a swap gets the ``<alias>-previous`` alias (moved in the
+  same ``_aliases`` request), so the rollback target is the last *published* version, never a
+  half-built one;
+* a version that no alias names and whose state is ``building`` is the leftover of a run that
+  was killed (kill -9, power loss): the next run deletes it before it starts (so two rebuilds
+  of one prefix must not run at the same time);
+* after a swap, unaliased versions older than the new one are deleted: the current and the
+  previous version are all that is kept.
 """
 
 from __future__ import annotations
@@ -17,6 +30,11 @@ from indexer.embedder import model_key
 from scholar_es.errors import ConfigError, ModelMismatchError
 
 INDEX_KINDS = ("papers", "chunks")
+#: ``_meta.build_state`` of a version being filled, and of one every document was written to
+BUILDING, COMPLETE = "building", "complete"
+#: ``_meta.schema`` values of the indices scholar-es creates (mappings/*.json)
+SCHEMA_PREFIX = "scholar-es/"
+VERSION_RE = re.compile(r"^(?P<alias>.+)-v(?P<n>\d+)$")
 
 
 def index_body(kind: str, dims: int, meta: dict) -> dict:
@@ -34,6 +52,27 @@ def alias_name(prefix: str, kind: str) -> str:
     return f"{prefix}{kind}"
 
 
+def previous_alias(alias: str) -> str:
+    """The alias that names the version ``alias`` served before the last swap (the rollback)."""
+    return f"{alias}-previous"
+
+
+def versions(es, alias: str) -> dict[str, int]:
+    """Every ``<alias>-v<N>`` index that exists -> N."""
+    existing = es.indices.get(index=f"{alias}-v*", allow_no_indices=True, expand_wildcards="all").body
+    out = {}
+    for name in existing:
+        m = VERSION_RE.match(name)
+        if m and m["alias"] == alias:
+            out[name] = int(m["n"])
+    return out
+
+
+def index_meta(es, index: str) -> dict:
+    body = es.indices.get_mapping(index=index).body
+    return next(iter(body.values()))["mappings"].get("_meta", {}) or {}
+
+
 def physical_indices(es, alias: str) -> list[str]:
     """Indices the alias points to now ([] when it does not exist)."""
     if not es.indices.exists_alias(name=alias):
@@ -43,10 +82,7 @@ def physical_indices(es, alias: str) -> list[str]:
 
 def next_version(es, alias: str) -> str:
     """``<alias>-v<N+1>`` where N is the highest existing version."""
-    pattern = re.compile(re.escape(alias) + r"-v(\d+)$")
-    existing = es.indices.get(index=f"{alias}-v*", allow_no_indices=True, expand_wildcards="all").body
-    versions = [int(m[1]) for name in existing if (m := pattern.match(name))]
-    return f"{alias}-v{max(versions, default=0) + 1}"
+    return f"{alias}-v{max(versions(es, alias).values(), default=0) + 1}"
 
 
 def check_meta(es, index: str, model: str, dims: int, chunking: str) -> None:
@@ -69,9 +105,28 @@ def check_meta(es, index: str, model: str, dims: int, chunking: str) -> None:
         )
 
 
-def prepare(es, prefix: str, model: str, dims: int, meta: dict, rebuild: bool) -> tuple[dict[str, str], bool]:
-    """The physical index to write for each kind, and whether they are new (created now)."""
-    targets, created = {}, False
+def clean_leftovers(es, alias: str) -> list[str]:
+    """Delete the half-built versions of ``alias`` a killed run left (no alias, state building)."""
+    deleted = []
+    for name in sorted(versions(es, alias)):
+        if _aliases_of(es, name):
+            continue
+        if index_meta(es, name).get("build_state") == BUILDING:
+            es.indices.delete(index=name)
+            deleted.append(name)
+    return deleted
+
+
+def _aliases_of(es, index: str) -> list[str]:
+    return sorted(es.indices.get_alias(index=index).body.get(index, {}).get("aliases", {}))
+
+
+def prepare(
+    es, prefix: str, model: str, dims: int, meta: dict, rebuild: bool
+) -> tuple[dict[str, str], bool, list[str]]:
+    """The index to write for each kind, whether they are new (created now), and the leftovers of
+    killed runs that were deleted first."""
+    targets, created, cleaned = {}, False, []
     for kind in INDEX_KINDS:
         alias = alias_name(prefix, kind)
         current = physical_indices(es, alias)
@@ -80,6 +135,7 @@ def prepare(es, prefix: str, model: str, dims: int, meta: dict, rebuild: bool) -
                 f"{alias!r} is a concrete index, not an alias; scholar-es keeps {alias!r} as an alias "
                 f"of versioned indices. Delete or rename it, or use another --prefix"
             )
+        cleaned += clean_leftovers(es, alias)
         if current and not rebuild:
             if len(current) != 1:
                 raise ConfigError(
@@ -89,46 +145,56 @@ def prepare(es, prefix: str, model: str, dims: int, meta: dict, rebuild: bool) -
             targets[kind] = current[0]
             continue
         name = next_version(es, alias)
-        es.indices.create(index=name, **index_body(kind, dims, meta))
+        es.indices.create(index=name, **index_body(kind, dims, {**meta, "build_state": BUILDING}))
         targets[kind] = name
         created = True
-    return targets, created
+    return targets, created, cleaned
 
 
 def discard(es, targets: dict[str, str]) -> None:
     """Delete indices a failed run created (they were never published)."""
     for index in targets.values():
-        if es.indices.exists(index=index) and not es.indices.get_alias(index=index).body.get(index, {}).get(
-            "aliases"
-        ):
+        if es.indices.exists(index=index) and not _aliases_of(es, index):
             es.indices.delete(index=index)
 
 
-def publish(es, prefix: str, targets: dict[str, str]) -> list[str]:
-    """Point each alias at its target in one atomic ``_aliases`` call.
+def mark_complete(es, index: str) -> None:
+    """Record in ``_meta`` that every document of this run is in ``index`` (before it is published)."""
+    meta = index_meta(es, index)
+    if meta.get("build_state") != COMPLETE:
+        es.indices.put_mapping(index=index, meta={**meta, "build_state": COMPLETE})
 
-    The version the alias pointed to before is kept (so a bad rebuild can be undone by moving
-    the alias back); older versions are deleted. Returns the deleted indices.
+
+def publish(es, prefix: str, targets: dict[str, str]) -> list[str]:
+    """Mark each target complete, then point each alias at it in one atomic ``_aliases`` call.
+
+    The version an alias served before gets ``<alias>-previous`` (so a bad rebuild can be undone
+    by moving the alias back: ``scholar-es indices`` shows both); unaliased versions older than the
+    new one are deleted. Returns the deleted indices.
     """
+    for index in targets.values():
+        mark_complete(es, index)
     actions = []
     for kind, index in targets.items():
         alias = alias_name(prefix, kind)
-        for old in physical_indices(es, alias):
-            if old != index:
-                actions.append({"remove": {"index": old, "alias": alias}})
+        current = physical_indices(es, alias)
+        if current == [index]:
+            continue  # an update in place: nothing moves
+        prev = previous_alias(alias)
+        for old in physical_indices(es, prev):
+            actions.append({"remove": {"index": old, "alias": prev}})
+        for old in current:
+            actions.append({"remove": {"index": old, "alias": alias}})
+            actions.append({"add": {"index": old, "alias": prev}})
         actions.append({"add": {"index": index, "alias": alias}})
-    es.indices.update_aliases(actions=actions)
+    if actions:
+        es.indices.update_aliases(actions=actions)
     deleted = []
-    pattern = re.compile(r"-v(\d+)$")
     for kind, index in targets.items():
         alias = alias_name(prefix, kind)
-        existing = es.indices.get(index=f"{alias}-v*", allow_no_indices=True, expand_wildcards="all").body
-        older = sorted(
-            (int(m[1]), name)
-            for name in existing
-            if (m := pattern.search(name)) and name != index and name.startswith(f"{alias}-v")
-        )
-        for _, name in older[:-1]:  # keep the most recent previous version
-            es.indices.delete(index=name)
-            deleted.append(name)
+        found = versions(es, alias)
+        for name, n in sorted(found.items(), key=lambda kv: kv[1]):
+            if n < found[index] and not _aliases_of(es, name):
+                es.indices.delete(index=name)
+                deleted.append(name)
     return deleted

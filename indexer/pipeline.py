@@ -8,6 +8,8 @@ counted, and cost nothing else.
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -23,6 +25,26 @@ from indexer.readers import read_papers
 from scholar_es.errors import ConfigError, InputError
 
 EMBED_BATCH = 64  # chunks embedded per model call: large enough to keep the model busy
+#: fault hook for the crash tests: the process kills itself (SIGKILL, no cleanup runs) once this
+#: many papers were acknowledged by the index, i.e. in the middle of a run
+FAULT_ENV = "SCHOLAR_ES_FAULT_KILL_AFTER_PAPERS"
+
+
+def count_records(sources: Iterable[str | Path]) -> int | None:
+    """Records (non-empty lines) in the JSON-lines ``sources``, for a progress total and ETA (every
+    format is one record a line; a BEIR directory is its ``corpus.jsonl``). None when a source cannot
+    be read; bad records are counted too, as the reader reports each."""
+    total = 0
+    for source in sources:
+        path = Path(source)
+        if path.is_dir():
+            path = path / "corpus.jsonl"
+        try:
+            with path.open("rb") as f:
+                total += sum(1 for line in f if line.strip())
+        except OSError:
+            return None
+    return total
 
 
 @dataclass
@@ -34,6 +56,10 @@ class IndexSummary:
     seconds: float = 0.0
     encode_seconds: float = 0.0
     indices: dict[str, str] = field(default_factory=dict)
+    #: half-built versions a killed run had left, deleted before this run started
+    cleaned: list[str] = field(default_factory=list)
+    #: versions older than the previous one, deleted after the aliases moved
+    pruned: list[str] = field(default_factory=list)
 
     @property
     def chunks_per_second(self) -> float:
@@ -109,6 +135,8 @@ class IndexRun:
         self._in_flight: dict[tuple[str, str], str] = {}  # (index, doc id) -> where it came from
         self._seen: dict[str, str] = {}  # paper id -> the source that gave it first
         self._fresh = False  # indices created by this run hold no earlier chunks
+        self._written = 0  # papers the index acknowledged
+        self._kill_after = int(os.environ.get(FAULT_ENV) or 0) or None
 
     def reject(self, message: str) -> None:
         self.summary.rejected += 1
@@ -201,7 +229,7 @@ class IndexRun:
             (str(source), read_papers(source, fmt)) for source in sources
         ]  # ConfigError now, not midway
         meta = {"embedding_model": self.embedder.name, "dims": self.embedder.dims, "chunking": self.chunking}
-        targets, self._fresh = layout.prepare(
+        targets, self._fresh, self.summary.cleaned = layout.prepare(
             self.es, self.prefix, self.embedder.name, self.embedder.dims, meta, self.rebuild
         )
         self.summary.indices = targets
@@ -216,7 +244,7 @@ class IndexRun:
             if self._fresh:
                 layout.discard(self.es, targets)
             raise
-        layout.publish(self.es, self.prefix, targets)
+        self.summary.pruned = layout.publish(self.es, self.prefix, targets)
         self.summary.seconds = time.perf_counter() - start
         self.summary.encode_seconds = self.embedder.encode_seconds
         return self.summary
@@ -231,6 +259,10 @@ class IndexRun:
             initial_backoff=1,
         ):
             op_type, op = next(iter(item.items()))
+            if op.get("_index") == targets["papers"] and op_type == "index" and ok:
+                self._written += 1
+                if self._written == self._kill_after:
+                    os.kill(os.getpid(), signal.SIGKILL)
             source = self._in_flight.pop((op.get("_index", ""), op.get("_id", "")), "?")
             if not ok and not (op_type == "delete" and op.get("status") == 404):
                 err = op.get("error", {})

@@ -200,17 +200,63 @@ DEFAULT_PROFILE = Profile()
 PROFILES: dict[str, Profile] = {"default": DEFAULT_PROFILE}
 
 
+#: The package that ships the tuned profiles (``<name>.json``), loaded by name.
+SHIPPED_PACKAGE = "scholar_es.evaluation.profiles"
+
+
+def shipped_profiles() -> dict[str, Any]:
+    """Profile name -> its JSON resource, for the tuned profiles shipped in the package."""
+    from importlib import resources
+
+    root = resources.files(SHIPPED_PACKAGE)
+    return {f.name[: -len(".json")]: f for f in root.iterdir() if f.name.endswith(".json")}
+
+
+def profile_names() -> list[str]:
+    """Every name ``--profile`` takes besides a file: built-in, shipped, and unambiguous short forms."""
+    shipped = sorted(shipped_profiles())
+    short = sorted({a for n in shipped for a in _short_forms(n) if _resolve_shipped(a, shipped) == n})
+    return [*PROFILES, *shipped, *(a for a in short if a not in PROFILES)]
+
+
+def _short_forms(name: str) -> list[str]:
+    parts = name.split("-")
+    return ["-".join(parts[:i]) for i in range(1, len(parts))]
+
+
+def _resolve_shipped(name: str, shipped: list[str]) -> str | list[str] | None:
+    """The shipped profile ``name`` stands for (itself, or the one name it is a dash-prefix of);
+    the candidates when it is a prefix of several; None when it matches none."""
+    if name in shipped:
+        return name
+    found = [n for n in shipped if n.startswith(f"{name}-")]
+    return found[0] if len(found) == 1 else (found or None)
+
+
 def load_profile(path_or_name: str | Path | None) -> Profile:
-    """A built-in profile by name (``None``: ``default``) or a profile JSON file."""
+    """A profile by name or file. Names: the built-in ``default`` (also for ``None``), the tuned
+    profiles shipped in :data:`SHIPPED_PACKAGE` (``tuned-qasper-train``), or a short form of
+    one when it is unambiguous (``tuned-qasper``). Anything else is read as a profile JSON file."""
     if path_or_name is None:
         return DEFAULT_PROFILE
     if isinstance(path_or_name, str) and path_or_name in PROFILES:
         return PROFILES[path_or_name]
+    if isinstance(path_or_name, str) and not path_or_name.endswith(".json"):
+        shipped = shipped_profiles()
+        match = _resolve_shipped(path_or_name, sorted(shipped))
+        if isinstance(match, list):
+            raise ConfigError(
+                f"profile {path_or_name!r} is ambiguous: it could be {choices(match)}; give the full name"
+            )
+        if match is not None:
+            return Profile.from_dict(
+                json.loads(shipped[match].read_text(encoding="utf-8")), source=f"profile {match!r}"
+            )
     path = Path(path_or_name)
     if not path.is_file():
         raise ConfigError(
-            f"profile {str(path_or_name)!r} is neither a file nor a built-in profile; built-in "
-            f"profiles: {choices(PROFILES)}"
+            f"profile {str(path_or_name)!r} is neither a file nor a profile name; names: "
+            f"{choices(profile_names())}"
         )
     try:
         data = json.loads(path.read_text(encoding="utf-8"))

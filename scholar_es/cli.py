@@ -15,6 +15,11 @@ TARGET_HELP = (
     "[default: $SCHOLAR_ES_URL, else ./.scholar-es]"
 )
 
+PROFILE_HELP = (
+    "A profile name (default; the shipped tuned-qasper-train, tuned-scifact-train, or a short "
+    "form such as tuned-qasper) or a profile JSON file (e.g. from scholar-es tune)."
+)
+
 
 def _fail(message: str) -> None:
     click.echo(f"error: {message}", err=True)
@@ -81,7 +86,7 @@ def index_cmd(sources, fmt, target, chunking, model, batch_size, prefix, rebuild
 
     from indexer.chunker import CHUNKING_MODES
     from indexer.embedder import DEFAULT_MODEL, Embedder
-    from indexer.pipeline import IndexRun
+    from indexer.pipeline import IndexRun, count_records
     from indexer.readers import FORMATS
     from scholar_es.client import connect
     from scholar_es.errors import choices
@@ -93,9 +98,11 @@ def index_cmd(sources, fmt, target, chunking, model, batch_size, prefix, rebuild
     target = target or default_target()
     # the bar appears once the target answered, so a connection error prints no empty bar
     bar = tqdm(unit=" papers", disable=True, file=sys.stderr)
+    run = None
 
     def progress(papers: int, chunks: int) -> None:
-        bar.update(papers - bar.n)
+        done = papers + (run.summary.rejected if run else 0)  # the total counts every record
+        bar.update(done - bar.n)
         bar.set_postfix(chunks=chunks, refresh=False)
 
     def report(message: str) -> None:
@@ -104,11 +111,22 @@ def index_cmd(sources, fmt, target, chunking, model, batch_size, prefix, rebuild
         bar.refresh()
 
     def body():
-        nonlocal bar
+        nonlocal bar, run
         es = connect(target)
         es.info()  # an unreachable cluster fails now, before the model loads
         embedder = Embedder(model or DEFAULT_MODEL, batch_size=batch_size)
-        bar = tqdm(unit=" papers", disable=quiet, file=sys.stderr, dynamic_ncols=True)
+        if not quiet:
+            click.echo(
+                f"loading the embedding model {embedder.name} (up to a minute the first time) ...", err=True
+            )
+        embedder.dims  # noqa: B018 - loads the model now, so the bar below measures indexing alone
+        bar = tqdm(
+            total=count_records(sources),
+            unit=" papers",
+            disable=quiet,
+            file=sys.stderr,
+            dynamic_ncols=True,
+        )
         run = IndexRun(
             es,
             embedder,
@@ -129,7 +147,53 @@ def index_cmd(sources, fmt, target, chunking, model, batch_size, prefix, rebuild
         f"indices: {', '.join(f'{prefix}{k} -> {v}' for k, v in summary.indices.items())} "
         f"({display_target(target)})"
     )
+    if summary.cleaned:
+        click.echo(f"deleted half-built versions a killed run left: {', '.join(summary.cleaned)}")
+    if summary.pruned:
+        click.echo(f"deleted versions older than the previous one: {', '.join(summary.pruned)}")
     sys.exit(1 if summary.rejected else 0)
+
+
+@main.command("indices")
+@click.option("--es", "target", default=None, help=TARGET_HELP)
+@click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON.")
+def indices_cmd(target, as_json) -> None:
+    """List the scholar-es indices: each alias's versions (current, previous, building), with their
+    document counts, embedding model, chunking and BM25 similarity settings."""
+    import json
+
+    from indexer.manage import format_table, list_indices
+    from scholar_es.client import connect
+
+    target = target or default_target()
+    rows = _run(lambda: list_indices(connect(target, must_exist=not is_url(target))))
+    if as_json:
+        click.echo(json.dumps([r.to_dict() for r in rows], indent=2))
+    else:
+        click.echo(f"{display_target(target)}:")
+        click.echo(format_table(rows))
+
+
+@main.command("delete")
+@click.argument("names", nargs=-1, required=True)
+@click.option("--es", "target", default=None, help=TARGET_HELP)
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+def delete_cmd(names, target, yes) -> None:
+    """Delete scholar-es indices. Each NAME is an alias (chunks: all its versions), a prefix
+    (scifact-: its papers and chunks) or one version (chunks-v1). Indices scholar-es did not
+    create are refused. Asks for confirmation unless --yes."""
+    from indexer.manage import delete_indices, resolve_delete
+    from scholar_es.client import connect
+
+    target = target or default_target()
+    es = _run(lambda: connect(target, must_exist=not is_url(target)))
+    chosen = _run(lambda: resolve_delete(es, list(names)))
+    click.echo(f"{display_target(target)}: {len(chosen)} indices: {', '.join(chosen)}")
+    if not yes and not click.confirm("delete them?", default=False):
+        click.echo("nothing deleted")
+        sys.exit(1)
+    _run(lambda: delete_indices(es, chosen))
+    click.echo(f"deleted {', '.join(chosen)}")
 
 
 @main.command("console")
@@ -177,9 +241,7 @@ def _search_options(fn):
             "cluster; direct, multihead and multihead-hybrid route the question's vector through "
             "trained heads (--heads); multisection splits the question into sections.",
         ),
-        click.option(
-            "--profile", "profile", default=None, help="A profile JSON file (see querybuilder/profiles.py)."
-        ),
+        click.option("--profile", "profile", default=None, help=PROFILE_HELP),
         click.option(
             "--size", default=10, show_default=True, type=int, help="Hits (or papers with --papers)."
         ),
@@ -373,17 +435,46 @@ def search_cmd(
     show_default=True,
     help="corpus (search everything) or paper (QASPER: each question within its own paper).",
 )
-@click.option("--limit", type=int, default=None, help="Evaluate the first N judged queries only.")
+@click.option(
+    "--limit",
+    type=int,
+    default=None,
+    help="Evaluate the first N judged queries only; the corpus indexed for them is bounded too "
+    "(--corpus-sample) unless the whole corpus is already indexed.",
+)
+@click.option(
+    "--corpus-sample",
+    type=int,
+    default=500,
+    show_default=True,
+    help="With --limit: index the documents those queries need plus this many others (a fixed sample).",
+)
+@click.option("--full-corpus", is_flag=True, help="With --limit: index the whole corpus anyway.")
 @click.option("--json", "json_out", default=None, help="Write {strategy: {metric: value}} here.")
 @click.option("--plot", "plot_out", default=None, help="Write a PNG comparison plot here.")
-@click.option("--profile", default=None, help="A profile JSON file (e.g. from scholar-es tune).")
+@click.option("--profile", default=None, help=PROFILE_HELP)
 @click.option(
     "--prefix",
     default=None,
     help="Index alias prefix [default: <name>-<split>- for QASPER, <name>- for BEIR].",
 )
+@click.option("--quiet", is_flag=True, help="No progress bars or progress lines (the report still prints).")
 def eval_cmd(
-    dataset, fmt, split, strategies, heads, target, scope, limit, json_out, plot_out, profile, prefix
+    dataset,
+    fmt,
+    split,
+    strategies,
+    heads,
+    target,
+    scope,
+    limit,
+    corpus_sample,
+    full_corpus,
+    json_out,
+    plot_out,
+    profile,
+    prefix,
+    quiet,
 ) -> None:
     """Evaluate strategies on a judged DATASET: nDCG@10, MRR@10, P@1/3/10, Recall@10/100, latency.
 
@@ -406,6 +497,9 @@ def eval_cmd(
             profile=profile,
             prefix=prefix,
             heads=heads,
+            progress=not quiet,
+            corpus_sample=corpus_sample,
+            full_corpus=full_corpus,
         )
     )
 
@@ -423,10 +517,30 @@ def eval_cmd(
 @click.option(
     "--folds", type=int, default=5, show_default=True, help="Cross-validation folds for the report."
 )
-@click.option("--profile", default=None, help="The profile to start from.")
+@click.option("--profile", default=None, help=f"The profile to start from. {PROFILE_HELP}")
 @click.option("--out", "out_profile", default=None, help="Write the tuned profile JSON here.")
 @click.option("--name", default=None, help="Name of the tuned profile.")
-def tune_cmd(dataset, fmt, split, target, scope, limit, papers, folds, profile, out_profile, name) -> None:
+@click.option(
+    "--allow-any-split",
+    is_flag=True,
+    help="Tune on a split not named train (only when that split is your training data).",
+)
+@click.option("--quiet", is_flag=True, help="No progress bars or progress lines (the report still prints).")
+def tune_cmd(
+    dataset,
+    fmt,
+    split,
+    target,
+    scope,
+    limit,
+    papers,
+    folds,
+    profile,
+    out_profile,
+    name,
+    allow_any_split,
+    quiet,
+) -> None:
     """Tune profile parameters (hybrid weights, BM25 saturation, section multipliers) on a train split.
 
     Prints cross-validated gains and writes a profile that search, query and eval accept
@@ -447,6 +561,8 @@ def tune_cmd(dataset, fmt, split, target, scope, limit, papers, folds, profile, 
             profile=profile,
             out_profile=out_profile,
             name=name,
+            allow_any_split=allow_any_split,
+            progress=not quiet,
         )
     )
 

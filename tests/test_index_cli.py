@@ -162,3 +162,14 @@ def test_qasper_subset_gets_exactly_the_reference_chunk_ids(tmp_path, shared_dat
     es = embedded_client(tmp_path / "engine")
     got = {h["_id"] for h in es.search(index="chunks", size=1000, _source=False)["hits"]["hits"]}
     assert got == expected
+
+
+def test_progress_says_the_model_loads_and_has_a_total(tmp_path):
+    src = tmp_path / "good.jsonl"
+    src.write_text("\n".join(json.dumps(p) for p in GOOD) + "\n" + '{"id": "bad", "title": \n')
+    result = CliRunner().invoke(main, ["index", str(src), "--es", str(tmp_path / "engine")])
+    assert result.exit_code == 1, result.output
+    assert "loading the embedding model all-MiniLM-L6-v2 (up to a minute the first time)" in result.output
+    assert "4/4" in result.output  # three papers and the rejected record: the bar reaches its total
+    quiet = _run(str(src), "--es", str(tmp_path / "engine"))
+    assert "loading" not in quiet.output and "/4" not in quiet.output

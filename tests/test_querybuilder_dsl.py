@@ -384,7 +384,7 @@ def test_profile_errors_from_constructor_and_missing_file(tmp_path):
     with pytest.raises(ConfigError, match="unknown section type 'intro'"):
         Profile(section_multipliers={"default": {"intro": 1.1}})
     with pytest.raises(
-        ConfigError, match="neither a file nor a built-in profile; built-in profiles: 'default'"
+        ConfigError, match="neither a file nor a profile name; names: 'default', 'tuned-qasper'"
     ):
         load_profile(str(tmp_path / "missing.json"))
 

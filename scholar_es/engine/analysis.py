@@ -578,3 +578,70 @@ def build_analyzer(
             raise illegal_argument(f"failed to find {scope}token filter under [{ref}]")
         chain.append(f)
     return Analyzer("_anonymous_", tok, tuple(chain))
+
+
+# ------------------------------------------------------------------------------------- normalizer
+#: Filters Elasticsearch allows in a custom normalizer (the per-character ones: analysis-normalizers
+#: in the reference); of these the engine implements ``lowercase``, the rest are refused by name.
+NORMALIZER_FILTERS = _name_set(
+    "arabic_normalization asciifolding bengali_normalization cjk_width decimal_digit elision "
+    "german_normalization hindi_normalization indic_normalization lowercase pattern_replace "
+    "persian_normalization scandinavian_folding serbian_normalization sorani_normalization trim "
+    "uppercase"
+)
+
+Normalizer = Callable[[str], str]
+
+
+def _normalizer(name: str, analysis_settings: Mapping[str, Any]) -> Normalizer | None:
+    """The keyword normalizer ``name`` (the index's ``analysis.normalizer``, else the built-in
+    ``lowercase``), or None when there is none of that name."""
+    defs = analysis_settings.get("normalizer") or {}
+    if not isinstance(defs, Mapping):
+        raise illegal_argument("[analysis.normalizer] must be an object")
+    if name not in defs:
+        return lowercase if name == "lowercase" else None  # LowercaseNormalizer: LowerCaseFilter
+    conf = defs[name]
+    if not isinstance(conf, Mapping):
+        raise illegal_argument(f"normalizer [{name}] must be an object")
+    kind = conf.get("type", "custom")
+    if kind != "custom":
+        raise illegal_argument(f"Unknown normalizer type [{kind}] for [{name}]")
+    if conf.get("tokenizer") is not None:
+        raise illegal_argument(f"Custom normalizer [{name}] cannot configure a tokenizer")
+    for ref in _names(conf.get("char_filter")):
+        raise unsupported(f"char_filter [{ref}] in normalizer [{name}]", "char filters are not implemented")
+    registry = _Registry(analysis_settings)
+    chain: list[TermFilter] = []
+    for ref in _names(conf.get("filter")):
+        filter_defs = registry._defs("filter")
+        kind = (filter_defs.get(ref) or {}).get("type") if ref in filter_defs else ref
+        if kind not in NORMALIZER_FILTERS:
+            if ref in filter_defs or kind in _KNOWN_FILTERS or kind in BUILTIN_FILTERS:
+                raise illegal_argument(f"Custom normalizer [{name}] may not use filter [{ref}]")
+            raise illegal_argument(f"Custom normalizer [{name}] failed to find filter under name [{ref}]")
+        if kind != "lowercase":
+            raise unsupported(f"normalizer filter [{kind}]", "the embedded engine implements lowercase")
+        f = registry.filter(ref)
+        if f is not None:
+            chain.append(f)
+
+    def normalize(value: str) -> str:
+        for f in chain:  # every filter here maps the one token to one token
+            value = f(value)  # type: ignore[assignment]
+        return value
+
+    return normalize
+
+
+@functools.lru_cache(maxsize=512)
+def _cached_normalizer(name: str, settings_json: str) -> Normalizer | None:
+    return _normalizer(name, json.loads(settings_json))
+
+
+def get_normalizer(name: str, analysis_settings: Mapping[str, Any] | None = None) -> Normalizer | None:
+    """The keyword normalizer ``name`` as a function of the whole value (a normalizer emits one
+    token), or None when the index defines none of that name (mapping code turns that into
+    Elasticsearch's ``normalizer [x] not found for field [f]``). Elasticsearch applies it to the
+    indexed value and to term-level and match queries on the field (``normalizer`` in the reference)."""
+    return _cached_normalizer(name, json.dumps(analysis_settings or {}, sort_keys=True, default=str))

@@ -20,7 +20,7 @@ import numpy as np
 
 from scholar_es.engine import similarity as sim
 from scholar_es.engine.errors import EsError, illegal_argument, index_not_found
-from scholar_es.engine.mapping import Mapping
+from scholar_es.engine.mapping import Mapping, keyword_normalizer
 from scholar_es.engine.segment import Segment, parse_document
 from scholar_es.engine.store import Store, pack_vectors, unpack_vectors
 
@@ -266,6 +266,8 @@ class IndexHandle:
             merged["_meta"] = body["_meta"]
         mapping = Mapping(merged)
         similarities = bm25_similarities(self.settings, mapping)  # fails before anything changes
+        for fs in mapping.fields.values():
+            keyword_normalizer(fs, self.analysis)
         self.store.update_mappings(self.name, mapping.to_body())
         self.mapping, self.similarities = mapping, similarities
         if self._segment is not None:
@@ -358,6 +360,7 @@ class Engine:
 
                 get_analyzer(fs.analyzer, settings.get("analysis"))
                 get_analyzer(fs.query_analyzer, settings.get("analysis"))
+            keyword_normalizer(fs, settings.get("analysis"))  # an unknown normalizer fails now
         self.store.create_index(name, settings, mapping.to_body(), uuid.uuid4().hex, int(time.time() * 1000))
         aliases = body.get("aliases") or {}
         if aliases:

@@ -67,6 +67,19 @@ def mapper_error(reason: str) -> EsError:
     return EsError(400, "mapper_parsing_exception", reason)
 
 
+def keyword_normalizer(fs: FieldSpec, analysis: dict | None):
+    """The function a keyword field's values and query values go through (identity without a
+    ``normalizer``); a normalizer the index does not define fails as Elasticsearch's mapper does."""
+    if fs.normalizer is None:
+        return None
+    from scholar_es.engine.analysis import get_normalizer
+
+    f = get_normalizer(str(fs.normalizer), analysis)
+    if f is None:
+        raise mapper_error(f"normalizer [{fs.normalizer}] not found for field [{fs.name}]")
+    return f
+
+
 @dataclass(frozen=True)
 class FieldSpec:
     """One indexed field (sub-fields such as ``title.keyword`` are their own spec)."""
@@ -79,6 +92,8 @@ class FieldSpec:
     similarity: str | None = None
     ignore_above: int | None = None
     index: bool = True
+    #: keyword fields: the normalizer applied to indexed values and to query values (None: none)
+    normalizer: str | None = None
     raw: dict = field(default_factory=dict, compare=False)
 
     @property
@@ -144,10 +159,6 @@ class Mapping:
         if ftype == VECTOR:
             fs = self._vector_spec(name, spec)
         else:
-            if spec.get("normalizer"):
-                raise mapper_error(
-                    f"normalizer [{spec['normalizer']}] on field [{name}] is not supported by the embedded engine"
-                )
             fs = FieldSpec(
                 name=name,
                 type=ftype,
@@ -156,6 +167,7 @@ class Mapping:
                 ignore_above=spec.get("ignore_above"),
                 index=bool(spec.get("index", True)),
                 similarity=spec.get("similarity"),
+                normalizer=spec.get("normalizer") if ftype == KEYWORD else None,
                 raw=spec,
             )
         self.fields[name] = fs

@@ -13,7 +13,7 @@ import numpy as np
 
 from scholar_es.engine.analysis import get_analyzer
 from scholar_es.engine.errors import EsError, illegal_argument, parsing_error, unsupported
-from scholar_es.engine.mapping import KEYWORD, TEXT, VECTOR, parse_date
+from scholar_es.engine.mapping import KEYWORD, TEXT, VECTOR, keyword_normalizer, parse_date
 from scholar_es.engine.nodes import (
     BoolNode,
     BoostNode,
@@ -201,7 +201,7 @@ class QueryParser:
             else ("true" if text is True else "false" if text is False else str(text))
         )
         if fs.type == KEYWORD:
-            tokens = [text]
+            tokens = [self._keyword_value(fs, text)]
         else:
             tokens = get_analyzer(opts.get("analyzer") or fs.query_analyzer, self.ctx.analysis)(text)
         if not tokens:
@@ -312,6 +312,12 @@ class QueryParser:
                 out[name] = out.get(name, 1.0) * boost
         return list(out.items())
 
+    def _keyword_value(self, fs, value: str) -> str:
+        """A query value for a keyword field, through the field's normalizer as Elasticsearch
+        does for term, terms and match queries (KeywordFieldType normalizes search values)."""
+        normalize = keyword_normalizer(fs, self.ctx.analysis)
+        return value if normalize is None else normalize(value)
+
     def _q_term(self, p):
         field, v = self._single_field("term", p)
         opts = v if isinstance(v, dict) else {"value": v}
@@ -331,7 +337,7 @@ class QueryParser:
                 if isinstance(value, str)
                 else ("true" if value is True else "false" if value is False else str(value))
             )
-            return TermNode(field, value, boost)
+            return TermNode(field, self._keyword_value(fs, value) if fs.type == KEYWORD else value, boost)
         if fs.type == VECTOR:
             raise illegal_argument(f"Field [{field}] of type [dense_vector] does not support term queries")
         return self._exact(field, opts["value"], boost)
@@ -355,6 +361,8 @@ class QueryParser:
             return MatchNoneNode()
         if fs.type in (TEXT, KEYWORD):
             strs = [v if isinstance(v, str) else str(v) for v in values]
+            if fs.type == KEYWORD:
+                strs = [self._keyword_value(fs, v) for v in strs]
             store = "text" if fs.type == TEXT else "keyword"
 
             def matcher(ctx: Ctx):

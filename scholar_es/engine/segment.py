@@ -25,7 +25,7 @@ import numpy as np
 from scholar_es.engine import similarity as sim
 from scholar_es.engine.analysis import get_analyzer
 from scholar_es.engine.errors import EsError
-from scholar_es.engine.mapping import KEYWORD, TEXT, VECTOR, FieldSpec, Mapping
+from scholar_es.engine.mapping import KEYWORD, TEXT, VECTOR, FieldSpec, Mapping, keyword_normalizer
 
 
 @dataclass
@@ -60,7 +60,11 @@ def parse_document(
                     tokens.extend(analyzer(v))
                 doc.text[name] = tokens
         elif fs.type == KEYWORD:
+            # ignore_above looks at the value as given, the normalizer runs after (KeywordFieldMapper)
             kept = [v for v in values if fs.ignore_above is None or len(v) <= fs.ignore_above]
+            normalize = keyword_normalizer(fs, analysis)
+            if normalize is not None:
+                kept = [normalize(v) for v in kept]
             if kept:
                 doc.keyword[name] = kept
         elif fs.type == VECTOR:

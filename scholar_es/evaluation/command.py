@@ -21,6 +21,37 @@ DEFAULT_STRATEGIES = ("bm25", "dense", "hybrid")
 TRAIN_SPLITS = ("train",)
 
 
+#: with --limit, corpus documents indexed besides the judged ones (Dataset.bounded)
+DEFAULT_CORPUS_SAMPLE = 500
+
+
+def check_output_path(path: str | Path | None, option: str, *, plot: bool = False) -> None:
+    """Refuse an output path that cannot be written, before any work (not after an hour's run)."""
+    import os
+
+    from scholar_es.errors import ConfigError
+
+    if path is None:
+        return
+    p = Path(path).expanduser()
+    if p.is_dir():
+        raise ConfigError(f"{option} {str(path)!r} is a directory; give a file name, e.g. {p / 'out'}")
+    folder = p.parent
+    if not folder.is_dir():
+        raise ConfigError(f"{option} {str(path)!r}: folder {str(folder)!r} does not exist; create it first")
+    if not os.access(folder, os.W_OK) or (p.exists() and not os.access(p, os.W_OK)):
+        raise ConfigError(f"{option} {str(path)!r} is not writable; pick another path")
+    if plot:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+        types = FigureCanvasAgg.get_supported_filetypes()
+        if p.suffix.lstrip(".").lower() not in types:
+            raise ConfigError(
+                f"{option} {str(path)!r}: the image type comes from the file name; end it with one of "
+                f"{', '.join('.' + t for t in sorted(types))} (e.g. .png)"
+            )
+
+
 def parse_strategies(value: str | Sequence[str] | None) -> list[str]:
     """``"bm25,dense"`` (or a list) -> names; None -> :data:`DEFAULT_STRATEGIES`."""
     if value is None:
@@ -48,16 +79,32 @@ def run_eval(
     out: TextIO | None = None,
     embedder=None,
     heads: str | None = None,
+    corpus_sample: int = DEFAULT_CORPUS_SAMPLE,
+    full_corpus: bool = False,
 ) -> Evaluation:
     """Evaluate ``strategies`` on the dataset at ``dataset`` against ``target`` and report.
 
-    ``heads``: the stored heads of the multihead strategies (default: ``default``)."""
-    from indexer.embedder import DEFAULT_MODEL, Embedder
-    from scholar_es.client import connect, default_target
+    ``heads``: the stored heads of the multihead strategies (default: ``default``).
 
+    With ``limit`` the indexed corpus is bounded too (:meth:`Dataset.bounded`: the judged
+    documents of those queries plus ``corpus_sample`` others), unless ``full_corpus`` or the
+    whole corpus is already indexed under the prefix (then it is reused).
+    """
+    from indexer.embedder import DEFAULT_MODEL, Embedder, default_cache_dir
+    from scholar_es.client import connect, default_target
+    from scholar_es.evaluation.runner import index_exists, index_prefix
+
+    check_output_path(json_out, "--json")
+    check_output_path(plot_out, "--plot", plot=True)
     out = out or sys.stdout
     ds = load_dataset(dataset, fmt, split)
     es = connect(target or default_target())
+    if limit is not None and not full_corpus:
+        whole = prefix if prefix is not None else index_prefix(ds, chunking)
+        if not index_exists(es, whole):
+            ds = ds.limited(limit).bounded(corpus_sample, default_cache_dir() / "eval-subsets")
+            if prefix is not None:
+                prefix = f"{prefix}{ds.prefix_tag}"
     embedder = embedder or Embedder(model or DEFAULT_MODEL)
     result = run_evaluation(
         ds,
@@ -123,6 +170,7 @@ def run_tune(
     from scholar_es.errors import ConfigError
     from scholar_es.evaluation.tune import report_lines, tune
 
+    check_output_path(out_profile, "--out")
     if split not in TRAIN_SPLITS and not allow_any_split:
         raise ConfigError(
             f"tune fits parameters to the judgments of --split {split!r}; numbers reported on that "

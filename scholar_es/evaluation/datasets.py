@@ -30,6 +30,8 @@ What is wrong with a dataset is said, never averaged away:
 
 from __future__ import annotations
 
+import hashlib
+import heapq
 import json
 import re
 from collections.abc import Iterator
@@ -82,6 +84,8 @@ class Dataset:
     limited_out: int = 0
     #: added to the index prefix when the corpus is a part of the split (:meth:`first_papers`)
     prefix_tag: str = ""
+    #: how the indexed corpus was bounded (:meth:`bounded`), said in the report
+    corpus_note: str = ""
 
     @property
     def queries_in_file(self) -> int:
@@ -145,6 +149,67 @@ class Dataset:
             prefix_tag=f"first{n}-",
         )
 
+    def judged_documents(self) -> set[str]:
+        """The corpus records the queries need: the judged papers (BEIR) or the questions' own
+        papers (QASPER, judged per paragraph of them)."""
+        if self.format == "beir":
+            return {d for docs in self.qrels.values() for d in docs}
+        return {q.paper_id for q in self.queries if q.paper_id}
+
+    def bounded(self, sample: int, workdir: str | Path) -> Dataset:
+        """The corpus cut to the judged documents of these queries plus ``sample`` others, for a
+        quick ``--limit`` run (indexing a whole corpus for 5 queries takes minutes to hours).
+
+        The others are a uniform sample chosen by a hash of their id: the same every run, with
+        no state. They keep the search a search (distractors); the numbers are still not those of
+        the whole corpus, which the report says. The part is written to ``workdir`` and indexed
+        under its own prefix (``<split>-limit<N>-sample<M>-``), so it never passes for the whole.
+        """
+        if isinstance(sample, bool) or not isinstance(sample, int) or sample < 0:
+            raise ConfigError(f"--corpus-sample must be 0 or a positive integer, got {sample!r}")
+        key = "_id" if self.format == "beir" else "paper_id"
+        source = self.corpus / "corpus.jsonl" if self.format == "beir" else self.corpus
+        judged = self.judged_documents()
+        kept: dict[int, dict] = {}
+        others: list[tuple[int, int, dict]] = []  # (-hash, line, record): a max-heap of the smallest
+        total = 0
+        for item in iter_records(source, str(source)):
+            if isinstance(item, InputError) or not isinstance(item[1].get(key), str | int):
+                continue
+            line, record = item
+            total += 1
+            doc = str(record[key])
+            if doc in judged:
+                kept[line] = record
+                continue
+            h = int.from_bytes(hashlib.sha1(doc.encode("utf-8", "surrogatepass")).digest()[:8], "big")
+            if len(others) < sample:
+                heapq.heappush(others, (-h, line, record))
+            elif others and -others[0][0] > h:
+                heapq.heapreplace(others, (-h, line, record))
+        n_judged = len(kept)
+        kept.update({line: record for _, line, record in others})
+        tag = f"limit{len(self.queries)}-sample{sample}-"
+        if self.format == "beir":
+            tag = f"{re.sub(r'[^a-z0-9_]+', '-', self.split.lower()).strip('-')}-{tag}"
+        out = Path(workdir) / f"{self.name}-{self.split}-{tag.rstrip('-')}"
+        out.mkdir(parents=True, exist_ok=True)
+        file = out / "corpus.jsonl" if self.format == "beir" else out / source.name
+        text = "".join(json.dumps(kept[line], ensure_ascii=False) + "\n" for line in sorted(kept))
+        file.write_text(text, encoding="utf-8")
+        what = "papers" if self.format == "qasper" else "documents"
+        return replace(
+            self,
+            corpus=out if self.format == "beir" else file,
+            corpus_size=None,
+            prefix_tag=tag,
+            corpus_note=(
+                f"corpus bounded for --limit: the {n_judged} {what} these queries need + {len(others)} "
+                f"sampled of the other {total - n_judged}; numbers differ from a whole-corpus run "
+                "(--full-corpus indexes everything)"
+            ),
+        )
+
     def summary_lines(self) -> list[str]:
         """What was evaluated and what was left out, for the report."""
         lines = [
@@ -153,6 +218,8 @@ class Dataset:
         ]
         if self.limited_out:
             lines.append(f"{self.limited_out} judged queries left out by --limit")
+        if self.corpus_note:
+            lines.append(self.corpus_note)
         if self.unjudged:
             lines.append(f"{len(self.unjudged)} queries skipped: no relevant judgment (not counted as zero)")
         if self.unknown_query_lines:

@@ -138,7 +138,8 @@ def ensure_index(
             chunks=_count(es, f"{prefix}chunks"),
             papers=_count(es, f"{prefix}papers"),
         )
-        _log(f"reusing index {prefix}chunks ({info.chunks} chunks, {info.papers} papers)")
+        if progress:
+            _log(f"reusing index {prefix}chunks ({info.chunks} chunks, {info.papers} papers)")
         if (
             dataset.format == "beir"
             and dataset.corpus_size is not None
@@ -151,11 +152,23 @@ def ensure_index(
         return info
     from tqdm import tqdm
 
-    _log(f"indexing {dataset.corpus} into {prefix}papers / {prefix}chunks (embedding once; cached)")
-    bar = tqdm(unit=" papers", file=sys.stderr, disable=not progress, dynamic_ncols=True)
+    from indexer.pipeline import count_records
+
+    if progress:
+        _log(f"indexing {dataset.corpus} into {prefix}papers / {prefix}chunks (embedding once; cached)")
+        _log(f"loading the embedding model {embedder.name} (up to a minute the first time) ...")
+    embedder.dims  # noqa: B018 - loads the model now, so the bar below measures indexing alone
+    bar = tqdm(
+        total=count_records([dataset.corpus]),
+        unit=" papers",
+        file=sys.stderr,
+        disable=not progress,
+        dynamic_ncols=True,
+    )
+    run = None
 
     def on_progress(papers: int, chunks: int) -> None:
-        bar.update(papers - bar.n)
+        bar.update(papers + (run.summary.rejected if run else 0) - bar.n)
         bar.set_postfix(chunks=chunks, refresh=False)
 
     def on_error(message: str) -> None:
@@ -165,7 +178,8 @@ def ensure_index(
     run = IndexRun(es, embedder, prefix=prefix, chunking=chunking, on_progress=on_progress, on_error=on_error)
     summary = run.run([dataset.corpus], dataset.format)
     bar.close()
-    _log(summary.line())
+    if progress:
+        _log(summary.line())
     return IndexInfo(
         prefix=prefix,
         built=True,

@@ -118,10 +118,9 @@ def list_heads(es, prefix: str = "") -> list[str]:
     except NotFoundError:
         return []
     start = f"{prefix}heads-"
-    names = {
-        a[len(start) :] for body in aliases.values() for a in body.get("aliases", {}) if a.startswith(start)
-    }
-    return sorted(names)
+    found = {a for body in aliases.values() for a in body.get("aliases", {}) if a.startswith(start)}
+    # <alias>-previous names the version kept for rollback (indexer.layout.publish), not heads
+    return sorted(a[len(start) :] for a in found if not (a.endswith("-previous") and a[:-9] in found))
 
 
 def read_meta(es, name: str = DEFAULT_NAME, prefix: str = "") -> dict:
