@@ -7,6 +7,7 @@ clause, with Elasticsearch's wording where it has one.
 from __future__ import annotations
 
 import fnmatch
+import math
 import re
 
 import numpy as np
@@ -25,6 +26,7 @@ from scholar_es.engine.nodes import (
     Node,
     TermNode,
 )
+from scholar_es.engine.validate import check_number
 
 MAX_NESTED_DEPTH = 30  # Elasticsearch's indices.query.max_nested_depth default
 SUPPORTED_QUERIES = (
@@ -77,12 +79,8 @@ _UNSUPPORTED_KNOWN = {
 
 
 def _float(clause: str, key: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise parsing_error(f"[{clause}] [{key}] must be a number, got [{value}]")
-    try:
-        return float(value)
-    except ValueError:
-        raise parsing_error(f"[{clause}] failed to parse [{key}] value [{value}] as a number") from None
+    """A finite number for a boost, weight, factor...: NaN, Infinity and 10**400 are refused."""
+    return check_number(clause, key, value)
 
 
 def _check_params(clause: str, body: dict, allowed: set[str]) -> None:
@@ -296,10 +294,14 @@ class QueryParser:
     def _expand_fields(self, fields) -> list[tuple[str, float]]:
         if isinstance(fields, str):
             fields = [fields]
+        if not isinstance(fields, list) or not all(isinstance(f, str) for f in fields):
+            raise parsing_error(
+                f"[multi_match] [fields] must be a string or an array of strings, got [{fields}]"
+            )
         out: dict[str, float] = {}
         for f in fields:
             name, _, b = f.partition("^")
-            boost = float(b) if b else 1.0
+            boost = _float("multi_match", f"fields] [{f}", b) if b else 1.0
             if any(c in name for c in "*?"):
                 matched = [
                     n
@@ -435,6 +437,8 @@ class QueryParser:
         if "field" not in p:
             raise parsing_error("[exists] must be provided with a [field]")
         pattern = p["field"]
+        if not isinstance(pattern, str):
+            raise parsing_error(f"[exists] [field] must be a string, got [{pattern}]")
         boost = _float("exists", "boost", p.get("boost", 1.0))
 
         def matcher(ctx: Ctx):
@@ -456,6 +460,8 @@ class QueryParser:
     def _q_ids(self, p):
         _check_params("ids", p, {"values", "boost", "_name"})
         values = p.get("values", [])
+        if not isinstance(values, list) or any(isinstance(v, (dict, list)) or v is None for v in values):
+            raise parsing_error(f"[ids] [values] must be an array of ids, got [{values}]")
         boost = _float("ids", "boost", p.get("boost", 1.0))
 
         def matcher(ctx: Ctx):
@@ -541,8 +547,11 @@ def _to_number(fs, value) -> float:
             raise ValueError(value)
         if isinstance(value, bool):
             raise ValueError(value)
-        return float(value)
-    except (TypeError, ValueError):
+        out = float(value)
+        if not math.isfinite(out):
+            raise ValueError(value)
+        return out
+    except (TypeError, ValueError, OverflowError):
         raise EsError(
             400,
             "query_shard_exception",

@@ -14,8 +14,9 @@ from collections.abc import Callable
 from urllib.parse import unquote
 
 from scholar_es.engine.core import Engine
-from scholar_es.engine.errors import EsError, illegal_argument, parsing_error
+from scholar_es.engine.errors import EsError, illegal_argument, internal_error, parsing_error
 from scholar_es.engine.search import SearchRun, count
+from scholar_es.engine.validate import check_int, check_search_body
 
 VERSION = {
     "number": "8.15.0",
@@ -68,15 +69,13 @@ def handle(engine: Engine, method: str, path: str, params: dict, body) -> tuple[
             except RecursionError:
                 e = parsing_error("query is nested too deeply for the embedded engine")
                 return e.status, e.to_body()
-            except (ValueError, TypeError, AttributeError, KeyError, IndexError) as exc:
-                # A value of the wrong JSON type deep in a request: answer as Elasticsearch would
-                # (a 400 naming the problem) rather than crash the caller.
-                e = parsing_error(f"malformed request: {type(exc).__name__}: {exc}")
-                return e.status, e.to_body()
             except sqlite3.OperationalError as exc:  # another process holds the write lock
                 e = EsError(
                     429, "es_rejected_execution_exception", f"the engine store is busy ({exc}); retry"
                 )
+                return e.status, e.to_body()
+            except Exception as exc:  # noqa: BLE001
+                e = internal_error(method, path, exc)
                 return e.status, e.to_body()
     if allowed:
         return 405, {
@@ -424,6 +423,7 @@ def bulk_index(engine, params, body, index):
 
 
 def _search_params(params: dict, body: dict) -> dict:
+    check_search_body(body)
     body = dict(body or {})
     if "q" in params:
         raise illegal_argument(
@@ -431,10 +431,14 @@ def _search_params(params: dict, body: dict) -> dict:
         )
     for key in ("size", "from"):
         if key in params:
-            body[key] = int(params[key])
+            body[key] = check_int("search", key, params[key])
     if "track_total_hits" in params:
         v = params["track_total_hits"]
-        body["track_total_hits"] = v.lower() == "true" if v.lower() in ("true", "false") else int(v)
+        body["track_total_hits"] = (
+            v.lower() == "true"
+            if v.lower() in ("true", "false")
+            else check_int("search", "track_total_hits", v)
+        )
     if "explain" in params:
         body["explain"] = _bool_param(params, "explain")
     if "_source" in params:
@@ -457,6 +461,7 @@ def search_one(engine, index: str, body: dict) -> dict:
             f"searching several indices at once ({', '.join(names)}) is not supported by the "
             "embedded engine; search one index or alias at a time"
         )
+    check_search_body(body)
     return SearchRun(engine.handle(names[0]), body).run()
 
 
@@ -472,6 +477,7 @@ def search_all(engine, params, body):
 
 @route("GET|POST", "/{index}/_count")
 def count_route(engine, params, body, index):
+    check_search_body(body)
     names = engine.resolve(index)
     total = sum(count(engine.handle(n), body) for n in names)
     return 200, {
