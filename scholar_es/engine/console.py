@@ -52,6 +52,10 @@ _NDJSON_ENDPOINTS = {"_bulk", "_msearch"}
 class ConsoleParseError(ValueError):
     """The console could not turn the input into a request (nothing was sent)."""
 
+    def __init__(self, message: str, type_: str = "console_parse_exception") -> None:
+        super().__init__(message)
+        self.type = type_
+
 
 def _is_comment(line: str) -> bool:
     s = line.lstrip()
@@ -79,19 +83,26 @@ def _parse_body(path: str, lines: list[str]) -> Any:
         for n, line in enumerate(text.splitlines(), start=1):
             if not line.strip():
                 continue
-            try:
-                items.append(json.loads(line))
-            except json.JSONDecodeError as e:
-                raise ConsoleParseError(
-                    f"line {n} of the NDJSON body of [{path}] is not valid JSON: {e.msg} (column {e.colno})"
-                ) from None
+            items.append(_loads(line, f"line {n} of the NDJSON body of [{path}]"))
         return items
+    return _loads(text, f"the body of [{path}]")
+
+
+def _loads(text: str, what: str) -> Any:
+    """One JSON value, under the limits Elasticsearch's parser sets (:mod:`engine.xcontent`):
+    a body a cluster would refuse (nesting deeper than 1,000, a number longer than 1,000
+    digits, NaN) is refused here with the cluster's ``x_content_parse_exception``."""
+    from scholar_es.engine.errors import EsError
+    from scholar_es.engine.xcontent import JsonSyntaxError, loads
+
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
+        return loads(text)
+    except JsonSyntaxError as e:
         raise ConsoleParseError(
-            f"the body of [{path}] is not valid JSON: {e.msg} (line {e.lineno}, column {e.colno})"
+            f"{what} is not valid JSON: {e.msg} (line {e.line}, column {e.col})"
         ) from None
+    except EsError as e:
+        raise ConsoleParseError(f"{what}: {e.reason}", e.type) from None
 
 
 def _error_line(type_: str, reason: str, status: int | None) -> dict:
@@ -173,17 +184,24 @@ def run_console(es, stream_in: IO[str] | Iterable[str], stream_out: IO[str]) -> 
             body = _parse_body(req.path, req.body)
         except ConsoleParseError as e:
             failures += 1
-            emit(
-                _error_line(
-                    "console_parse_exception",
-                    f"request at line {req.line} ({req.method} {req.path}): {e}",
-                    400,
-                )
-            )
+            emit(_error_line(e.type, f"request at line {req.line} ({req.method} {req.path}): {e}", 400))
             return
-        out, ok = execute(es, req.method, req.path, body)
+        try:
+            out, ok = execute(es, req.method, req.path, body)
+            line = json.dumps(out, ensure_ascii=False)
+        except Exception as e:  # noqa: BLE001 - one bad request must not end the session
+            out, ok = (
+                _error_line(
+                    "console_exception",
+                    f"request at line {req.line} ({req.method} {req.path}) failed: {type(e).__name__}",
+                    None,
+                ),
+                False,
+            )
+            line = json.dumps(out)
         failures += not ok
-        emit(out)
+        stream_out.write(line + "\n")
+        stream_out.flush()
 
     current: _Request | None = None
     stray: list[int] = []  # line numbers of text outside any request

@@ -16,7 +16,9 @@ from urllib.parse import parse_qsl, urlsplit
 from elastic_transport import ApiResponseMeta, BaseNode, HttpHeaders, NodeConfig
 from elastic_transport._node._base import NodeApiResponse
 
+from scholar_es.engine import xcontent
 from scholar_es.engine.core import open_engine
+from scholar_es.engine.errors import EsError, internal_error
 from scholar_es.engine.rest import handle
 
 EMBEDDED_HOST = "embedded.invalid"  # a reserved name: never resolvable, never contacted
@@ -27,8 +29,8 @@ def _decode_body(body: bytes | None, content_type: str):
         return None
     text = body.decode("utf-8")
     if "ndjson" in content_type or "x-ndjson" in content_type:
-        return [json.loads(line) for line in text.splitlines() if line.strip()]
-    return json.loads(text)
+        return [xcontent.loads(line) for line in text.splitlines() if line.strip()]
+    return xcontent.loads(text)
 
 
 class EmbeddedNode(BaseNode):
@@ -47,7 +49,9 @@ class EmbeddedNode(BaseNode):
         content_type = (headers or {}).get("content-type", "") if headers else ""
         try:
             payload = _decode_body(body, content_type)
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        except EsError as e:
+            status, out = e.status, e.to_body()
+        except UnicodeDecodeError as e:
             status, out = (
                 400,
                 {
@@ -61,7 +65,15 @@ class EmbeddedNode(BaseNode):
             )
         else:
             status, out = handle(self._engine, method, parts.path, params, payload)
-        data = b"" if out is None or method == "HEAD" else json.dumps(out, ensure_ascii=False).encode("utf-8")
+        try:
+            data = (
+                b""
+                if out is None or method == "HEAD"
+                else json.dumps(out, ensure_ascii=False).encode("utf-8")
+            )
+        except (ValueError, TypeError, RecursionError) as exc:  # an answer we cannot write: our bug
+            status, out = 500, internal_error(method, parts.path, exc).to_body()
+            data = json.dumps(out).encode("utf-8")
         meta = ApiResponseMeta(
             status=status,
             http_version="1.1",
