@@ -26,6 +26,12 @@ INTEGER_RANGES = {
     "byte": (-128, 127),
 }
 MAX_TERM_BYTES = 32766  # Lucene's IndexWriter.MAX_TERM_LENGTH
+# index.mapping.total_fields.limit (MapperService.INDEX_MAPPING_TOTAL_FIELDS_LIMIT_SETTING, default 1000):
+# leaf fields, multi-fields and object fields together (MappingLookup.checkFieldLimit).
+TOTAL_FIELDS_LIMIT = 1000
+# index.mapping.depth.limit (MapperService.INDEX_MAPPING_DEPTH_LIMIT_SETTING, default 20): how deep
+# object fields may nest (MappingLookup.checkObjectDepthLimit).
+DEPTH_LIMIT = 20
 FIELD_TYPES = {TEXT, KEYWORD, VECTOR, "boolean", "date", "object", *NUMERIC_TYPES}
 VECTOR_SIMILARITIES = ("cosine", "dot_product", "l2_norm", "max_inner_product")
 
@@ -96,7 +102,8 @@ class FieldSpec:
 class Mapping:
     """The parsed mapping of one index; dynamic fields are added as documents arrive."""
 
-    def __init__(self, body: dict | None = None) -> None:
+    def __init__(self, body: dict | None = None, *, check_limits: bool = True) -> None:
+        """Parse a mapping body; ``check_limits=False`` only to reopen a stored mapping as it is."""
         body = dict(body or {})
         self.meta: dict = body.pop("_meta", {}) or {}
         source = body.pop("_source", {}) or {}
@@ -113,7 +120,20 @@ class Mapping:
             raise mapper_error(f"Root mapping definition has unsupported parameters:  {_fmt_params(body)}")
         self.fields: dict[str, FieldSpec] = {}
         self.objects: set[str] = set()
+        self._check_depth = check_limits
         self._add_properties(props, prefix="")
+        self._check_depth = True
+        if check_limits and self.total_fields > TOTAL_FIELDS_LIMIT:
+            raise EsError(
+                400,
+                "illegal_argument_exception",
+                f"Limit of total fields [{TOTAL_FIELDS_LIMIT}] has been exceeded",
+            )
+
+    @property
+    def total_fields(self) -> int:
+        """Fields as index.mapping.total_fields.limit counts them: leaves, multi-fields, objects."""
+        return len(self.fields) + len(self.objects)
 
     # --- parsing -------------------------------------------------------------------
     def _add_properties(self, props: dict, prefix: str) -> None:
@@ -138,6 +158,12 @@ class Mapping:
                 f"unknown parameter [{next(iter(unknown))}] on mapper [{name}] of type [{ftype}]"
             )
         if ftype == "object":
+            if self._check_depth and name.count(".") + 1 > DEPTH_LIMIT:
+                raise EsError(
+                    400,
+                    "illegal_argument_exception",
+                    f"Limit of mapping depth [{DEPTH_LIMIT}] has been exceeded due to object field [{name}]",
+                )
             self.objects.add(name)
             self._add_properties(spec.get("properties", {}), prefix=name + ".")
             return
@@ -217,7 +243,27 @@ class Mapping:
         rejected (``strict``), as Elasticsearch does.
         """
         out: dict[str, list] = {}
-        self._flatten_into(source, "", out)
+        n_fields, new_objects = len(self.fields), []
+        self._total_before = self.total_fields
+        self._new_fields: list[str] = []
+        self._new_objects = new_objects
+        try:
+            self._flatten_into(source, "", out)
+            if self.total_fields > TOTAL_FIELDS_LIMIT:  # multi-fields counted: MapperService.merge
+                raise EsError(
+                    400,
+                    "illegal_argument_exception",
+                    f"Limit of total fields [{TOTAL_FIELDS_LIMIT}] has been exceeded",
+                )
+        except EsError as e:
+            # a refused document adds nothing to the mapping (Elasticsearch merges a document's
+            # dynamic mapping update only once the whole document parsed)
+            for name in list(self.fields)[n_fields:]:
+                del self.fields[name]
+            self.objects.difference_update(new_objects)
+            if "while adding new fields" in e.reason or e.reason.startswith("Limit of mapping depth"):
+                raise EsError(400, "document_parsing_exception", f"failed to parse: {e.reason}") from None
+            raise
         for name, _fs in list(self.fields.items()):
             parent = name.rsplit(".", 1)[0] if "." in name else None
             if parent in self.fields and parent in out and name not in out:
@@ -229,7 +275,10 @@ class Mapping:
             name = prefix + key
             if isinstance(value, dict) and self.fields.get(name, None) is None:
                 if name not in self.objects:
-                    self._dynamic_add(name, {"type": "object", "properties": {}})
+                    if self.dynamic == "false" and name.count(".") + 1 > DEPTH_LIMIT:
+                        continue  # no mapped field can lie this deep: the subtree is ignored
+                    if self._dynamic_add(name, {"type": "object", "properties": {}}):
+                        self._new_objects.append(name)
                 self._flatten_into(value, name + ".", out)
                 continue
             fs = self.fields.get(name)
@@ -254,6 +303,16 @@ class Mapping:
             )
         if self.dynamic == "false":
             return False
+        self._new_fields.append(name)
+        # DocumentParserContext.addDynamicMapper: each new dynamic mapper counts once (its
+        # multi-fields are counted when the mapping update is merged, see flatten)
+        if self._total_before + len(self._new_fields) > TOTAL_FIELDS_LIMIT:
+            raise EsError(
+                400,
+                "illegal_argument_exception",
+                f"Limit of total fields [{TOTAL_FIELDS_LIMIT}] has been exceeded while adding new fields "
+                f"[{len(self._new_fields)}]",
+            )
         self._add_field(name, spec)
         return True
 
