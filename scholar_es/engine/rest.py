@@ -67,7 +67,9 @@ def handle(engine: Engine, method: str, path: str, params: dict, body) -> tuple[
             except EsError as e:
                 return e.status, e.to_body()
             except RecursionError:
-                e = parsing_error("query is nested too deeply for the embedded engine")
+                e = parsing_error(
+                    f"[{method} {path}]: the request is nested too deeply for the embedded engine"
+                )
                 return e.status, e.to_body()
             except sqlite3.OperationalError as exc:  # another process holds the write lock
                 e = EsError(
