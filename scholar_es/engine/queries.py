@@ -29,6 +29,14 @@ from scholar_es.engine.nodes import (
 from scholar_es.engine.validate import check_number
 
 MAX_NESTED_DEPTH = 30  # Elasticsearch's indices.query.max_nested_depth default
+# indices.query.bool.max_clause_count: Elasticsearch 8.x sets Lucene's IndexSearcher.maxClauseCount
+# from the node (SearchUtils.calculateMaxClauseValue: heap MB * 64 / search threads) and never
+# below SearchUtils.DEFAULT_MAX_CLAUSE_COUNT = 1024, the value for a small node (and the 7.x/Lucene
+# default); the embedded engine uses that floor.  One BooleanQuery with more clauses fails in
+# BooleanQuery.Builder.add (IndexSearcher.TooManyClauses); a whole query with more leaf clauses fails
+# IndexSearcher's clause-count visitor (TooManyNestedClauses).  Elasticsearch 8.15 answers them as a
+# 500; 8.16+ (elastic/elasticsearch#112177) as a 400, which the engine follows: it is the request's fault.
+MAX_CLAUSE_COUNT = 1024
 SUPPORTED_QUERIES = (
     "match_all",
     "match_none",
@@ -101,6 +109,17 @@ class QueryParser:
         self._knn_parser = knn_parser
 
     _depth = 0
+    _leaves = 0  # leaf clauses of the whole query, as Lucene's clause-count visitor counts them
+
+    def _count(self, leaves: int) -> None:
+        self._leaves += leaves
+        if self._leaves > MAX_CLAUSE_COUNT:
+            raise EsError(
+                400,
+                "too_many_nested_clauses",
+                f"Query contains too many nested clauses; maxClauseCount is set to {MAX_CLAUSE_COUNT} "
+                "(indices.query.bool.max_clause_count)",
+            )
 
     def parse(self, body) -> Node:
         self._depth += 1
@@ -130,6 +149,8 @@ class QueryParser:
             if name in _UNSUPPORTED_KNOWN:
                 raise unsupported(name, "supported queries: " + ", ".join(SUPPORTED_QUERIES))
             raise parsing_error(f"unknown query [{name}]", line=1, col=1)
+        if name in _LEAF_QUERIES:
+            self._count(1)
         return handler(params)
 
     # --- leaves ----------------------------------------------------------------------
@@ -186,6 +207,7 @@ class QueryParser:
         if fs.type == VECTOR:
             raise illegal_argument(f"Field [{field}] of type [dense_vector] does not support match queries")
         if fs.type not in (TEXT, KEYWORD):
+            self._count(1)
             return self._exact(field, text, boost)
         if not fs.index:
             raise illegal_argument(f"Cannot search on field [{field}] since it is not indexed.")
@@ -202,6 +224,9 @@ class QueryParser:
             tokens = [text]
         else:
             tokens = get_analyzer(opts.get("analyzer") or fs.query_analyzer, self.ctx.analysis)(text)
+        if len(tokens) > MAX_CLAUSE_COUNT:  # one BooleanQuery clause per token (QueryBuilder)
+            raise _too_many_clauses()
+        self._count(max(len(tokens), 1))
         if not tokens:
             if opts.get("zero_terms_query", "none") == "all":
                 return self._q_match_all({})
@@ -481,6 +506,8 @@ class QueryParser:
         if isinstance(value, dict):
             return [self.parse(value)]
         if isinstance(value, list):
+            if len(value) > MAX_CLAUSE_COUNT:
+                raise _too_many_clauses()
             return [self.parse(v) for v in value]
         raise parsing_error(f"[bool] query does not support [{value}]")
 
@@ -533,6 +560,17 @@ class QueryParser:
 
     def _q_knn(self, p):
         return self._knn_parser(self, p)
+
+
+_LEAF_QUERIES = {"match_all", "term", "terms", "range", "exists", "ids", "knn"}  # match: per token
+
+
+def _too_many_clauses() -> EsError:
+    return EsError(
+        400,
+        "too_many_clauses",
+        f"maxClauseCount is set to {MAX_CLAUSE_COUNT} (indices.query.bool.max_clause_count)",
+    )
 
 
 def _to_number(fs, value) -> float:
