@@ -104,9 +104,17 @@ class Mapping:
 
     def __init__(self, body: dict | None = None, *, check_limits: bool = True) -> None:
         """Parse a mapping body; ``check_limits=False`` only to reopen a stored mapping as it is."""
+        if body is not None and not isinstance(body, dict):
+            raise mapper_error(f"Failed to parse mapping: expected an object, got [{body!r:.80}]")
         body = dict(body or {})
         self.meta: dict = body.pop("_meta", {}) or {}
         source = body.pop("_source", {}) or {}
+        if not isinstance(source, dict):
+            raise mapper_error(f"Failed to parse mapping: [_source] must be an object, got [{source!r:.80}]")
+        for key in ("includes", "excludes"):
+            value = source.get(key, [])
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                raise mapper_error(f"[_source] [{key}] must be an array of strings, got [{value!r:.80}]")
         self.source_excludes: list[str] = list(source.get("excludes", []))
         self.source_includes: list[str] = list(source.get("includes", []))
         self.source_enabled: bool = bool(source.get("enabled", True))
@@ -150,6 +158,13 @@ class Mapping:
         ftype = spec.get("type", "object" if "properties" in spec else None)
         if ftype is None:
             raise mapper_error(f"No type specified for field [{name}]")
+        if not isinstance(ftype, str):
+            raise mapper_error(f"[type] must be a string on field [{name}], got [{ftype!r:.80}]")
+        for key in ("analyzer", "search_analyzer", "similarity", "normalizer"):
+            if key in spec and not isinstance(spec[key], str):
+                raise mapper_error(f"[{key}] must be a string on field [{name}], got [{spec[key]!r:.80}]")
+        if not isinstance(spec.get("fields") or {}, dict):
+            raise mapper_error(f"Expected map for property [fields] on field [{name}]")
         if ftype not in FIELD_TYPES:
             raise mapper_error(f"No handler for type [{ftype}] declared on field [{name}]")
         unknown = {k: v for k, v in spec.items() if k not in _ALLOWED[ftype]}
@@ -282,6 +297,12 @@ class Mapping:
                 self._flatten_into(value, name + ".", out)
                 continue
             fs = self.fields.get(name)
+            concrete = not (isinstance(value, list) and all(isinstance(v, dict) for v in value))
+            if fs is None and name in self.objects and value is not None and concrete:
+                raise mapper_error(
+                    f"object mapping for [{name}] tried to parse field [{name}] as object, but found a "
+                    "concrete value"
+                )
             if fs is None:
                 if value is None or value == []:
                     continue
@@ -289,7 +310,7 @@ class Mapping:
                     continue
                 fs = self.fields[name]
             if fs.type == VECTOR:
-                out[name] = [value]
+                out[name] = [_vector_values(fs, value)]
                 continue
             values = value if isinstance(value, list) else [value]
             out[name] = [_coerce(fs, v) for v in values if v is not None]
@@ -376,11 +397,34 @@ def _coerce(fs: FieldSpec, v: Any) -> Any:
                     f"Value [{v}] is out of range for {'an' if fs.type == 'integer' else 'a'} {fs.type}"
                 )
             return float(math.trunc(f))  # ES coerces 1.5 → 1 for integer types
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:
         raise mapper_error(
             f"failed to parse field [{fs.name}] of type [{fs.type}]. Preview of field's value: '{v}' ({exc})"
         ) from None
     return v
+
+
+def _vector_values(fs: FieldSpec, value: Any) -> Any:
+    """A dense_vector value: an array of finite numbers within the float range."""
+    if isinstance(value, list):
+        for v in value:
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                break
+            try:
+                if math.isfinite(float(v)) and abs(float(v)) <= 3.4028234663852886e38:
+                    continue
+            except OverflowError:
+                pass
+            raise mapper_error(
+                f"failed to parse field [{fs.name}] of type [dense_vector]: [dense_vector] only supports finite "
+                f"float values, got [{str(v)[:40]}]"
+            )
+        else:
+            return value
+    raise mapper_error(
+        f"failed to parse field [{fs.name}] of type [dense_vector]: expected an array of numbers, "
+        f"got [{str(value)[:80]}]"
+    )
 
 
 def _json_scalar_text(v: Any) -> str:

@@ -16,7 +16,18 @@ from urllib.parse import unquote
 from scholar_es.engine.core import Engine
 from scholar_es.engine.errors import EsError, illegal_argument, internal_error, parsing_error
 from scholar_es.engine.search import SearchRun, count
-from scholar_es.engine.validate import check_int, check_search_body
+from scholar_es.engine.validate import (
+    check_alias_actions,
+    check_bulk_meta,
+    check_create_index,
+    check_int,
+    check_is_write_index,
+    check_msearch_header,
+    check_put_mapping,
+    check_script_body,
+    check_search_body,
+    check_template_body,
+)
 
 VERSION = {
     "number": "8.15.0",
@@ -139,6 +150,7 @@ def cat_indices(engine, params, body):
 
 @route("PUT", "/{index}")
 def create_index(engine, params, body, index):
+    check_create_index(body)
     return 200, engine.create_index(index, body or {})
 
 
@@ -174,6 +186,7 @@ def get_all_mappings(engine, params, body):
 
 @route("PUT|POST", "/{index}/_mapping")
 def put_mapping(engine, params, body, index):
+    check_put_mapping(body)
     for n in engine.resolve(index):
         engine.handle(n).put_mapping(body or {})
     return 200, {"acknowledged": True}
@@ -209,6 +222,7 @@ def flush(engine, params, body, index):
 def update_aliases(engine, params, body):
     if not isinstance(body, dict) or "actions" not in body:
         raise parsing_error("[aliases] requires [actions]")
+    check_alias_actions(body["actions"])
     engine.update_aliases(body["actions"])
     return 200, {"acknowledged": True, "errors": False}
 
@@ -218,6 +232,7 @@ def update_aliases(engine, params, body):
 def put_alias(engine, params, body, index, name):
     spec = {"index": index, "alias": name}
     if isinstance(body, dict) and "is_write_index" in body:
+        check_is_write_index(body["is_write_index"])
         spec["is_write_index"] = body["is_write_index"]
     engine.update_aliases([{"add": spec}])
     return 200, {"acknowledged": True, "errors": False}
@@ -354,6 +369,7 @@ def bulk(engine, params, body, index=None):
                 f"Malformed action/metadata line [{i}], expected field [create], [delete], "
                 f"[index] or [update] but found [{op}]"
             )
+        check_bulk_meta(i, op, meta)
         if op == "update":
             raise illegal_argument("bulk [update] is not supported by the embedded engine; send [index]")
         meta = meta or {}
@@ -500,7 +516,11 @@ def msearch(engine, params, body, index=None):
         raise illegal_argument("msearch request must be pairs of header and body lines")
     responses = []
     for header, sbody in zip(lines[::2], lines[1::2], strict=False):
-        target = (header or {}).get("index", index)
+        try:
+            target = check_msearch_header(header).get("index", index)
+        except EsError as e:
+            responses.append({**e.to_body()})
+            continue
         if isinstance(target, list):
             target = ",".join(target)
         try:
@@ -524,6 +544,7 @@ def msearch_index(engine, params, body, index):
 
 @route("PUT|POST", "/_scripts/{script_id}")
 def put_script(engine, params, body, script_id):
+    check_script_body(body)
     script = (body or {}).get("script")
     if not isinstance(script, dict) or "source" not in script:
         raise illegal_argument("must specify [script] with a [source]")
@@ -552,19 +573,19 @@ def delete_script(engine, params, body, script_id):
 def search_template(engine, params, body, index):
     from scholar_es.engine.templates import render_template
 
-    return 200, search_one(engine, index, render_template(engine, body or {}))
+    return 200, search_one(engine, index, render_template(engine, check_template_body(body)))
 
 
 @route("GET|POST", "/_render/template")
 def render_template_route(engine, params, body):
     from scholar_es.engine.templates import render_template
 
-    return 200, {"template_output": render_template(engine, body or {})}
+    return 200, {"template_output": render_template(engine, check_template_body(body))}
 
 
 @route("GET|POST", "/_render/template/{script_id}")
 def render_stored_template(engine, params, body, script_id):
-    return render_template_route(engine, params, {**(body or {}), "id": script_id})
+    return render_template_route(engine, params, {**check_template_body(body), "id": script_id})
 
 
 def dumps(obj) -> bytes:

@@ -206,3 +206,124 @@ def check_search_body(body: Any) -> None:
         _check_knn(body["knn"])
     if "retriever" in body:
         _check_retriever(body["retriever"])
+
+
+# --- other request bodies: the JSON types Elasticsearch's parsers expect ----------------------
+
+
+def _check_names(where: str, value: Any) -> None:
+    """An index/alias name or a list of them."""
+    items = value if isinstance(value, list) else [value]
+    if not items or not all(isinstance(v, str) for v in items):
+        raise parsing_error(f"[{where}] must be a name or an array of names, got [{_show(value)}]")
+
+
+def check_is_write_index(value: Any) -> None:
+    if value is not None and not isinstance(value, bool):
+        raise parsing_error(f"[is_write_index] must be a boolean, got [{_show(value)}]")
+
+
+def check_create_index(body: Any) -> None:
+    """``PUT <index>``: settings, mappings and aliases are objects of the expected shapes."""
+    if body is None:
+        return
+    body = _check_object("create index", body)
+    settings = body.get("settings")
+    if settings is not None:
+        settings = _check_object("settings", settings)
+        index = settings.get("index")
+        analysis = settings.get("analysis", index.get("analysis") if isinstance(index, dict) else None)
+        if analysis is not None:
+            analysis = _check_object("settings.analysis", analysis)
+            for group, defs in analysis.items():
+                defs = _check_object(f"analysis.{group}", defs)
+                for name, spec in defs.items():
+                    spec = _check_object(f"analysis.{group}.{name}", spec)
+                    for key in ("type", "tokenizer"):
+                        if key in spec and not isinstance(spec[key], str):
+                            raise parsing_error(
+                                f"[analysis.{group}.{name}.{key}] must be a string, got [{_show(spec[key])}]"
+                            )
+                    for key in ("filter", "char_filter"):
+                        if key in spec:
+                            _check_patterns(f"analysis.{group}.{name}.{key}", spec[key])
+    if body.get("mappings") is not None:
+        _check_object("mappings", body["mappings"])
+    aliases = body.get("aliases")
+    if aliases is not None:
+        for name, spec in _check_object("aliases", aliases).items():
+            if spec is not None:
+                check_is_write_index(_check_object(f"aliases.{name}", spec).get("is_write_index"))
+
+
+def check_put_mapping(body: Any) -> None:
+    if body is None:
+        return
+    body = _check_object("mapping", body)
+    if "properties" in body:
+        for name, spec in _check_object("properties", body["properties"]).items():
+            _check_object(f"properties.{name}", spec)
+
+
+def check_alias_actions(actions: Any) -> None:
+    if not isinstance(actions, list):
+        raise parsing_error(f"[aliases] [actions] must be an array, got [{_show(actions)}]")
+    for action in actions:
+        if not isinstance(action, dict) or len(action) != 1:
+            raise parsing_error("[aliases] each action must be an object with one key")
+        kind, spec = next(iter(action.items()))
+        spec = _check_object(f"aliases.{kind}", spec)
+        for key in ("index", "indices", "alias", "aliases"):
+            if spec.get(key) is not None:
+                _check_names(f"{kind}.{key}", spec[key])
+        check_is_write_index(spec.get("is_write_index"))
+
+
+def check_bulk_meta(line: int, op: str, meta: Any) -> None:
+    if meta is None:
+        return
+    if not isinstance(meta, dict):
+        raise EsError(
+            400,
+            "illegal_argument_exception",
+            f"Malformed action/metadata line [{line}], expected START_OBJECT but found [{_show(meta)}]",
+        )
+    for key in ("_index", "_id"):
+        value = meta.get(key)
+        if value is not None and not isinstance(value, str) and not (key == "_id" and type(value) is int):
+            raise EsError(
+                400,
+                "illegal_argument_exception",
+                f"Malformed action/metadata line [{line}], [{op}] [{key}] must be a string, got [{_show(value)}]",
+            )
+
+
+def check_msearch_header(header: Any) -> dict:
+    if header is None:
+        return {}
+    header = _check_object("msearch header", header)
+    if header.get("index") is not None:
+        _check_names("msearch.index", header["index"])
+    return header
+
+
+def check_template_body(body: Any) -> dict:
+    body = _check_object("search_template", body if body is not None else {})
+    if "id" in body and not isinstance(body["id"], str):
+        raise parsing_error(f"[search_template] [id] must be a string, got [{_show(body['id'])}]")
+    if "source" in body and not isinstance(body["source"], (str, dict)):
+        raise parsing_error(
+            f"[search_template] [source] must be a string or an object, got [{_show(body['source'])}]"
+        )
+    if body.get("params") is not None:
+        _check_object("search_template.params", body["params"])
+    return body
+
+
+def check_script_body(body: Any) -> None:
+    body = _check_object("script", body if body is not None else {})
+    script = body.get("script")
+    if isinstance(script, dict) and "source" in script and not isinstance(script["source"], (str, dict)):
+        raise parsing_error(
+            f"[script] [source] must be a string or an object, got [{_show(script['source'])}]"
+        )
