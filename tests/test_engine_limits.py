@@ -353,6 +353,62 @@ def test_malformed_values_anywhere_are_400s_never_500s(tmp_path):
     assert checked > 500
 
 
+OTHER_REQUESTS = [
+    (
+        "PUT",
+        "/idx",
+        {
+            "settings": {
+                "analysis": {
+                    "analyzer": {"my": {"type": "custom", "tokenizer": "standard", "filter": ["lowercase"]}}
+                },
+                "index": {"similarity": {"default": {"type": "BM25", "k1": 1.2, "b": 0.5}}},
+            },
+            "mappings": {
+                "_source": {"excludes": ["v"]},
+                "properties": {
+                    "t": {"type": "text", "analyzer": "my", "fields": {"k": {"type": "keyword"}}},
+                    "v": {"type": "dense_vector", "dims": 2},
+                    "o": {"properties": {"n": {"type": "long"}}},
+                },
+            },
+            "aliases": {"al": {"is_write_index": True}},
+        },
+    ),
+    ("PUT", "/idx/_doc/1", {"t": "hello world", "v": [1, 2], "o": {"n": 3}}),
+    (
+        "POST",
+        "/idx/_bulk",
+        [{"index": {"_id": "2", "_index": "idx"}}, {"t": "a b"}, {"delete": {"_id": "1"}}],
+    ),
+    ("POST", "/_msearch", [{"index": "idx"}, {"query": {"match_all": {}}}, {"index": ["idx"]}, {"size": 1}]),
+    ("POST", "/_aliases", {"actions": [{"add": {"index": "idx", "alias": "a2", "is_write_index": False}}]}),
+    ("PUT", "/_scripts/s1", {"script": {"lang": "mustache", "source": {"query": {"match": {"t": "{{q}}"}}}}}),
+    ("POST", "/idx/_search/template", {"id": "s1", "params": {"q": "hello"}}),
+    ("POST", "/_render/template", {"source": '{"size": {{n}}}', "params": {"n": 1}}),
+    ("PUT", "/idx/_mapping", {"properties": {"new": {"type": "keyword"}}}),
+    ("PUT", "/idx/_alias/a3", {"is_write_index": True}),
+]
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body"), OTHER_REQUESTS, ids=[f"{m} {p}" for m, p, _ in OTHER_REQUESTS]
+)
+def test_malformed_values_in_other_requests_are_never_500s(tmp_path, method, path, body):
+    from scholar_es.engine.core import open_engine
+
+    engine = open_engine(tmp_path)
+    setup = OTHER_REQUESTS[0]
+    for value_path in list(_paths(body)):
+        for value in HOSTILE:
+            if path != "/idx":
+                handle(engine, *setup[:2], {}, setup[2])
+            status, out = handle(engine, method, path, {}, _replace(body, value_path, value))
+            assert status < 500, (value_path, value, out)
+            json.dumps(out, allow_nan=False)
+            handle(engine, "DELETE", "/idx", {}, None)
+
+
 # --- unexpected exceptions: 500 internal_error, never a 400, never a traceback in the body ---------
 
 
