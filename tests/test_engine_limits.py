@@ -211,6 +211,31 @@ def test_console_5000_field_document(console):
     _still_answers(console)
 
 
+def test_console_bytes_that_are_not_utf8(tmp_path):
+    """Before: UnicodeDecodeError traceback, and the requests after it were never answered."""
+    from scholar_es.engine.node import embedded_client
+
+    embedded_client(tmp_path / "eng").indices.create(index="x")
+    cmd = (
+        [str(SCHOLAR_ES)]
+        if SCHOLAR_ES.exists()
+        else [sys.executable, "-c", "from scholar_es.cli import main; main()"]
+    )
+    proc = subprocess.run(
+        [*cmd, "console", "--es", str(tmp_path / "eng")],
+        input=b'PUT x/_doc/1\n{"t": "\xff\xfe"}\n\nGET /x\xff\n\nGET x/_count\n',
+        capture_output=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    lines = [json.loads(line) for line in proc.stdout.decode("utf-8").splitlines()]
+    assert b"Traceback" not in proc.stderr, proc.stderr
+    assert [r.get("status") for r in lines[:2]] == [400, 400]
+    assert "line 2 is not valid UTF-8" in lines[0]["error"]["reason"]
+    assert lines[2]["count"] == 0  # nothing was sent, and the next request was answered
+    assert proc.returncode == 1
+
+
 # --- in process: the same limits through the client --------------------------------------------
 
 

@@ -105,6 +105,15 @@ def _loads(text: str, what: str) -> Any:
         raise ConsoleParseError(f"{what}: {e.reason}", e.type) from None
 
 
+def _dump(obj: Any) -> str:
+    """One JSON line; text that is not valid Unicode (lone surrogates) is written as \\u escapes."""
+    line = json.dumps(obj, ensure_ascii=False)
+    return json.dumps(obj) if _SURROGATES.search(line) else line
+
+
+_SURROGATES = re.compile("[\ud800-\udfff]")
+
+
 def _error_line(type_: str, reason: str, status: int | None) -> dict:
     cause = {"type": type_, "reason": reason}
     return {"error": {"root_cause": [cause], **cause}, "status": status}
@@ -142,12 +151,17 @@ def execute(es, method: str, path: str, body: Any) -> tuple[dict | list | str | 
 
 
 class _Request:
-    __slots__ = ("method", "path", "body", "line", "in_triple")
+    __slots__ = ("method", "path", "body", "line", "in_triple", "bad_utf8")
 
     def __init__(self, method: str, path: str, line: int) -> None:
         self.method, self.path, self.line = method, path, line
         self.body: list[str] = []
         self.in_triple = False
+        self.bad_utf8: int | None = None  # first body line holding bytes that are not UTF-8
+
+
+# bytes that are not UTF-8, as a stream opened with errors="surrogateescape" (the CLI) hands them over
+_NOT_UTF8 = re.compile("[\udc80-\udcff]")
 
 
 def _lines(stream_in: IO[str] | Iterable[str]) -> Iterator[str]:
@@ -173,12 +187,23 @@ def run_console(es, stream_in: IO[str] | Iterable[str], stream_out: IO[str]) -> 
     failures = 0
 
     def emit(obj: Any) -> None:
-        stream_out.write(json.dumps(obj, ensure_ascii=False) + "\n")
+        stream_out.write(_dump(obj) + "\n")
         stream_out.flush()
 
     def finish(req: _Request | None) -> None:
         nonlocal failures
         if req is None:
+            return
+        if req.bad_utf8 is not None:
+            failures += 1
+            emit(
+                _error_line(
+                    "console_parse_exception",
+                    f"request at line {req.line} ({req.method} {req.path}): line {req.bad_utf8} is not valid "
+                    "UTF-8; nothing was sent",
+                    400,
+                )
+            )
             return
         try:
             body = _parse_body(req.path, req.body)
@@ -188,7 +213,7 @@ def run_console(es, stream_in: IO[str] | Iterable[str], stream_out: IO[str]) -> 
             return
         try:
             out, ok = execute(es, req.method, req.path, body)
-            line = json.dumps(out, ensure_ascii=False)
+            line = _dump(out)
         except Exception as e:  # noqa: BLE001 - one bad request must not end the session
             out, ok = (
                 _error_line(
@@ -222,7 +247,10 @@ def run_console(es, stream_in: IO[str] | Iterable[str], stream_out: IO[str]) -> 
 
     for n, raw in enumerate(_lines(stream_in), start=1):
         line = raw.rstrip("\r\n")
+        bad_utf8 = _NOT_UTF8.search(line) is not None
         if current is not None and current.in_triple:  # inside a triple-quoted string: take the line verbatim
+            if bad_utf8 and current.bad_utf8 is None:
+                current.bad_utf8 = n
             current.body.append(line)
             current.in_triple = line.count('"""') % 2 == 0
             continue
@@ -233,6 +261,8 @@ def run_console(es, stream_in: IO[str] | Iterable[str], stream_out: IO[str]) -> 
             flush_stray()
             finish(current)
             current = _Request(m.group(1).upper(), m.group(2), n)
+            if bad_utf8:
+                current.bad_utf8 = n
             continue
         if not line.strip():
             flush_stray()
@@ -242,6 +272,8 @@ def run_console(es, stream_in: IO[str] | Iterable[str], stream_out: IO[str]) -> 
         if current is None:
             stray.append(n)
             continue
+        if bad_utf8 and current.bad_utf8 is None:
+            current.bad_utf8 = n
         current.body.append(line)
         current.in_triple = line.count('"""') % 2 == 1
     flush_stray()

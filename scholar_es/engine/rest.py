@@ -307,7 +307,10 @@ def _write_one(engine, index, doc_id, source, op_type, params):
 
 @route("PUT|POST", "/{index}/_doc/{doc_id}")
 def index_doc(engine, params, body, index, doc_id):
-    return _write_one(engine, index, doc_id, body, params.get("op_type", "index"), params)
+    op_type = params.get("op_type", "index")
+    if op_type not in ("index", "create"):
+        raise illegal_argument(f"opType must be 'create' or 'index', found: [{op_type}]")
+    return _write_one(engine, index, doc_id, body, op_type, params)
 
 
 @route("POST", "/{index}/_doc")
