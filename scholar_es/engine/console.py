@@ -29,8 +29,12 @@ Input syntax (what Kibana's Dev Tools console accepts, minus its editor convenie
 Every response is one line: the response body on success (``{"status": N}`` for ``HEAD``), and
 ``{"error": ..., "status": N}`` on failure -- the body Elasticsearch sent for an
 ``elasticsearch.ApiError``, a ``console_parse_exception`` (status 400, nothing sent) for input the
-console cannot turn into a request, and ``{"error": {"type": "transport_error", ...}, "status": null}``
-when no answer came back (e.g. a cluster that cannot be reached).
+console cannot turn into a request (invalid JSON, bytes that are not UTF-8), an
+``x_content_parse_exception`` (status 400, nothing sent) for a body over the limits Elasticsearch's
+JSON parser sets (nesting deeper than 1,000, a number longer than 1,000 characters, ``NaN``; see
+:mod:`engine.xcontent`), and ``{"error": {"type": "transport_error", ...}, "status": null}``
+when no answer came back (e.g. a cluster that cannot be reached).  Whatever goes wrong with one
+request, the console writes its one line and goes on with the next.
 
 Only the public client API is used (``es.perform_request``), so the same input runs against the
 embedded engine and against a real cluster.
