@@ -308,6 +308,34 @@ def test_max_clause_count(es):
     _error(_bad(lambda: es.search(index="t", query={"bool": {"should": should}})), 400, "too_many_clauses")
 
 
+def test_max_terms_count(es):
+    _error(
+        _bad(lambda: es.search(index="t", query={"terms": {"t": ["x"] * 65_537}})),
+        400,
+        "illegal_argument_exception",
+        "The number of terms [65537] used in the Terms Query request has exceeded the allowed maximum of [65536]",
+        "[index.max_terms_count]",
+    )
+    assert es.search(index="t", query={"terms": {"t": ["apple"] * 65_536}})["hits"]["total"]["value"] == 1
+
+
+def test_an_infinite_script_score_is_written_as_jackson_writes_it(es):
+    """ScriptScoreQuery refuses negative and NaN scores only; Jackson writes Infinity as a string."""
+    query = {
+        "script_score": {
+            "query": {"match_all": {}},
+            "script": {"source": "params.a * 10", "params": {"a": 1e308}},
+        }
+    }
+    resp = es.perform_request(
+        "POST",
+        "/t/_search",
+        body={"query": query},
+        headers={"accept": "application/json", "content-type": "application/json"},
+    )
+    assert resp.body["hits"]["hits"][0]["_score"] == "Infinity"
+
+
 HOSTILE = [None, [], {}, "x", -1, True, [[1]], {"a": 1}, "NaN", 10**400, 1e308, ["t", 1], "t^x"]
 BODIES = [
     {"query": {"match": {"t": {"query": "apple", "operator": "and", "boost": 2}}}},

@@ -37,6 +37,8 @@ MAX_NESTED_DEPTH = 30  # Elasticsearch's indices.query.max_nested_depth default
 # IndexSearcher's clause-count visitor (TooManyNestedClauses).  Elasticsearch 8.15 answers them as a
 # 500; 8.16+ (elastic/elasticsearch#112177) as a 400, which the engine follows: it is the request's fault.
 MAX_CLAUSE_COUNT = 1024
+# index.max_terms_count (IndexSettings.MAX_TERMS_COUNT_SETTING, default 65536): values of one terms query
+MAX_TERMS_COUNT = 65_536
 SUPPORTED_QUERIES = (
     "match_all",
     "match_none",
@@ -376,6 +378,16 @@ class QueryParser:
                 f"[terms] query does not support [{field}]"
                 if isinstance(values, dict)
                 else "[terms] query requires an array of values"
+            )
+        if len(values) > MAX_TERMS_COUNT:
+            raise illegal_argument(
+                f"The number of terms [{len(values)}] used in the Terms Query request has exceeded the allowed "
+                f"maximum of [{MAX_TERMS_COUNT}]. This maximum can be set by changing the [index.max_terms_count] "
+                "index level setting."
+            )
+        if any(isinstance(v, (dict, list)) or v is None for v in values):
+            raise parsing_error(
+                f"[terms] query values must be strings, numbers or booleans, got [{values!r:.80}]"
             )
         fs = self.mapping.get(field)
         if fs is None:
