@@ -67,6 +67,16 @@ def test_malformed_url_is_one_redacted_error_line(url):
     assert proc.returncode == 2
 
 
+@pytest.mark.parametrize("command", [["search", "what is x"], ["heads", "list"], ["index", "{papers}"]])
+def test_other_commands_redact_a_malformed_url(command, tmp_path):
+    papers = tmp_path / "p.jsonl"
+    papers.write_text('{"id": "p1", "title": "x", "abstract": "y"}\n')
+    args = [a.format(papers=papers) for a in command]
+    proc = run_cli(*args, env={"SCHOLAR_ES_URL": f"http://elastic:{SECRET}@localhost:92x0"}, stdin="")
+    _no_secret(proc, SECRET)
+    assert proc.returncode == 2 and "invalid cluster URL 'http://***@localhost:92x0'" in proc.stderr
+
+
 @pytest.mark.parametrize(
     "url",
     [
