@@ -1,11 +1,14 @@
-"""Parse-time checks of a search body's top-level values, before anything runs.
+"""Parse-time checks of request bodies' JSON types and numbers, before anything runs.
 
 Elasticsearch's ``SearchSourceBuilder.parseXContent`` reads each top-level key with the token
 type it expects and refuses anything else with a 400; the embedded engine's search code reads
 these values late (while ranking or rendering), so their JSON types are checked here, once, and
 a value of the wrong type is a ``parsing_exception`` naming the key and the value instead of an
 exception deep inside the engine.  Query clauses are checked by :mod:`engine.queries` as they
-are parsed; retriever trees are walked here for the same scalar checks.
+are parsed; retriever trees are walked here for the same scalar checks.  The other routes' bodies
+(create index, mappings, aliases, bulk metadata, msearch headers, scripts, templates) get the same
+treatment below.  Anything these checks miss and the engine trips over is a 500 ``internal_error``
+(:func:`engine.errors.internal_error`): a bug to fix here, never reported as the caller's fault.
 """
 
 from __future__ import annotations
