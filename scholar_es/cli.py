@@ -197,7 +197,7 @@ def delete_cmd(names, target, yes) -> None:
 
 
 @main.command("console")
-@click.argument("file", required=False, type=click.File("r"), default="-")
+@click.argument("file", required=False, type=click.File("r", errors="surrogateescape"), default="-")
 @click.option("--es", "target", default=None, help=TARGET_HELP)
 def console_cmd(file, target) -> None:
     """Run Kibana dev console requests from FILE (default: standard input).

@@ -29,8 +29,12 @@ Input syntax (what Kibana's Dev Tools console accepts, minus its editor convenie
 Every response is one line: the response body on success (``{"status": N}`` for ``HEAD``), and
 ``{"error": ..., "status": N}`` on failure -- the body Elasticsearch sent for an
 ``elasticsearch.ApiError``, a ``console_parse_exception`` (status 400, nothing sent) for input the
-console cannot turn into a request, and ``{"error": {"type": "transport_error", ...}, "status": null}``
-when no answer came back (e.g. a cluster that cannot be reached).
+console cannot turn into a request (invalid JSON, bytes that are not UTF-8), an
+``x_content_parse_exception`` (status 400, nothing sent) for a body over the limits Elasticsearch's
+JSON parser sets (nesting deeper than 1,000, a number longer than 1,000 characters, ``NaN``; see
+:mod:`engine.xcontent`), and ``{"error": {"type": "transport_error", ...}, "status": null}``
+when no answer came back (e.g. a cluster that cannot be reached).  Whatever goes wrong with one
+request, the console writes its one line and goes on with the next.
 
 Only the public client API is used (``es.perform_request``), so the same input runs against the
 embedded engine and against a real cluster.
@@ -51,6 +55,10 @@ _NDJSON_ENDPOINTS = {"_bulk", "_msearch"}
 
 class ConsoleParseError(ValueError):
     """The console could not turn the input into a request (nothing was sent)."""
+
+    def __init__(self, message: str, type_: str = "console_parse_exception") -> None:
+        super().__init__(message)
+        self.type = type_
 
 
 def _is_comment(line: str) -> bool:
@@ -79,19 +87,35 @@ def _parse_body(path: str, lines: list[str]) -> Any:
         for n, line in enumerate(text.splitlines(), start=1):
             if not line.strip():
                 continue
-            try:
-                items.append(json.loads(line))
-            except json.JSONDecodeError as e:
-                raise ConsoleParseError(
-                    f"line {n} of the NDJSON body of [{path}] is not valid JSON: {e.msg} (column {e.colno})"
-                ) from None
+            items.append(_loads(line, f"line {n} of the NDJSON body of [{path}]"))
         return items
+    return _loads(text, f"the body of [{path}]")
+
+
+def _loads(text: str, what: str) -> Any:
+    """One JSON value, under the limits Elasticsearch's parser sets (:mod:`engine.xcontent`):
+    a body a cluster would refuse (nesting deeper than 1,000, a number longer than 1,000
+    digits, NaN) is refused here with the cluster's ``x_content_parse_exception``."""
+    from scholar_es.engine.errors import EsError
+    from scholar_es.engine.xcontent import JsonSyntaxError, loads
+
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
+        return loads(text)
+    except JsonSyntaxError as e:
         raise ConsoleParseError(
-            f"the body of [{path}] is not valid JSON: {e.msg} (line {e.lineno}, column {e.colno})"
+            f"{what} is not valid JSON: {e.msg} (line {e.line}, column {e.col})"
         ) from None
+    except EsError as e:
+        raise ConsoleParseError(f"{what}: {e.reason}", e.type) from None
+
+
+def _dump(obj: Any) -> str:
+    """One JSON line; text that is not valid Unicode (lone surrogates) is written as \\u escapes."""
+    line = json.dumps(obj, ensure_ascii=False)
+    return json.dumps(obj) if _SURROGATES.search(line) else line
+
+
+_SURROGATES = re.compile("[\ud800-\udfff]")
 
 
 def _error_line(type_: str, reason: str, status: int | None) -> dict:
@@ -131,12 +155,17 @@ def execute(es, method: str, path: str, body: Any) -> tuple[dict | list | str | 
 
 
 class _Request:
-    __slots__ = ("method", "path", "body", "line", "in_triple")
+    __slots__ = ("method", "path", "body", "line", "in_triple", "bad_utf8")
 
     def __init__(self, method: str, path: str, line: int) -> None:
         self.method, self.path, self.line = method, path, line
         self.body: list[str] = []
         self.in_triple = False
+        self.bad_utf8: int | None = None  # first body line holding bytes that are not UTF-8
+
+
+# bytes that are not UTF-8, as a stream opened with errors="surrogateescape" (the CLI) hands them over
+_NOT_UTF8 = re.compile("[\udc80-\udcff]")
 
 
 def _lines(stream_in: IO[str] | Iterable[str]) -> Iterator[str]:
@@ -162,28 +191,46 @@ def run_console(es, stream_in: IO[str] | Iterable[str], stream_out: IO[str]) -> 
     failures = 0
 
     def emit(obj: Any) -> None:
-        stream_out.write(json.dumps(obj, ensure_ascii=False) + "\n")
+        stream_out.write(_dump(obj) + "\n")
         stream_out.flush()
 
     def finish(req: _Request | None) -> None:
         nonlocal failures
         if req is None:
             return
-        try:
-            body = _parse_body(req.path, req.body)
-        except ConsoleParseError as e:
+        if req.bad_utf8 is not None:
             failures += 1
             emit(
                 _error_line(
                     "console_parse_exception",
-                    f"request at line {req.line} ({req.method} {req.path}): {e}",
+                    f"request at line {req.line} ({req.method} {req.path}): line {req.bad_utf8} is not valid "
+                    "UTF-8; nothing was sent",
                     400,
                 )
             )
             return
-        out, ok = execute(es, req.method, req.path, body)
+        try:
+            body = _parse_body(req.path, req.body)
+        except ConsoleParseError as e:
+            failures += 1
+            emit(_error_line(e.type, f"request at line {req.line} ({req.method} {req.path}): {e}", 400))
+            return
+        try:
+            out, ok = execute(es, req.method, req.path, body)
+            line = _dump(out)
+        except Exception as e:  # noqa: BLE001 - one bad request must not end the session
+            out, ok = (
+                _error_line(
+                    "console_exception",
+                    f"request at line {req.line} ({req.method} {req.path}) failed: {type(e).__name__}",
+                    None,
+                ),
+                False,
+            )
+            line = json.dumps(out)
         failures += not ok
-        emit(out)
+        stream_out.write(line + "\n")
+        stream_out.flush()
 
     current: _Request | None = None
     stray: list[int] = []  # line numbers of text outside any request
@@ -204,7 +251,10 @@ def run_console(es, stream_in: IO[str] | Iterable[str], stream_out: IO[str]) -> 
 
     for n, raw in enumerate(_lines(stream_in), start=1):
         line = raw.rstrip("\r\n")
+        bad_utf8 = _NOT_UTF8.search(line) is not None
         if current is not None and current.in_triple:  # inside a triple-quoted string: take the line verbatim
+            if bad_utf8 and current.bad_utf8 is None:
+                current.bad_utf8 = n
             current.body.append(line)
             current.in_triple = line.count('"""') % 2 == 0
             continue
@@ -215,6 +265,8 @@ def run_console(es, stream_in: IO[str] | Iterable[str], stream_out: IO[str]) -> 
             flush_stray()
             finish(current)
             current = _Request(m.group(1).upper(), m.group(2), n)
+            if bad_utf8:
+                current.bad_utf8 = n
             continue
         if not line.strip():
             flush_stray()
@@ -224,6 +276,8 @@ def run_console(es, stream_in: IO[str] | Iterable[str], stream_out: IO[str]) -> 
         if current is None:
             stray.append(n)
             continue
+        if bad_utf8 and current.bad_utf8 is None:
+            current.bad_utf8 = n
         current.body.append(line)
         current.in_triple = line.count('"""') % 2 == 1
     flush_stray()

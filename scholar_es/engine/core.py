@@ -71,7 +71,7 @@ class IndexHandle:
         self.created = meta["created"]
         self.settings = meta["settings"]
         self.analysis = self.settings.get("analysis")
-        self.mapping = Mapping(meta["mappings"])
+        self.mapping = Mapping(meta["mappings"], check_limits=False)  # stored: reopen as it is
         #: per-field BM25 parameters; follow put_mapping (dynamic fields name no similarity)
         self.similarities = bm25_similarities(self.settings, self.mapping)
         self._segment: Segment | None = None

@@ -62,3 +62,29 @@ def index_not_found(index: str) -> EsError:
 
 def script_error(reason: str, script: str = "") -> EsError:
     return EsError(400, "script_exception", reason, script=script, lang="painless")
+
+
+def x_content_parse_error(reason: str, **extra: Any) -> EsError:
+    """A request body Elasticsearch's XContent parser refuses (400 ``x_content_parse_exception``)."""
+    return EsError(400, "x_content_parse_exception", reason, **extra)
+
+
+def internal_error(method: str, path: str, exc: BaseException) -> EsError:
+    """An exception the engine did not expect: a bug of ours, never the caller's fault.
+
+    Elasticsearch answers an unexpected exception with status 500 and the exception's class as
+    ``type`` (e.g. ``null_pointer_exception``); the engine names it ``internal_error`` and says
+    which request hit it.  The traceback goes to the ``scholar_es.engine`` log (stderr), never into
+    the response body.
+    """
+    import logging
+
+    logging.getLogger("scholar_es.engine").error(
+        "internal error while handling [%s %s]", method, path, exc_info=exc
+    )
+    return EsError(
+        500,
+        "internal_error",
+        f"the embedded engine failed on [{method} {path}] ({type(exc).__name__}); this is a bug in "
+        "scholar-es, not in the request: please report it with the request that caused it",
+    )

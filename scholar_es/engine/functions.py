@@ -209,6 +209,8 @@ def _field_value_factor(ctx: Ctx, spec: dict, applies: np.ndarray) -> np.ndarray
     field = spec.get("field")
     if field is None:
         raise parsing_error("[field_value_factor] required field 'field' missing")
+    if not isinstance(field, str):
+        raise parsing_error(f"[field_value_factor] [field] must be a string, got [{field}]")
     modifier = str(spec.get("modifier", "none")).lower()
     if modifier not in FVF_MODIFIERS:
         raise parsing_error(f"Illegal modifier: {modifier}; expected one of {list(FVF_MODIFIERS)}")
@@ -232,7 +234,7 @@ def _field_value_factor(ctx: Ctx, spec: dict, applies: np.ndarray) -> np.ndarray
             raise EsError(
                 400, "illegal_argument_exception", f"Missing value for field [{field}]"
             )  # FieldValueFactorFunction
-        first = np.where(np.isnan(first), float(missing), first)
+        first = np.where(np.isnan(first), _float("field_value_factor", "missing", missing), first)
     x = factor * np.where(np.isnan(first), 0.0, first)
     with np.errstate(divide="ignore", invalid="ignore"):
         out = {

@@ -26,6 +26,12 @@ INTEGER_RANGES = {
     "byte": (-128, 127),
 }
 MAX_TERM_BYTES = 32766  # Lucene's IndexWriter.MAX_TERM_LENGTH
+# index.mapping.total_fields.limit (MapperService.INDEX_MAPPING_TOTAL_FIELDS_LIMIT_SETTING, default 1000):
+# leaf fields, multi-fields and object fields together (MappingLookup.checkFieldLimit).
+TOTAL_FIELDS_LIMIT = 1000
+# index.mapping.depth.limit (MapperService.INDEX_MAPPING_DEPTH_LIMIT_SETTING, default 20): how deep
+# object fields may nest (MappingLookup.checkObjectDepthLimit).
+DEPTH_LIMIT = 20
 FIELD_TYPES = {TEXT, KEYWORD, VECTOR, "boolean", "date", "object", *NUMERIC_TYPES}
 VECTOR_SIMILARITIES = ("cosine", "dot_product", "l2_norm", "max_inner_product")
 
@@ -111,10 +117,19 @@ class FieldSpec:
 class Mapping:
     """The parsed mapping of one index; dynamic fields are added as documents arrive."""
 
-    def __init__(self, body: dict | None = None) -> None:
+    def __init__(self, body: dict | None = None, *, check_limits: bool = True) -> None:
+        """Parse a mapping body; ``check_limits=False`` only to reopen a stored mapping as it is."""
+        if body is not None and not isinstance(body, dict):
+            raise mapper_error(f"Failed to parse mapping: expected an object, got [{body!r:.80}]")
         body = dict(body or {})
         self.meta: dict = body.pop("_meta", {}) or {}
         source = body.pop("_source", {}) or {}
+        if not isinstance(source, dict):
+            raise mapper_error(f"Failed to parse mapping: [_source] must be an object, got [{source!r:.80}]")
+        for key in ("includes", "excludes"):
+            value = source.get(key, [])
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                raise mapper_error(f"[_source] [{key}] must be an array of strings, got [{value!r:.80}]")
         self.source_excludes: list[str] = list(source.get("excludes", []))
         self.source_includes: list[str] = list(source.get("includes", []))
         self.source_enabled: bool = bool(source.get("enabled", True))
@@ -128,7 +143,20 @@ class Mapping:
             raise mapper_error(f"Root mapping definition has unsupported parameters:  {_fmt_params(body)}")
         self.fields: dict[str, FieldSpec] = {}
         self.objects: set[str] = set()
+        self._check_depth = check_limits
         self._add_properties(props, prefix="")
+        self._check_depth = True
+        if check_limits and self.total_fields > TOTAL_FIELDS_LIMIT:
+            raise EsError(
+                400,
+                "illegal_argument_exception",
+                f"Limit of total fields [{TOTAL_FIELDS_LIMIT}] has been exceeded",
+            )
+
+    @property
+    def total_fields(self) -> int:
+        """Fields as index.mapping.total_fields.limit counts them: leaves, multi-fields, objects."""
+        return len(self.fields) + len(self.objects)
 
     # --- parsing -------------------------------------------------------------------
     def _add_properties(self, props: dict, prefix: str) -> None:
@@ -145,6 +173,13 @@ class Mapping:
         ftype = spec.get("type", "object" if "properties" in spec else None)
         if ftype is None:
             raise mapper_error(f"No type specified for field [{name}]")
+        if not isinstance(ftype, str):
+            raise mapper_error(f"[type] must be a string on field [{name}], got [{ftype!r:.80}]")
+        for key in ("analyzer", "search_analyzer", "similarity", "normalizer"):
+            if key in spec and not isinstance(spec[key], str):
+                raise mapper_error(f"[{key}] must be a string on field [{name}], got [{spec[key]!r:.80}]")
+        if not isinstance(spec.get("fields") or {}, dict):
+            raise mapper_error(f"Expected map for property [fields] on field [{name}]")
         if ftype not in FIELD_TYPES:
             raise mapper_error(f"No handler for type [{ftype}] declared on field [{name}]")
         unknown = {k: v for k, v in spec.items() if k not in _ALLOWED[ftype]}
@@ -153,6 +188,12 @@ class Mapping:
                 f"unknown parameter [{next(iter(unknown))}] on mapper [{name}] of type [{ftype}]"
             )
         if ftype == "object":
+            if self._check_depth and name.count(".") + 1 > DEPTH_LIMIT:
+                raise EsError(
+                    400,
+                    "illegal_argument_exception",
+                    f"Limit of mapping depth [{DEPTH_LIMIT}] has been exceeded due to object field [{name}]",
+                )
             self.objects.add(name)
             self._add_properties(spec.get("properties", {}), prefix=name + ".")
             return
@@ -229,7 +270,27 @@ class Mapping:
         rejected (``strict``), as Elasticsearch does.
         """
         out: dict[str, list] = {}
-        self._flatten_into(source, "", out)
+        n_fields, new_objects = len(self.fields), []
+        self._total_before = self.total_fields
+        self._new_fields: list[str] = []
+        self._new_objects = new_objects
+        try:
+            self._flatten_into(source, "", out)
+            if self.total_fields > TOTAL_FIELDS_LIMIT:  # multi-fields counted: MapperService.merge
+                raise EsError(
+                    400,
+                    "illegal_argument_exception",
+                    f"Limit of total fields [{TOTAL_FIELDS_LIMIT}] has been exceeded",
+                )
+        except EsError as e:
+            # a refused document adds nothing to the mapping (Elasticsearch merges a document's
+            # dynamic mapping update only once the whole document parsed)
+            for name in list(self.fields)[n_fields:]:
+                del self.fields[name]
+            self.objects.difference_update(new_objects)
+            if "while adding new fields" in e.reason or e.reason.startswith("Limit of mapping depth"):
+                raise EsError(400, "document_parsing_exception", f"failed to parse: {e.reason}") from None
+            raise
         for name, _fs in list(self.fields.items()):
             parent = name.rsplit(".", 1)[0] if "." in name else None
             if parent in self.fields and parent in out and name not in out:
@@ -241,10 +302,19 @@ class Mapping:
             name = prefix + key
             if isinstance(value, dict) and self.fields.get(name, None) is None:
                 if name not in self.objects:
-                    self._dynamic_add(name, {"type": "object", "properties": {}})
+                    if self.dynamic == "false" and name.count(".") + 1 > DEPTH_LIMIT:
+                        continue  # no mapped field can lie this deep: the subtree is ignored
+                    if self._dynamic_add(name, {"type": "object", "properties": {}}):
+                        self._new_objects.append(name)
                 self._flatten_into(value, name + ".", out)
                 continue
             fs = self.fields.get(name)
+            concrete = not (isinstance(value, list) and all(isinstance(v, dict) for v in value))
+            if fs is None and name in self.objects and value is not None and concrete:
+                raise mapper_error(
+                    f"object mapping for [{name}] tried to parse field [{name}] as object, but found a "
+                    "concrete value"
+                )
             if fs is None:
                 if value is None or value == []:
                     continue
@@ -252,7 +322,7 @@ class Mapping:
                     continue
                 fs = self.fields[name]
             if fs.type == VECTOR:
-                out[name] = [value]
+                out[name] = [_vector_values(fs, value)]
                 continue
             values = value if isinstance(value, list) else [value]
             out[name] = [_coerce(fs, v) for v in values if v is not None]
@@ -266,6 +336,16 @@ class Mapping:
             )
         if self.dynamic == "false":
             return False
+        self._new_fields.append(name)
+        # DocumentParserContext.addDynamicMapper: each new dynamic mapper counts once (its
+        # multi-fields are counted when the mapping update is merged, see flatten)
+        if self._total_before + len(self._new_fields) > TOTAL_FIELDS_LIMIT:
+            raise EsError(
+                400,
+                "illegal_argument_exception",
+                f"Limit of total fields [{TOTAL_FIELDS_LIMIT}] has been exceeded while adding new fields "
+                f"[{len(self._new_fields)}]",
+            )
         self._add_field(name, spec)
         return True
 
@@ -329,11 +409,34 @@ def _coerce(fs: FieldSpec, v: Any) -> Any:
                     f"Value [{v}] is out of range for {'an' if fs.type == 'integer' else 'a'} {fs.type}"
                 )
             return float(math.trunc(f))  # ES coerces 1.5 → 1 for integer types
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:
         raise mapper_error(
             f"failed to parse field [{fs.name}] of type [{fs.type}]. Preview of field's value: '{v}' ({exc})"
         ) from None
     return v
+
+
+def _vector_values(fs: FieldSpec, value: Any) -> Any:
+    """A dense_vector value: an array of finite numbers within the float range."""
+    if isinstance(value, list):
+        for v in value:
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                break
+            try:
+                if math.isfinite(float(v)) and abs(float(v)) <= 3.4028234663852886e38:
+                    continue
+            except OverflowError:
+                pass
+            raise mapper_error(
+                f"failed to parse field [{fs.name}] of type [dense_vector]: [dense_vector] only supports finite "
+                f"float values, got [{str(v)[:40]}]"
+            )
+        else:
+            return value
+    raise mapper_error(
+        f"failed to parse field [{fs.name}] of type [dense_vector]: expected an array of numbers, "
+        f"got [{str(value)[:80]}]"
+    )
 
 
 def _json_scalar_text(v: Any) -> str:

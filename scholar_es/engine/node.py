@@ -9,6 +9,7 @@ embedded engine unchanged: the client serializes the request, this node hands it
 from __future__ import annotations
 
 import json
+import math
 import time
 from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
@@ -16,7 +17,9 @@ from urllib.parse import parse_qsl, urlsplit
 from elastic_transport import ApiResponseMeta, BaseNode, HttpHeaders, NodeConfig
 from elastic_transport._node._base import NodeApiResponse
 
+from scholar_es.engine import xcontent
 from scholar_es.engine.core import open_engine
+from scholar_es.engine.errors import EsError, internal_error
 from scholar_es.engine.rest import handle
 
 EMBEDDED_HOST = "embedded.invalid"  # a reserved name: never resolvable, never contacted
@@ -27,8 +30,28 @@ def _decode_body(body: bytes | None, content_type: str):
         return None
     text = body.decode("utf-8")
     if "ndjson" in content_type or "x-ndjson" in content_type:
-        return [json.loads(line) for line in text.splitlines() if line.strip()]
-    return json.loads(text)
+        return [xcontent.loads(line) for line in text.splitlines() if line.strip()]
+    return xcontent.loads(text)
+
+
+def _non_finite_as_strings(obj):
+    """Jackson's default (``WRITE_NAN_AS_STRINGS``): a non-finite float is written as the string
+    ``"Infinity"``/``"-Infinity"``/``"NaN"``, so the answer stays JSON (a script_score may return
+    Infinity, which Elasticsearch allows)."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return "NaN" if math.isnan(obj) else ("Infinity" if obj > 0 else "-Infinity")
+    if isinstance(obj, dict):
+        return {k: _non_finite_as_strings(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_non_finite_as_strings(v) for v in obj]
+    return obj
+
+
+def _dumps(out) -> bytes:
+    try:
+        return json.dumps(out, ensure_ascii=False, allow_nan=False).encode("utf-8")
+    except ValueError:  # NaN/Infinity somewhere (rare): the slow path
+        return json.dumps(_non_finite_as_strings(out), ensure_ascii=False, allow_nan=False).encode("utf-8")
 
 
 class EmbeddedNode(BaseNode):
@@ -47,7 +70,9 @@ class EmbeddedNode(BaseNode):
         content_type = (headers or {}).get("content-type", "") if headers else ""
         try:
             payload = _decode_body(body, content_type)
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        except EsError as e:
+            status, out = e.status, e.to_body()
+        except UnicodeDecodeError as e:
             status, out = (
                 400,
                 {
@@ -61,7 +86,11 @@ class EmbeddedNode(BaseNode):
             )
         else:
             status, out = handle(self._engine, method, parts.path, params, payload)
-        data = b"" if out is None or method == "HEAD" else json.dumps(out, ensure_ascii=False).encode("utf-8")
+        try:
+            data = b"" if out is None or method == "HEAD" else _dumps(out)
+        except (ValueError, TypeError, RecursionError) as exc:  # an answer we cannot write: our bug
+            status, out = 500, internal_error(method, parts.path, exc).to_body()
+            data = json.dumps(out).encode("utf-8")
         meta = ApiResponseMeta(
             status=status,
             http_version="1.1",

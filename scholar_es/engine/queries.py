@@ -7,6 +7,7 @@ clause, with Elasticsearch's wording where it has one.
 from __future__ import annotations
 
 import fnmatch
+import math
 import re
 
 import numpy as np
@@ -25,8 +26,19 @@ from scholar_es.engine.nodes import (
     Node,
     TermNode,
 )
+from scholar_es.engine.validate import check_number
 
 MAX_NESTED_DEPTH = 30  # Elasticsearch's indices.query.max_nested_depth default
+# indices.query.bool.max_clause_count: Elasticsearch 8.x sets Lucene's IndexSearcher.maxClauseCount
+# from the node (SearchUtils.calculateMaxClauseValue: heap MB * 64 / search threads) and never
+# below SearchUtils.DEFAULT_MAX_CLAUSE_COUNT = 1024, the value for a small node (and the 7.x/Lucene
+# default); the embedded engine uses that floor.  One BooleanQuery with more clauses fails in
+# BooleanQuery.Builder.add (IndexSearcher.TooManyClauses); a whole query with more leaf clauses fails
+# IndexSearcher's clause-count visitor (TooManyNestedClauses).  Elasticsearch 8.15 answers them as a
+# 500; 8.16+ (elastic/elasticsearch#112177) as a 400, which the engine follows: it is the request's fault.
+MAX_CLAUSE_COUNT = 1024
+# index.max_terms_count (IndexSettings.MAX_TERMS_COUNT_SETTING, default 65536): values of one terms query
+MAX_TERMS_COUNT = 65_536
 SUPPORTED_QUERIES = (
     "match_all",
     "match_none",
@@ -77,12 +89,8 @@ _UNSUPPORTED_KNOWN = {
 
 
 def _float(clause: str, key: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise parsing_error(f"[{clause}] [{key}] must be a number, got [{value}]")
-    try:
-        return float(value)
-    except ValueError:
-        raise parsing_error(f"[{clause}] failed to parse [{key}] value [{value}] as a number") from None
+    """A finite number for a boost, weight, factor...: NaN, Infinity and 10**400 are refused."""
+    return check_number(clause, key, value)
 
 
 def _check_params(clause: str, body: dict, allowed: set[str]) -> None:
@@ -103,6 +111,17 @@ class QueryParser:
         self._knn_parser = knn_parser
 
     _depth = 0
+    _leaves = 0  # leaf clauses of the whole query, as Lucene's clause-count visitor counts them
+
+    def _count(self, leaves: int) -> None:
+        self._leaves += leaves
+        if self._leaves > MAX_CLAUSE_COUNT:
+            raise EsError(
+                400,
+                "too_many_nested_clauses",
+                f"Query contains too many nested clauses; maxClauseCount is set to {MAX_CLAUSE_COUNT} "
+                "(indices.query.bool.max_clause_count)",
+            )
 
     def parse(self, body) -> Node:
         self._depth += 1
@@ -132,6 +151,8 @@ class QueryParser:
             if name in _UNSUPPORTED_KNOWN:
                 raise unsupported(name, "supported queries: " + ", ".join(SUPPORTED_QUERIES))
             raise parsing_error(f"unknown query [{name}]", line=1, col=1)
+        if name in _LEAF_QUERIES:
+            self._count(1)
         return handler(params)
 
     # --- leaves ----------------------------------------------------------------------
@@ -188,6 +209,7 @@ class QueryParser:
         if fs.type == VECTOR:
             raise illegal_argument(f"Field [{field}] of type [dense_vector] does not support match queries")
         if fs.type not in (TEXT, KEYWORD):
+            self._count(1)
             return self._exact(field, text, boost)
         if not fs.index:
             raise illegal_argument(f"Cannot search on field [{field}] since it is not indexed.")
@@ -204,6 +226,9 @@ class QueryParser:
             tokens = [self._keyword_value(fs, text)]
         else:
             tokens = get_analyzer(opts.get("analyzer") or fs.query_analyzer, self.ctx.analysis)(text)
+        if len(tokens) > MAX_CLAUSE_COUNT:  # one BooleanQuery clause per token (QueryBuilder)
+            raise _too_many_clauses()
+        self._count(max(len(tokens), 1))
         if not tokens:
             if opts.get("zero_terms_query", "none") == "all":
                 return self._q_match_all({})
@@ -296,10 +321,14 @@ class QueryParser:
     def _expand_fields(self, fields) -> list[tuple[str, float]]:
         if isinstance(fields, str):
             fields = [fields]
+        if not isinstance(fields, list) or not all(isinstance(f, str) for f in fields):
+            raise parsing_error(
+                f"[multi_match] [fields] must be a string or an array of strings, got [{fields}]"
+            )
         out: dict[str, float] = {}
         for f in fields:
             name, _, b = f.partition("^")
-            boost = float(b) if b else 1.0
+            boost = _float("multi_match", f"fields] [{f}", b) if b else 1.0
             if any(c in name for c in "*?"):
                 matched = [
                     n
@@ -355,6 +384,16 @@ class QueryParser:
                 f"[terms] query does not support [{field}]"
                 if isinstance(values, dict)
                 else "[terms] query requires an array of values"
+            )
+        if len(values) > MAX_TERMS_COUNT:
+            raise illegal_argument(
+                f"The number of terms [{len(values)}] used in the Terms Query request has exceeded the allowed "
+                f"maximum of [{MAX_TERMS_COUNT}]. This maximum can be set by changing the [index.max_terms_count] "
+                "index level setting."
+            )
+        if any(isinstance(v, (dict, list)) or v is None for v in values):
+            raise parsing_error(
+                f"[terms] query values must be strings, numbers or booleans, got [{values!r:.80}]"
             )
         fs = self.mapping.get(field)
         if fs is None:
@@ -443,6 +482,8 @@ class QueryParser:
         if "field" not in p:
             raise parsing_error("[exists] must be provided with a [field]")
         pattern = p["field"]
+        if not isinstance(pattern, str):
+            raise parsing_error(f"[exists] [field] must be a string, got [{pattern}]")
         boost = _float("exists", "boost", p.get("boost", 1.0))
 
         def matcher(ctx: Ctx):
@@ -464,6 +505,8 @@ class QueryParser:
     def _q_ids(self, p):
         _check_params("ids", p, {"values", "boost", "_name"})
         values = p.get("values", [])
+        if not isinstance(values, list) or any(isinstance(v, (dict, list)) or v is None for v in values):
+            raise parsing_error(f"[ids] [values] must be an array of ids, got [{values}]")
         boost = _float("ids", "boost", p.get("boost", 1.0))
 
         def matcher(ctx: Ctx):
@@ -483,6 +526,8 @@ class QueryParser:
         if isinstance(value, dict):
             return [self.parse(value)]
         if isinstance(value, list):
+            if len(value) > MAX_CLAUSE_COUNT:
+                raise _too_many_clauses()
             return [self.parse(v) for v in value]
         raise parsing_error(f"[bool] query does not support [{value}]")
 
@@ -537,6 +582,17 @@ class QueryParser:
         return self._knn_parser(self, p)
 
 
+_LEAF_QUERIES = {"match_all", "term", "terms", "range", "exists", "ids", "knn"}  # match: per token
+
+
+def _too_many_clauses() -> EsError:
+    return EsError(
+        400,
+        "too_many_clauses",
+        f"maxClauseCount is set to {MAX_CLAUSE_COUNT} (indices.query.bool.max_clause_count)",
+    )
+
+
 def _to_number(fs, value) -> float:
     try:
         if fs.type == "date":
@@ -549,8 +605,11 @@ def _to_number(fs, value) -> float:
             raise ValueError(value)
         if isinstance(value, bool):
             raise ValueError(value)
-        return float(value)
-    except (TypeError, ValueError):
+        out = float(value)
+        if not math.isfinite(out):
+            raise ValueError(value)
+        return out
+    except (TypeError, ValueError, OverflowError):
         raise EsError(
             400,
             "query_shard_exception",

@@ -14,8 +14,20 @@ from collections.abc import Callable
 from urllib.parse import unquote
 
 from scholar_es.engine.core import Engine
-from scholar_es.engine.errors import EsError, illegal_argument, parsing_error
+from scholar_es.engine.errors import EsError, illegal_argument, internal_error, parsing_error
 from scholar_es.engine.search import SearchRun, count
+from scholar_es.engine.validate import (
+    check_alias_actions,
+    check_bulk_meta,
+    check_create_index,
+    check_int,
+    check_is_write_index,
+    check_msearch_header,
+    check_put_mapping,
+    check_script_body,
+    check_search_body,
+    check_template_body,
+)
 
 VERSION = {
     "number": "8.15.0",
@@ -66,17 +78,17 @@ def handle(engine: Engine, method: str, path: str, params: dict, body) -> tuple[
             except EsError as e:
                 return e.status, e.to_body()
             except RecursionError:
-                e = parsing_error("query is nested too deeply for the embedded engine")
-                return e.status, e.to_body()
-            except (ValueError, TypeError, AttributeError, KeyError, IndexError) as exc:
-                # A value of the wrong JSON type deep in a request: answer as Elasticsearch would
-                # (a 400 naming the problem) rather than crash the caller.
-                e = parsing_error(f"malformed request: {type(exc).__name__}: {exc}")
+                e = parsing_error(
+                    f"[{method} {path}]: the request is nested too deeply for the embedded engine"
+                )
                 return e.status, e.to_body()
             except sqlite3.OperationalError as exc:  # another process holds the write lock
                 e = EsError(
                     429, "es_rejected_execution_exception", f"the engine store is busy ({exc}); retry"
                 )
+                return e.status, e.to_body()
+            except Exception as exc:  # noqa: BLE001
+                e = internal_error(method, path, exc)
                 return e.status, e.to_body()
     if allowed:
         return 405, {
@@ -138,6 +150,7 @@ def cat_indices(engine, params, body):
 
 @route("PUT", "/{index}")
 def create_index(engine, params, body, index):
+    check_create_index(body)
     return 200, engine.create_index(index, body or {})
 
 
@@ -173,6 +186,7 @@ def get_all_mappings(engine, params, body):
 
 @route("PUT|POST", "/{index}/_mapping")
 def put_mapping(engine, params, body, index):
+    check_put_mapping(body)
     for n in engine.resolve(index):
         engine.handle(n).put_mapping(body or {})
     return 200, {"acknowledged": True}
@@ -208,6 +222,7 @@ def flush(engine, params, body, index):
 def update_aliases(engine, params, body):
     if not isinstance(body, dict) or "actions" not in body:
         raise parsing_error("[aliases] requires [actions]")
+    check_alias_actions(body["actions"])
     engine.update_aliases(body["actions"])
     return 200, {"acknowledged": True, "errors": False}
 
@@ -217,6 +232,7 @@ def update_aliases(engine, params, body):
 def put_alias(engine, params, body, index, name):
     spec = {"index": index, "alias": name}
     if isinstance(body, dict) and "is_write_index" in body:
+        check_is_write_index(body["is_write_index"])
         spec["is_write_index"] = body["is_write_index"]
     engine.update_aliases([{"add": spec}])
     return 200, {"acknowledged": True, "errors": False}
@@ -291,7 +307,10 @@ def _write_one(engine, index, doc_id, source, op_type, params):
 
 @route("PUT|POST", "/{index}/_doc/{doc_id}")
 def index_doc(engine, params, body, index, doc_id):
-    return _write_one(engine, index, doc_id, body, params.get("op_type", "index"), params)
+    op_type = params.get("op_type", "index")
+    if op_type not in ("index", "create"):
+        raise illegal_argument(f"opType must be 'create' or 'index', found: [{op_type}]")
+    return _write_one(engine, index, doc_id, body, op_type, params)
 
 
 @route("POST", "/{index}/_doc")
@@ -353,6 +372,7 @@ def bulk(engine, params, body, index=None):
                 f"Malformed action/metadata line [{i}], expected field [create], [delete], "
                 f"[index] or [update] but found [{op}]"
             )
+        check_bulk_meta(i, op, meta)
         if op == "update":
             raise illegal_argument("bulk [update] is not supported by the embedded engine; send [index]")
         meta = meta or {}
@@ -424,6 +444,7 @@ def bulk_index(engine, params, body, index):
 
 
 def _search_params(params: dict, body: dict) -> dict:
+    check_search_body(body)
     body = dict(body or {})
     if "q" in params:
         raise illegal_argument(
@@ -431,10 +452,14 @@ def _search_params(params: dict, body: dict) -> dict:
         )
     for key in ("size", "from"):
         if key in params:
-            body[key] = int(params[key])
+            body[key] = check_int("search", key, params[key])
     if "track_total_hits" in params:
         v = params["track_total_hits"]
-        body["track_total_hits"] = v.lower() == "true" if v.lower() in ("true", "false") else int(v)
+        body["track_total_hits"] = (
+            v.lower() == "true"
+            if v.lower() in ("true", "false")
+            else check_int("search", "track_total_hits", v)
+        )
     if "explain" in params:
         body["explain"] = _bool_param(params, "explain")
     if "_source" in params:
@@ -457,6 +482,7 @@ def search_one(engine, index: str, body: dict) -> dict:
             f"searching several indices at once ({', '.join(names)}) is not supported by the "
             "embedded engine; search one index or alias at a time"
         )
+    check_search_body(body)
     return SearchRun(engine.handle(names[0]), body).run()
 
 
@@ -472,6 +498,7 @@ def search_all(engine, params, body):
 
 @route("GET|POST", "/{index}/_count")
 def count_route(engine, params, body, index):
+    check_search_body(body)
     names = engine.resolve(index)
     total = sum(count(engine.handle(n), body) for n in names)
     return 200, {
@@ -492,7 +519,11 @@ def msearch(engine, params, body, index=None):
         raise illegal_argument("msearch request must be pairs of header and body lines")
     responses = []
     for header, sbody in zip(lines[::2], lines[1::2], strict=False):
-        target = (header or {}).get("index", index)
+        try:
+            target = check_msearch_header(header).get("index", index)
+        except EsError as e:
+            responses.append({**e.to_body()})
+            continue
         if isinstance(target, list):
             target = ",".join(target)
         try:
@@ -516,6 +547,7 @@ def msearch_index(engine, params, body, index):
 
 @route("PUT|POST", "/_scripts/{script_id}")
 def put_script(engine, params, body, script_id):
+    check_script_body(body)
     script = (body or {}).get("script")
     if not isinstance(script, dict) or "source" not in script:
         raise illegal_argument("must specify [script] with a [source]")
@@ -544,19 +576,19 @@ def delete_script(engine, params, body, script_id):
 def search_template(engine, params, body, index):
     from scholar_es.engine.templates import render_template
 
-    return 200, search_one(engine, index, render_template(engine, body or {}))
+    return 200, search_one(engine, index, render_template(engine, check_template_body(body)))
 
 
 @route("GET|POST", "/_render/template")
 def render_template_route(engine, params, body):
     from scholar_es.engine.templates import render_template
 
-    return 200, {"template_output": render_template(engine, body or {})}
+    return 200, {"template_output": render_template(engine, check_template_body(body))}
 
 
 @route("GET|POST", "/_render/template/{script_id}")
 def render_stored_template(engine, params, body, script_id):
-    return render_template_route(engine, params, {**(body or {}), "id": script_id})
+    return render_template_route(engine, params, {**check_template_body(body), "id": script_id})
 
 
 def dumps(obj) -> bytes:

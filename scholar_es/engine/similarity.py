@@ -71,7 +71,7 @@ def _setting_float(spec: dict, key: str, default: float) -> float:
     value = spec.get(key, default)
     try:
         return float(value)  # settings arrive as numbers or strings ("0.3")
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise illegal_argument(f"Failed to parse value [{value}] for setting [{key}]") from None
 
 

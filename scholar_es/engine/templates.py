@@ -14,10 +14,14 @@ from __future__ import annotations
 import json
 import re
 
+from scholar_es.engine import xcontent
 from scholar_es.engine.errors import EsError, illegal_argument
 
 # {{{raw}}} first, so that "{{size}}}" (a tag followed by a JSON brace) stays a plain tag
 _TAG = re.compile(r"\{\{(\{)\s*()(.*?)\s*\}\}\}|\{\{()\s*([#^/!&>=]?)\s*(.*?)\s*\}\}", re.S)
+
+
+MAX_SECTION_DEPTH = 100  # the engine's own bound: rendering recurses once per nested section
 
 
 def _lookup(stack: list, name: str):
@@ -72,6 +76,12 @@ def _parse(template: str) -> list:
                 "by the embedded engine"
             )
         if sigil in ("#", "^"):
+            if len(stack) > MAX_SECTION_DEPTH:
+                raise EsError(
+                    400,
+                    "mustache_exception",
+                    f"Sections nested more than [{MAX_SECTION_DEPTH}] deep at [{name}]; flatten the template",
+                )
             node = ("section", name, sigil == "^", [])
             stack[-1][1].append(node)
             stack.append((name, node[3]))
@@ -87,20 +97,64 @@ def _parse(template: str) -> list:
     return root
 
 
-def _render(nodes: list, stack: list) -> str:
-    out = []
-    for node in nodes:
-        if isinstance(node, str):
-            out.append(node)
-        elif node[0] == "var":
-            text = _text(_lookup(stack, node[1]))
-            out.append(text if node[2] else _escape(text))
-        else:
+# mustache.max_output_size_bytes (MustacheScriptEngine.MUSTACHE_RESULT_SIZE_LIMIT, default "1mb"):
+# Elasticsearch renders into a SizeLimitingStringWriter and answers ElasticsearchParseException
+# "Mustache script result size limit exceeded" (parse_exception, 400).  Counted here in characters
+# of the rendered text, as SizeLimitingStringWriter counts chars.
+MAX_OUTPUT_SIZE = 1024 * 1024
+# Sections nested over lists multiply (three sections over 100 items: a million passes) and can
+# do so without writing anything; Elasticsearch has no such bound (mustache.java would run on),
+# so the engine adds one: at most this many tags and section passes per rendering.
+MAX_RENDER_STEPS = 1_000_000
+
+
+def _size_limit_exceeded(reason: str) -> EsError:
+    return EsError(400, "parse_exception", f"Mustache script result size limit exceeded: {reason}")
+
+
+class _Renderer:
+    """Renders a parsed template into one buffer, counting its size and its steps."""
+
+    def __init__(self) -> None:
+        self.out: list[str] = []
+        self.size = 0
+        self.steps = 0
+
+    def write(self, text: str) -> None:
+        self.size += len(text)
+        if self.size > MAX_OUTPUT_SIZE:
+            head = "".join(self.out)[:20]
+            raise _size_limit_exceeded(
+                f"String [{head}...] has size [{self.size}] which exceeds the size limit [{MAX_OUTPUT_SIZE}] "
+                "(mustache.max_output_size_bytes)"
+            )
+        self.out.append(text)
+
+    def step(self) -> None:
+        self.steps += 1
+        if self.steps > MAX_RENDER_STEPS:
+            raise EsError(
+                400,
+                "parse_exception",
+                f"Mustache template rendering exceeded [{MAX_RENDER_STEPS}] tag and section steps "
+                "(sections nested over lists multiply); flatten the template or pass fewer items",
+            )
+
+    def render(self, nodes: list, stack: list) -> None:
+        for node in nodes:
+            if isinstance(node, str):
+                self.write(node)
+                continue
+            self.step()
+            if node[0] == "var":
+                text = _text(_lookup(stack, node[1]))
+                self.write(text if node[2] else _escape(text))
+                continue
             _, name, inverted, children = node
             if name in ("toJson", "join") and not inverted:
                 inner = "".join(c for c in children if isinstance(c, str)).strip()
                 value = _lookup(stack, inner)
-                out.append(
+                self.write(
                     json.dumps(value) if name == "toJson" else ",".join(_text(v) for v in (value or []))
                 )
                 continue
@@ -108,16 +162,20 @@ def _render(nodes: list, stack: list) -> str:
             falsy = value in (None, False, "", 0) or value == []
             if inverted:
                 if falsy:
-                    out.append(_render(children, stack))
+                    self.render(children, stack)
             elif isinstance(value, list):
-                out.extend(_render(children, [*stack, item]) for item in value)
+                for item in value:
+                    self.step()
+                    self.render(children, [*stack, item])
             elif not falsy:
-                out.append(_render(children, [*stack, value] if isinstance(value, dict) else stack))
-    return "".join(out)
+                self.render(children, [*stack, value] if isinstance(value, dict) else stack)
 
 
 def render_string(source: str, params: dict) -> str:
-    return _render(_parse(source), [params or {}])
+    """The rendered template; a ``parse_exception`` past 1 MB of output or 1,000,000 steps."""
+    renderer = _Renderer()
+    renderer.render(_parse(source), [params or {}])
+    return "".join(renderer.out)
 
 
 def render_template(engine, body: dict) -> dict:
@@ -140,12 +198,13 @@ def render_template(engine, body: dict) -> dict:
         source = json.dumps(source)
     rendered = render_string(source, body.get("params") or {})
     try:
-        out = json.loads(rendered)
-    except json.JSONDecodeError as e:
+        out = xcontent.loads(rendered)
+    except xcontent.JsonSyntaxError as e:
         raise EsError(
             400,
             "x_content_parse_exception",
-            f"the rendered template is not valid JSON ({e.msg} at char {e.pos}): {rendered[:200]}",
+            f"the rendered template is not valid JSON ({e.msg} at line {e.line}, column {e.col}): "
+            f"{rendered[:200]}",
         ) from None
     if body.get("explain"):
         out["explain"] = True

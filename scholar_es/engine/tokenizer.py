@@ -276,11 +276,35 @@ _FINDALL_BMP = re.compile(_findall_source(bmp=True))
 _FINDALL = re.compile(_findall_source(bmp=False))
 
 
-@functools.cache
-def _scan_patterns() -> tuple[re.Pattern, re.Pattern, re.Pattern]:
+_STARTER_CLASSES = (
+    # every class that can begin a word/emoji match (a superset is harmless: a failed match skips one)
+    "LETTER", "HANGUL", "LETTER_EMOJI", "HEBREW", "DIGIT", "NUMERIC", "KATAKANA", "EXTENDNUMLET",
+    "SEA", "SEA_EXTEND", "HAN", "HIRAGANA", "ZWJ", "EMOJI", "EMOJI_MOD", "KEYCAP_BASE_SYM", "RI",
+)  # fmt: skip
+_WORD_EXT = ("EXTEND", "SEA_EXTEND", "ZWJ", "KEYCAP", "VS15", "VS16", "EMOJI_MOD", "TAG_SPEC", "TAG_TERM")
+_BLOCK_START = ("LETTER", "HANGUL", "LETTER_EMOJI", "HEBREW", "DIGIT", "NUMERIC", "KATAKANA")
+
+
+class _ScanPatterns:
     """Patterns of the token-by-token path (emoji, surrogates, long tokens), compiled on first use."""
-    word = _word_source(bmp=False)
-    return re.compile(word), re.compile(_EMOJI_SRC), re.compile(f"{word}|{_EMOJI_SRC}")
+
+    def __init__(self) -> None:
+        self.word = re.compile(_word_source(bmp=False))
+        self.word_bmp = re.compile(_word_source(bmp=True))  # re tests astral ranges one by one
+        self.emoji = re.compile(_EMOJI_SRC)
+        self.starter = re.compile(f"[{_cc(*_STARTER_CLASSES)}]")
+        others = [c for c in _STARTER_CLASSES if c != "EXTENDNUMLET"]
+        self.starter_not_enl = re.compile(f"[{_cc(*others)}]")
+        # an ExtendNumLet run as the word rule's atomic (ExtendNumLet Extend*)* consumes it
+        self.enl_run = re.compile(f"[{_cc('EXTENDNUMLET')}][{_cc('EXTENDNUMLET', *_WORD_EXT)}]*")
+        self.enl = re.compile(f"[{_cc('EXTENDNUMLET')}]")
+        self.block_start = re.compile(f"[{_cc(*_BLOCK_START)}]")
+        self.emoji_base = re.compile(f"[{_EB}]")
+
+
+@functools.cache
+def _scan_patterns() -> _ScanPatterns:
+    return _ScanPatterns()
 
 
 _SLOW_BMP = re.compile(
@@ -312,24 +336,52 @@ def _window_end(text: str, start: int, n: int) -> int:
 
 
 def _scan(text: str, n: int) -> list[str]:
-    """Token-by-token scan: longest of the word and emoji rules, cut at the n-unit buffer."""
+    """Token-by-token scan: longest of the word and emoji rules, cut at the n-unit buffer.
+
+    Lucene's scanner matches at most ``n`` UTF-16 units from a token's start (its buffer), so a
+    start is tried with a match bounded to that window and, when nothing matches there, the
+    ``[^]`` rule skips one code point.  Every regex call is bounded by the window or consumes
+    what it scans, so the scan is linear in the text (times ``n`` at worst, like Lucene's DFA);
+    runs that can never start a token in their window (ExtendNumLet or ZWJ runs) are skipped in
+    one step instead of being retried at every position.
+    """
     if _SURROGATE.search(text):  # Java sees a UTF-16 char sequence: re-pair split surrogates
         text = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
     out: list[str] = []
-    word, emoji, starts = _scan_patterns()
-    pos, search = 0, starts.search
-    while (m := search(text, pos)) is not None:
+    pat = _scan_patterns()
+    size = len(text)
+    bmp = max(text, default="\0") <= "\uffff"
+    run_end = -1  # end of the ExtendNumLet run the last failed start lay in
+    pos = 0
+    while (m := pat.starter.search(text, pos)) is not None:
         start = m.start()
-        window, end = _window_end(text, start, n), start
-        for match in (word.match, emoji.match):
+        window = min(size, start + n) if bmp else _window_end(text, start, n)
+        end = start
+        for match in ((pat.word_bmp if bmp else pat.word).match, pat.emoji.match):
             hit = match(text, start, window)
             if hit is not None and hit.end() > end:
                 end = hit.end()
-        if end == start:  # nothing fits in the buffer: the [^] rule skips one code point
-            pos = start + 1
-        else:
+        if end > start:
             out.append(text[start:end])
             pos = end
+            continue
+        pos = start + 1  # nothing fits in the buffer: the [^] rule skips one code point
+        ch = text[start]
+        if ch == _ZWJ:
+            # ZWJ* must reach an emoji base inside the window: from the run's end on
+            r = start + 1
+            while r < size and text[r] == _ZWJ:
+                r += 1
+            pos = r if r >= size or not pat.emoji_base.match(text, r) else max(pos, r - n + 1)
+        elif pat.enl.match(ch):
+            if start >= run_end:
+                run_end = pat.enl_run.match(text, start).end()
+            r = run_end
+            # a later ExtendNumLet of the run fails too unless its window reaches a block start at r
+            reachable = r < size and pat.block_start.match(text, r) is not None
+            nxt = max(pos, r - n + 1) if reachable else r
+            other = pat.starter_not_enl.search(text, pos, nxt)  # e.g. a modifier inside the run
+            pos = other.start() if other is not None else nxt
     return out
 
 

@@ -1,0 +1,124 @@
+"""Request bodies parsed under the limits Elasticsearch's JSON parser sets.
+
+Elasticsearch reads request bodies with Jackson, whose ``StreamReadConstraints`` (jackson-core
+2.15+, the versions Elasticsearch 8.x/9.x ship) refuse hostile input before any of it is used:
+
+* ``maxNestingDepth`` 1000 (``StreamReadConstraints.DEFAULT_MAX_DEPTH``): "Document nesting depth
+  (1001) exceeds the maximum allowed (1000, from `StreamReadConstraints.getMaxNestingDepth()`)";
+* ``maxNumberLength`` 1000 (``DEFAULT_MAX_NUM_LEN``): "Number value length (5000) exceeds the
+  maximum allowed (1000, from `StreamReadConstraints.getMaxNumberLength()`)";
+* ``NaN``/``Infinity`` are not JSON: Jackson refuses them unless ``ALLOW_NON_NUMERIC_NUMBERS``.
+
+One deliberate difference: a literal beyond the double range (``1e400``) is refused here, where
+Jackson reads it as Infinity and lets it reach scores; integers of up to 1,000 digits
+(``10**400``) parse, and the value checks (:mod:`engine.validate`) refuse them where a float is
+expected.
+
+Elasticsearch's ``JsonXContentParser`` turns these into ``x_content_parse_exception`` (400).
+Python's ``json`` would instead recurse until ``RecursionError`` (about 1,000 levels), turn a
+5,000-digit integer into ``ValueError`` (``sys.int_info`` 4,300-digit limit) and accept ``NaN``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from typing import Any
+
+import numpy as np
+
+from scholar_es.engine.errors import EsError, x_content_parse_error
+
+MAX_NESTING_DEPTH = 1000  # Jackson StreamReadConstraints.DEFAULT_MAX_DEPTH
+MAX_NUMBER_LENGTH = 1000  # Jackson StreamReadConstraints.DEFAULT_MAX_NUM_LEN
+
+
+class JsonSyntaxError(EsError):
+    """Text that is not JSON at all (as opposed to JSON over a limit)."""
+
+    def __init__(self, msg: str, line: int, col: int) -> None:
+        super().__init__(400, "x_content_parse_exception", f"[{line}:{col}] {msg}", line=line, col=col)
+        self.msg, self.line, self.col = msg, line, col
+
+
+def _number_too_long(text: str) -> EsError:
+    return x_content_parse_error(
+        f"Number value length ({len(text)}) exceeds the maximum allowed ({MAX_NUMBER_LENGTH}, from "
+        "`StreamReadConstraints.getMaxNumberLength()`)"
+    )
+
+
+def _parse_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_NUMBER_LENGTH:
+        raise _number_too_long(text)
+    return int(text)
+
+
+def _parse_float(text: str) -> float:
+    if len(text) > MAX_NUMBER_LENGTH:
+        raise _number_too_long(text)
+    out = float(text)
+    if math.isinf(out):
+        # Jackson would read 1e400 as Infinity and let it reach scores as a wrong answer; refused
+        raise x_content_parse_error(
+            f"Numeric value ({text[:40]}) out of range of double (+/-{sys.float_info.max:g})"
+        )
+    return out
+
+
+def _parse_constant(name: str) -> Any:
+    raise x_content_parse_error(
+        f"Non-standard token '{name}': enable `JsonReadFeature.ALLOW_NON_NUMERIC_NUMBERS` to allow"
+    )
+
+
+def nesting_depth(text: str) -> int:
+    """The deepest ``[``/``{`` nesting of a JSON text (brackets inside strings not counted)."""
+    raw = text.encode("utf-8", "surrogatepass")
+    if b"[" not in raw and b"{" not in raw:
+        return 0
+    b = np.frombuffer(raw, dtype=np.uint8)
+    quote = np.flatnonzero(b == ord('"'))
+    inside = np.zeros(len(b), dtype=bool)
+    if len(quote):
+        # a quote is escaped when an odd run of backslashes precedes it
+        pos = np.arange(len(b))
+        last_plain = np.maximum.accumulate(np.where(b != ord("\\"), pos, -1))
+        before = np.maximum(quote - 1, 0)
+        run = np.where(quote > 0, before - last_plain[before], 0)
+        real = quote[run % 2 == 0]
+        toggles = np.zeros(len(b), dtype=np.int64)
+        toggles[real] = 1
+        inside = np.cumsum(toggles) % 2 == 1  # from an opening quote up to (not after) its close
+    step = np.zeros(len(b), dtype=np.int64)
+    step[(b == ord("[")) | (b == ord("{"))] = 1
+    step[(b == ord("]")) | (b == ord("}"))] = -1
+    step[inside] = 0
+    return int(np.cumsum(step).max(initial=0))
+
+
+def loads(text: str) -> Any:
+    """``json.loads`` with Jackson's limits; an ``x_content_parse_exception`` EsError on refusal."""
+    # depth can only pass the limit with more openers than that (str.count: cheap on every body)
+    openers = text.count("[") + text.count("{")
+    depth = nesting_depth(text) if openers > MAX_NESTING_DEPTH else 0
+    if depth > MAX_NESTING_DEPTH:
+        raise x_content_parse_error(
+            f"Document nesting depth ({depth}) exceeds the maximum allowed ({MAX_NESTING_DEPTH}, from "
+            "`StreamReadConstraints.getMaxNestingDepth()`)"
+        )
+    try:
+        return json.loads(
+            text, parse_int=_parse_int, parse_float=_parse_float, parse_constant=_parse_constant
+        )
+    except RecursionError:
+        # within Jackson's limit but deeper than this Python process can recurse
+        raise x_content_parse_error(
+            f"Document nesting depth ({nesting_depth(text)}) exceeds what the embedded engine can parse"
+        ) from None
+    except json.JSONDecodeError as e:
+        raise JsonSyntaxError(e.msg, e.lineno, e.colno) from None
+
+
+__all__ = ["loads", "JsonSyntaxError", "nesting_depth", "MAX_NESTING_DEPTH", "MAX_NUMBER_LENGTH"]
