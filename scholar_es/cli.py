@@ -386,6 +386,82 @@ def search_cmd(
     click.echo(_run(body))
 
 
+def _parse_size(text: str) -> int:
+    """``100mb``, ``512kb``, ``1gb`` or a number of bytes."""
+    units = {"b": 1, "kb": 1024, "mb": 1024**2, "gb": 1024**3}
+    t = text.strip().lower()
+    for unit in ("kb", "mb", "gb", "b"):
+        if t.endswith(unit) and t[: -len(unit)].strip().isdigit():
+            return int(t[: -len(unit)]) * units[unit]
+    if t.isdigit():
+        return int(t)
+    raise click.BadParameter(f"{text!r} is not a size; use e.g. 100mb, 512kb or a number of bytes")
+
+
+@main.command("serve")
+@click.option("--es", "target", default=None, help=TARGET_HELP)
+@click.option(
+    "--host", default="127.0.0.1", show_default=True, help="Address to bind (loopback only by default)."
+)
+@click.option("--port", default=9200, show_default=True, type=click.IntRange(0, 65535), help="Port to bind.")
+@click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 64), help="Worker processes.")
+@click.option("--model", default=None, help="Embedding model [default: all-MiniLM-L6-v2, shipped offline].")
+@click.option("--profile", default=None, help="The profile searches use (a built-in name or a JSON file).")
+@click.option(
+    "--max-body", default="100mb", show_default=True, help="Largest request body accepted (e.g. 100mb)."
+)
+@click.option("--log-level", default="info", show_default=True, help="uvicorn log level (warning: quieter).")
+def serve_cmd(target, host, port, workers, model, profile, max_body, log_level) -> None:
+    """Serve search over HTTP from one long-lived process (the model loaded once).
+
+    \b
+    /_scholar/search, /query, /multisection, /strategies, /health  the search API (JSON; its
+                                                                   OpenAPI schema: /_scholar/openapi.json)
+    /_scholar/ui                                                   the search page
+    /  (/_bulk, /{index}/_search, /_msearch, /_aliases, ...)       Elasticsearch's REST API, with the
+                                                                   embedded engine only (a cluster
+                                                                   serves its own)
+
+    With $SCHOLAR_ES_SERVE_API_KEY set, every route needs that key (Authorization: ApiKey KEY, or
+    HTTP Basic with the key as password). SIGTERM or Ctrl-C stop it after the requests in flight.
+    """
+    import os
+
+    from scholar_es.serve.run import serve
+    from scholar_es.serve.state import API_KEY_ENV
+
+    size = _parse_size(max_body)
+    target = target or default_target()
+    if not is_url(target):
+        from scholar_es.client import connect
+
+        _run(lambda: connect(target))  # a file or a bad scheme: one line, exit 2, before uvicorn starts
+    if host not in ("127.0.0.1", "localhost", "::1") and not os.environ.get(API_KEY_ENV):
+        click.echo(
+            f"warning: listening on {host} without ${API_KEY_ENV}: anyone who reaches it can search "
+            "and (with the embedded engine) write",
+            err=True,
+        )
+    engine = "Elasticsearch REST API at /" if not is_url(target) else "cluster: its REST API stays there"
+    click.echo(
+        f"scholar-es serve: {display_target(target)} ({engine}); search page "
+        f"http://{host}:{port}/_scholar/ui",
+        err=True,
+    )
+    _run(
+        lambda: serve(
+            target,
+            host=host,
+            port=port,
+            workers=workers,
+            model=model,
+            max_body=size,
+            profile=profile,
+            log_level=log_level,
+        )
+    )
+
+
 @main.command("eval")
 @click.argument("dataset", type=click.Path(exists=True))
 @click.option("--format", "fmt", default="auto", show_default=True, help="beir or qasper (auto detects).")
