@@ -287,7 +287,7 @@ def query_cmd(
 
 
 @main.command("search")
-@click.argument("question")
+@click.argument("question", required=False)
 @_search_options
 @click.option("--es", "target", default=None, help=TARGET_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
@@ -303,6 +303,19 @@ def query_cmd(
     "--crossencoder",
     default=None,
     help="multisection: re-score with this sentence-transformers CrossEncoder.",
+)
+@click.option(
+    "--queries",
+    "queries_file",
+    default=None,
+    type=click.Path(exists=True, dir_okay=False),
+    help="Batch: search every question of this file (one a line, or BEIR queries.jsonl), model loaded once.",
+)
+@click.option(
+    "--run-out",
+    default=None,
+    type=click.Path(dir_okay=False, writable=True),
+    help="Batch: write the TREC run file here [default: standard output].",
 )
 def search_cmd(
     question,
@@ -322,13 +335,39 @@ def search_cmd(
     explain,
     show_plan,
     crossencoder,
+    queries_file,
+    run_out,
 ) -> None:
     """Search QUESTION and print ranked results: paper, section type, score and a snippet.
 
     --strategy multisection splits the question into 1-5 focused sections, sends them in one
     _msearch, re-scores the merged candidates against the original question inside the engine,
     and prints the top papers (--size of them), each with up to 3 supporting chunks.
+
+    Batch mode: --queries FILE (one question a line, ids = line numbers; or BEIR queries.jsonl)
+    searches every question with the model loaded once and writes a TREC run file (--run-out;
+    doc ids are chunk ids, or paper ids with --papers). Bad lines are reported, counted and
+    skipped; the exit status is 1 when any was.
     """
+    if queries_file is not None:
+        if question is not None:
+            _fail("give either QUESTION or --queries FILE, not both")
+        _search_batch(
+            queries_file,
+            run_out,
+            strategy,
+            profile,
+            size,
+            papers,
+            prefix,
+            target,
+            _filters(year_from, year_to, venues, paper_ids, sections),
+        )
+        return
+    if question is None:
+        _fail("missing QUESTION (or --queries FILE for a batch)")
+    if run_out is not None:
+        _fail("--run-out goes with --queries FILE")
     from querybuilder.profiles import load_profile
     from querybuilder.render import format_results
     from querybuilder.run import search
@@ -460,6 +499,69 @@ def serve_cmd(target, host, port, workers, model, profile, max_body, log_level) 
             log_level=log_level,
         )
     )
+
+
+def _search_batch(queries_file, run_out, strategy, profile, size, papers, prefix, target, filters) -> None:
+    import time
+
+    from tqdm import tqdm
+
+    from indexer.embedder import DEFAULT_MODEL, Embedder
+    from querybuilder.plan import STRATEGIES
+    from querybuilder.profiles import load_profile
+    from querybuilder.run import index_meta, search
+    from scholar_es.batch import BatchSummary, read_queries, run_lines, write_atomically
+    from scholar_es.client import connect
+    from scholar_es.errors import choices
+
+    rejected = []
+
+    def report(e) -> None:
+        rejected.append(e)
+        click.echo(f"rejected: {e}", err=True)
+
+    def body():
+        if strategy not in STRATEGIES and strategy != "multisection":
+            raise ConfigError(
+                f"unknown strategy {strategy!r} for a batch; valid: {choices([*STRATEGIES, 'multisection'])}"
+            )
+        queries = read_queries(queries_file, report)
+        es = connect(target or default_target(), must_exist=True)
+        prof = load_profile(profile)
+        meta = index_meta(es, f"{prefix}chunks")
+        embedder = Embedder(meta.get("embedding_model") or DEFAULT_MODEL)  # loaded once, for every question
+        start = time.perf_counter()
+        lines: list[str] = []
+        for qid, text in tqdm(queries, unit=" questions", file=sys.stderr, dynamic_ncols=True):
+            if strategy == "multisection":
+                from scholar_es.multisection.flow import multisection_search, to_search_result
+
+                ms = multisection_search(
+                    es, text, embedder=embedder, profile=prof, prefix=prefix, filters=filters, papers=size
+                )
+                result = to_search_result(ms, size=size)
+            else:
+                result = search(
+                    es,
+                    text,
+                    strategy=strategy,
+                    profile=prof,
+                    embedder=embedder,
+                    size=size,
+                    papers=papers,
+                    filters=filters,
+                    prefix=prefix,
+                )
+            lines += run_lines(qid, result, papers=papers, tag=strategy)
+        if run_out:
+            write_atomically(run_out, lines)
+        else:
+            click.echo("\n".join(lines))
+        return BatchSummary(len(queries), len(rejected), len(lines), time.perf_counter() - start)
+
+    summary = _run(body)
+    click.echo(summary.line() + (f"; run file {run_out}" if run_out else ""), err=True)
+    sys.exit(1 if summary.rejected else 0)
 
 
 @main.command("eval")
