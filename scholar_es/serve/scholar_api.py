@@ -13,12 +13,14 @@ from typing import Literal
 
 from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
+from starlette.responses import Response
 
 from querybuilder.plan import STRATEGIES, Filters
 from querybuilder.profiles import PROFILES
 from querybuilder.run import Hit, PaperHit, SearchResult
 from scholar_es.client import display_target
 from scholar_es.errors import ConfigError, choices
+from scholar_es.multisection.flow import MultiSectionResult
 
 MULTISECTION = "multisection"
 
@@ -190,6 +192,12 @@ def run_search(state, req: SearchRequest) -> ServeSearchResult:
     return enrich(state.es, result)
 
 
+def _json(model: BaseModel) -> Response:
+    """The model as JSON, serialized once by pydantic (FastAPI's response_model path would
+    validate and encode it a second time: milliseconds on a large answer)."""
+    return Response(model.model_dump_json(), media_type="application/json")
+
+
 def router(state) -> APIRouter:
     from scholar_es import __version__
 
@@ -227,7 +235,7 @@ def router(state) -> APIRouter:
     def search_route(req: SearchRequest) -> ServeSearchResult:
         """Rank the question: hits with full chunk text, paragraph ids, section type, scores and
         (with ``explain``) score parts; ``papers`` adds the paper view."""
-        return run_search(state, req)
+        return _json(run_search(state, req))
 
     @r.post("/query", response_model=QueryResponse)
     def query_route(req: QueryRequest) -> QueryResponse:
@@ -258,20 +266,22 @@ def router(state) -> APIRouter:
             strategy=strategy, index=plan.index, request=body, console=to_console(built, plan.index)
         )
 
-    @r.post("/multisection")
+    @r.post("/multisection", response_model=MultiSectionResult)
     def multisection_route(req: MultisectionRequest):
         """The question split into 1-5 sections, one _msearch, re-scored, aggregated to papers."""
         from scholar_es.multisection.flow import multisection_search
 
-        return multisection_search(
-            state.es,
-            req.question,
-            embedder=state.embedder,
-            profile=_profile(state, req.profile),
-            prefix=req.prefix,
-            filters=req.filters,
-            papers=req.papers,
-            show_plan=req.show_plan,
-        ).model_dump(mode="json")
+        return _json(
+            multisection_search(
+                state.es,
+                req.question,
+                embedder=state.embedder,
+                profile=_profile(state, req.profile),
+                prefix=req.prefix,
+                filters=req.filters,
+                papers=req.papers,
+                show_plan=req.show_plan,
+            )
+        )
 
     return r
