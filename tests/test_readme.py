@@ -29,7 +29,7 @@ def test_python_snippets_run(snippet, monkeypatch):
     exec(compile(snippet, "README.md", "exec"), {})  # noqa: S102 - our own documentation
 
 
-@pytest.mark.parametrize("command", ["index", "search", "query", "console", "eval", "tune"])
+@pytest.mark.parametrize("command", ["index", "search", "query", "console", "eval", "tune", "serve"])
 def test_documented_options_exist(command):
     help_text = CliRunner().invoke(main, [command, "--help"]).output
     documented = re.search(rf"scholar-es {command}\s+(.*?)```", README, re.S)

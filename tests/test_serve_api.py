@@ -365,3 +365,37 @@ def test_sigterm_lets_the_request_in_flight_finish(tmp_path):
 
     es = embedded_client(tmp_path / "engine")
     assert es.count(index="many")["count"] == docs
+
+
+def test_readme_curl_examples_run(served_demo):
+    import re
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    if shutil.which("curl") is None:
+        print("\n[serve] no curl binary; README curl examples not run")
+        pytest.skip("no curl binary")
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    serving_section = readme.split("## Serving", 1)[1].split("\n## ", 1)[0]
+    commands = [
+        re.sub(r"\\\n\s*", "", c) for c in re.findall(r"^\s*(curl .*?(?:\\\n.*?)*)$", serving_section, re.M)
+    ]
+    assert len(commands) == 2
+    host = served_demo.url.removeprefix("http://")
+    for command in commands:
+        out = subprocess.run(
+            ["bash", "-c", command.replace("localhost:9200", host)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+        ).stdout
+        answer = json.loads(out)
+        assert answer["hits"], command
+    es_answer = json.loads(
+        subprocess.run(
+            ["bash", "-c", commands[0].replace("localhost:9200", host)], capture_output=True, text=True
+        ).stdout
+    )
+    assert es_answer["hits"]["hits"][0]["_source"] == {"paper_id": "demo-006", "section_type": "abstract"}
