@@ -5,7 +5,8 @@ starts ``scholar-es serve`` on it as a subprocess (loopback, a free port, ``--lo
 and measures, with every question's embedding already cached on both sides (warm):
 
 * ``inproc``         -- ``querybuilder.run.search(es, q, strategy=..., embedder=...)`` in this
-  process, one search at a time (the baseline);
+  process, one search at a time (the baseline; the methods below are interleaved with it, each
+  question through every method in turn);
 * ``server``         -- ``POST /_scholar/search`` over one keep-alive HTTP connection, one at a
   time (its answer also carries full chunk texts and paragraph ids: one extra ``ids`` search);
 * ``inproc_es`` / ``server_es`` -- the same search body sent with the official client in process
@@ -133,6 +134,7 @@ def main() -> None:
     strategy = args.strategy
     proc, url = start_server(engine_dir)
     results: dict = {"machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.python_version()}"}
+    results["load_average_before"] = [round(x, 2) for x in os.getloadavg()]
     try:
         conn = Conn(url)
         es_http = Elasticsearch(url, request_timeout=300)
@@ -149,20 +151,20 @@ def main() -> None:
             es_http.search(index="chunks", body=bodies[q])
         order = [QUESTIONS[i % len(QUESTIONS)] for i in range(args.searches)]
 
-        def timed(fn) -> list[float]:
-            out = []
-            for q in order:
+        methods = {
+            "inproc": lambda q: search(es, q, strategy=strategy, embedder=embedder),
+            "server": lambda q: conn.post("/_scholar/search", {"question": q, "strategy": strategy}),
+            "inproc_es": lambda q: es.search(index="chunks", body=bodies[q]),
+            "server_es": lambda q: es_http.search(index="chunks", body=bodies[q]),
+        }
+        # interleaved: each question goes through every method in turn, so a burst of load from
+        # elsewhere on the machine falls on all of them alike
+        lat: dict[str, list[float]] = {k: [] for k in methods}
+        for q in order:
+            for name, fn in methods.items():
                 t0 = time.perf_counter()
                 fn(q)
-                out.append((time.perf_counter() - t0) * 1000)
-            return out
-
-        lat = {
-            "inproc": timed(lambda q: search(es, q, strategy=strategy, embedder=embedder)),
-            "server": timed(lambda q: conn.post("/_scholar/search", {"question": q, "strategy": strategy})),
-            "inproc_es": timed(lambda q: es.search(index="chunks", body=bodies[q])),
-            "server_es": timed(lambda q: es_http.search(index="chunks", body=bodies[q])),
-        }
+                lat[name].append((time.perf_counter() - t0) * 1000)
         procs = []
         for q in QUESTIONS[: args.processes]:
             t0 = time.perf_counter()
@@ -230,11 +232,19 @@ def main() -> None:
     results["ratios"] = {
         "server_p50_over_inproc": round(L["server"]["p50"] / L["inproc"]["p50"], 3),
         "server_p95_over_inproc": round(L["server"]["p95"] / L["inproc"]["p95"], 3),
+        "server_p95_minus_1.3x_inproc_ms": round(L["server"]["p95"] - 1.3 * L["inproc"]["p95"], 2),
         "server_p50_minus_1.3x_inproc_ms": round(L["server"]["p50"] - 1.3 * L["inproc"]["p50"], 2),
         "server_es_p50_over_inproc_es": round(L["server_es"]["p50"] / L["inproc_es"]["p50"], 3),
+        "server_es_p50_minus_1.3x_inproc_es_ms": round(
+            L["server_es"]["p50"] - 1.3 * L["inproc_es"]["p50"], 2
+        ),
         "process_p50_over_server_p50": round(L["process"]["p50"] / L["server"]["p50"], 1),
     }
-    print(f"\n{results['machine']}; strategy {strategy}; corpus {Path(args.corpus).name}\n")
+    results["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
+    print(
+        f"\n{results['machine']}; load average {results['load_average_before'][0]} before, "
+        f"{results['load_average_after'][0]} after; strategy {strategy}; corpus {Path(args.corpus).name}\n"
+    )
     print("| method | n | p50 ms | p95 ms |\n|---|---:|---:|---:|")
     for k, v in L.items():
         print(f"| {k} | {v['n']} | {v['p50']} | {v['p95']} |")
