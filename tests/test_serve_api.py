@@ -399,3 +399,20 @@ def test_readme_curl_examples_run(served_demo):
         ).stdout
     )
     assert es_answer["hits"]["hits"][0]["_source"] == {"paper_id": "demo-006", "section_type": "abstract"}
+
+
+def test_against_a_cluster_the_es_api_is_off_and_search_goes_to_the_cluster(served_demo):
+    """A second server whose target is a URL (here the first server's Elasticsearch API, a
+    stand-in cluster): its root is not an Elasticsearch API, its search API answers the same."""
+    from serving import serving
+
+    with serving(served_demo.url, wait_model=True) as front:
+        status, _, body = raw(front.url, "GET", "/")
+        assert status == 404 and body["status"] == 404
+        assert raw(front.url, "POST", "/chunks/_search", "{}", {"Content-Type": "application/json"})[0] == 404
+        health = raw(front.url, "GET", "/_scholar/health")[2]
+        assert health["engine"] == "cluster" and health["target"] == served_demo.url
+        status, _, answer = post(front.url, "/_scholar/search", {"question": QUESTION, "size": 5})
+        assert status == 200
+        direct = post(served_demo.url, "/_scholar/search", {"question": QUESTION, "size": 5})[2]
+        assert answer["hits"] == direct["hits"]
