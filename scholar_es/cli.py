@@ -454,15 +454,15 @@ def serve_cmd(target, host, port, workers, model, profile, max_body, log_level) 
     """Serve search over HTTP from one long-lived process (the model loaded once).
 
     \b
-    /_scholar/search, /query, /multisection, /strategies, /health  the search API (JSON; its
-                                                                   OpenAPI schema: /_scholar/openapi.json)
-    /_scholar/ui                                                   the search page
-    /  (/_bulk, /{index}/_search, /_msearch, /_aliases, ...)       Elasticsearch's REST API, with the
-                                                                   embedded engine only (a cluster
-                                                                   serves its own)
+    /_scholar/search, query, multisection   the search API (JSON)
+    /_scholar/strategies, health            what it offers, whether it is ready
+    /_scholar/openapi.json                  the search API's schema
+    /_scholar/ui                            the search page
+    /, /_bulk, /{index}/_search, ...        Elasticsearch's REST API (embedded engine only)
 
-    With $SCHOLAR_ES_SERVE_API_KEY set, every route needs that key (Authorization: ApiKey KEY, or
-    HTTP Basic with the key as password). SIGTERM or Ctrl-C stop it after the requests in flight.
+    With $SCHOLAR_ES_SERVE_API_KEY set, every route needs that key (Authorization: ApiKey KEY,
+    or HTTP Basic with the key as password). SIGTERM or Ctrl-C stop it after the requests in
+    flight.
     """
     import os
 
