@@ -482,11 +482,8 @@ def serve_cmd(target, host, port, workers, model, profile, max_body, log_level) 
             err=True,
         )
     engine = "Elasticsearch REST API at /" if not is_url(target) else "cluster: its REST API stays there"
-    click.echo(
-        f"scholar-es serve: {display_target(target)} ({engine}); search page "
-        f"http://{host}:{port}/_scholar/ui",
-        err=True,
-    )
+    page = f"search page http://{host}:{port}/_scholar/ui" if port else "port chosen by the system"
+    click.echo(f"scholar-es serve: {display_target(target)} ({engine}); {page}", err=True)
     _run(
         lambda: serve(
             target,

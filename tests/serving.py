@@ -74,8 +74,11 @@ class Server:
 
 
 @contextmanager
-def serving(target, *args: str, env: dict | None = None, wait_model: bool = False):
-    """``scholar-es serve --es TARGET --port 0 ARGS...`` running for the ``with`` block."""
+def serving(
+    target, *args: str, env: dict | None = None, wait_model: bool = False, headers: dict | None = None
+):
+    """``scholar-es serve --es TARGET --port 0 ARGS...`` running for the ``with`` block
+    (``wait_model``: until /_scholar/health is green, asked with ``headers``)."""
     cmd = [sys.executable, "-m", "scholar_es.cli", "serve", "--es", str(target), "--port", "0", *args]
     proc = subprocess.Popen(
         cmd,
@@ -88,7 +91,7 @@ def serving(target, *args: str, env: dict | None = None, wait_model: bool = Fals
     try:
         server.wait_listening()
         if wait_model:
-            server.wait_model(headers=(env or {}).get("_headers"))
+            server.wait_model(headers=headers)
         yield server
     finally:
         server.stop()

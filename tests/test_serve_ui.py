@@ -128,3 +128,33 @@ def test_search_page_shows_api_errors(served_demo, browser):
     page.wait_for_selector("body[data-state='error']")
     assert "year range 2030-2000 is empty" in page.locator("#status").inner_text()
     page.close()
+
+
+def test_with_an_api_key_the_browser_signs_in_with_basic_auth(served_demo, browser):
+    """The 401 challenge makes a browser ask for credentials; with the key as password the page
+    and its API calls pass, without it nothing does."""
+    from serving import serving
+
+    key = "page-key-123"
+    with serving(
+        served_demo.path,
+        env={"SCHOLAR_ES_SERVE_API_KEY": key},
+        wait_model=True,
+        headers={"Authorization": f"ApiKey {key}"},
+    ) as server:
+        anonymous = browser.new_context()
+        resp = anonymous.request.get(server.url + "/_scholar/ui")
+        assert resp.status == 401 and resp.headers["www-authenticate"].startswith("Basic")
+        # a browser with no credentials to give cannot open the page
+        with pytest.raises(Exception, match="ERR_INVALID_AUTH_CREDENTIALS"):
+            anonymous.new_page().goto(server.url + "/_scholar/ui")
+        anonymous.close()
+        context = browser.new_context(http_credentials={"username": "reader", "password": key})
+        page = context.new_page()
+        page.goto(server.url + "/_scholar/ui")
+        page.wait_for_selector("body[data-ready='1']")
+        page.fill("#question", QUESTION)
+        page.click("#go")
+        page.wait_for_selector("body[data-state='done']")
+        assert page.locator(".paper").first.get_attribute("data-paper-id") == "demo-001"
+        context.close()

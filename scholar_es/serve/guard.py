@@ -18,7 +18,9 @@ import hmac
 
 from scholar_es.serve.errors import error_response
 
-CHALLENGE = 'Basic realm="scholar-es", charset="UTF-8", ApiKey'
+# two WWW-Authenticate headers, as Elasticsearch sends them (one challenge each: a browser that
+# meets "ApiKey" inside the Basic challenge's value refuses the whole header)
+CHALLENGES = ('Basic realm="scholar-es", charset="UTF-8"', "ApiKey")
 
 
 def _candidates(header: str) -> list[str]:
@@ -72,8 +74,10 @@ class Guard:
                 401,
                 "security_exception",
                 reason + " (send the server's API key: Authorization: ApiKey <key>)",
-                headers={"WWW-Authenticate": CHALLENGE},
+                headers={"WWW-Authenticate": CHALLENGES[0]},
             )
+            for challenge in CHALLENGES[1:]:
+                resp.headers.append("WWW-Authenticate", challenge)
             return await resp(scope, receive, send)
         limit = self.state.max_body
         declared = headers.get("content-length")
