@@ -328,7 +328,7 @@ def query_cmd(
 
 
 @main.command("search")
-@click.argument("question")
+@click.argument("question", required=False)
 @_search_options
 @click.option("--es", "target", default=None, help=TARGET_HELP)
 @click.option(
@@ -352,6 +352,19 @@ def query_cmd(
     default=None,
     help="multisection only: re-score with this sentence-transformers CrossEncoder.",
 )
+@click.option(
+    "--queries",
+    "queries_file",
+    default=None,
+    type=click.Path(exists=True, dir_okay=False),
+    help="Batch: search every question of this file (one a line, or BEIR queries.jsonl), model loaded once.",
+)
+@click.option(
+    "--run-out",
+    default=None,
+    type=click.Path(dir_okay=False, writable=True),
+    help="Batch: write the TREC run file here [default: standard output].",
+)
 def search_cmd(
     question,
     strategy,
@@ -370,6 +383,8 @@ def search_cmd(
     explain,
     show_plan,
     crossencoder,
+    queries_file,
+    run_out,
 ) -> None:
     """Search QUESTION and print ranked results: paper, section type, score and a snippet.
 
@@ -379,7 +394,31 @@ def search_cmd(
 
     An empty or whitespace-only QUESTION is refused (exit status 2), as is an option the
     strategy does not take (--explain, --show-plan, --crossencoder, --heads).
+
+    Batch mode: --queries FILE (one question a line, ids = line numbers; or BEIR queries.jsonl)
+    searches every question with the model loaded once and writes a TREC run file (--run-out;
+    doc ids are chunk ids, or paper ids with --papers). Bad lines are reported, counted and
+    skipped; the exit status is 1 when any was.
     """
+    if queries_file is not None:
+        if question is not None:
+            _fail("give either QUESTION or --queries FILE, not both")
+        _search_batch(
+            queries_file,
+            run_out,
+            strategy,
+            profile,
+            size,
+            papers,
+            prefix,
+            target,
+            _filters(year_from, year_to, venues, paper_ids, sections),
+        )
+        return
+    if question is None:
+        _fail("missing QUESTION (or --queries FILE for a batch)")
+    if run_out is not None:
+        _fail("--run-out goes with --queries FILE")
     from querybuilder.profiles import load_profile
     from querybuilder.render import dumps
     from querybuilder.strategies import SearchRequest, get
@@ -405,6 +444,129 @@ def search_cmd(
         return dumps(strat.as_dict(native, request)) if as_json else strat.render(native, request)
 
     click.echo(_run(body))
+
+
+def _parse_size(text: str) -> int:
+    """``100mb``, ``512kb``, ``1gb`` or a number of bytes."""
+    units = {"b": 1, "kb": 1024, "mb": 1024**2, "gb": 1024**3}
+    t = text.strip().lower()
+    for unit in ("kb", "mb", "gb", "b"):
+        if t.endswith(unit) and t[: -len(unit)].strip().isdigit():
+            return int(t[: -len(unit)]) * units[unit]
+    if t.isdigit():
+        return int(t)
+    raise click.BadParameter(f"{text!r} is not a size; use e.g. 100mb, 512kb or a number of bytes")
+
+
+@main.command("serve")
+@click.option("--es", "target", default=None, help=TARGET_HELP)
+@click.option(
+    "--host", default="127.0.0.1", show_default=True, help="Address to bind (loopback only by default)."
+)
+@click.option("--port", default=9200, show_default=True, type=click.IntRange(0, 65535), help="Port to bind.")
+@click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 64), help="Worker processes.")
+@click.option("--model", default=None, help="Embedding model [default: all-MiniLM-L6-v2, shipped offline].")
+@click.option("--profile", default=None, help="The profile searches use (a built-in name or a JSON file).")
+@click.option(
+    "--max-body", default="100mb", show_default=True, help="Largest request body accepted (e.g. 100mb)."
+)
+@click.option("--log-level", default="info", show_default=True, help="uvicorn log level (warning: quieter).")
+def serve_cmd(target, host, port, workers, model, profile, max_body, log_level) -> None:
+    """Serve search over HTTP from one long-lived process (the model loaded once).
+
+    \b
+    /_scholar/search, query, multisection   the search API (JSON)
+    /_scholar/strategies, health            what it offers, whether it is ready
+    /_scholar/openapi.json                  the search API's schema
+    /_scholar/ui                            the search page
+    /, /_bulk, /{index}/_search, ...        Elasticsearch's REST API (embedded engine only)
+
+    With $SCHOLAR_ES_SERVE_API_KEY set, every route needs that key (Authorization: ApiKey KEY,
+    or HTTP Basic with the key as password). SIGTERM or Ctrl-C stop it after the requests in
+    flight.
+    """
+    import os
+
+    from scholar_es.serve.run import serve
+    from scholar_es.serve.state import API_KEY_ENV
+
+    size = _parse_size(max_body)
+    target = target or default_target()
+    if not is_url(target):
+        from scholar_es.client import connect
+
+        _run(lambda: connect(target))  # a file or a bad scheme: one line, exit 2, before uvicorn starts
+    if host not in ("127.0.0.1", "localhost", "::1") and not os.environ.get(API_KEY_ENV):
+        click.echo(
+            f"warning: listening on {host} without ${API_KEY_ENV}: anyone who reaches it can search "
+            "and (with the embedded engine) write",
+            err=True,
+        )
+    engine = "Elasticsearch REST API at /" if not is_url(target) else "cluster: its REST API stays there"
+    page = f"search page http://{host}:{port}/_scholar/ui" if port else "port chosen by the system"
+    click.echo(f"scholar-es serve: {display_target(target)} ({engine}); {page}", err=True)
+    _run(
+        lambda: serve(
+            target,
+            host=host,
+            port=port,
+            workers=workers,
+            model=model,
+            max_body=size,
+            profile=profile,
+            log_level=log_level,
+        )
+    )
+
+
+def _search_batch(queries_file, run_out, strategy, profile, size, papers, prefix, target, filters) -> None:
+    import time
+
+    from tqdm import tqdm
+
+    from indexer.embedder import DEFAULT_MODEL, Embedder
+    from querybuilder.profiles import load_profile
+    from querybuilder.run import index_meta
+    from querybuilder.strategies import SearchRequest, get
+    from scholar_es.batch import BatchSummary, read_queries, run_lines, write_atomically
+    from scholar_es.client import connect
+
+    rejected = []
+
+    def report(e) -> None:
+        rejected.append(e)
+        click.echo(f"rejected: {e}", err=True)
+
+    def body():
+        strat = get(strategy)  # an unknown name lists the registry's strategies
+        queries = read_queries(queries_file, report)
+        es = connect(target or default_target(), must_exist=True)
+        prof = load_profile(profile)
+        meta = index_meta(es, f"{prefix}chunks")
+        embedder = Embedder(meta.get("embedding_model") or DEFAULT_MODEL)  # loaded once, for every question
+        start = time.perf_counter()
+        lines: list[str] = []
+        for qid, text in tqdm(queries, unit=" questions", file=sys.stderr, dynamic_ncols=True):
+            request = SearchRequest(
+                question=text,
+                profile=prof,
+                size=size,
+                papers=papers,
+                filters=filters,
+                prefix=prefix,
+                embedder=embedder,
+            )
+            result = strat.search(es, request)
+            lines += run_lines(qid, result, papers=papers, tag=strategy)
+        if run_out:
+            write_atomically(run_out, lines)
+        else:
+            click.echo("\n".join(lines))
+        return BatchSummary(len(queries), len(rejected), len(lines), time.perf_counter() - start)
+
+    summary = _run(body)
+    click.echo(summary.line() + (f"; run file {run_out}" if run_out else ""), err=True)
+    sys.exit(1 if summary.rejected else 0)
 
 
 @main.command("eval")

@@ -56,6 +56,11 @@ assert ms.papers, "no papers through multisection_search"
 tops = {f.parts[0] for f in files("scholar-es") if not f.parts[0].endswith(".dist-info") and f.parts[0] != ".."}
 tops = {t for t in tops if not t.endswith(".pth")}
 assert tops == {"scholar_es", "indexer", "querybuilder"}, tops
+from importlib.resources import files as package_files
+
+ui = package_files("scholar_es.serve") / "ui"
+assert all((ui / n).is_file() for n in ("index.html", "app.js", "style.css")), "serve's page is not in the wheel"
+from scholar_es.serve import create_app  # noqa: F401 - fastapi and uvicorn came with the wheel
 print(f"wheel smoke: python API ok: {len(result.hits)} hits, {len(ms.papers)} papers; installed {sorted(tops)}")
 PY
 echo "wheel smoke: passed"

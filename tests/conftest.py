@@ -27,3 +27,26 @@ def shared_data() -> Path:
     if not path.is_dir():
         pytest.skip(f"shared data sets not found at {path} (set SCHOLAR_ES_DATA to their folder)")
     return path
+
+
+@pytest.fixture(scope="session")
+def served_demo(tmp_path_factory):
+    """The demo papers indexed into an embedded engine, and ``scholar-es serve`` running over it.
+
+    Yields a namespace: ``url`` (the server), ``path`` (the engine directory), ``es`` (an
+    in-process client on the same directory, for reference answers), ``embedder``, ``server``.
+    """
+    from types import SimpleNamespace
+
+    from serving import serving
+
+    from indexer.embedder import Embedder
+    from indexer.pipeline import IndexRun
+    from scholar_es.engine.node import embedded_client
+
+    path = tmp_path_factory.mktemp("served") / "engine"
+    es = embedded_client(path)
+    embedder = Embedder()
+    IndexRun(es, embedder).run([REPO / "scripts" / "demo_papers.jsonl"], "jsonl")
+    with serving(path, wait_model=True) as server:
+        yield SimpleNamespace(url=server.url, path=path, es=es, embedder=embedder, server=server)

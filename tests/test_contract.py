@@ -1,5 +1,7 @@
-"""One contract suite for both engines: the embedded engine always, a real cluster when one is
-reachable (``SCHOLAR_ES_URL``, or testcontainers with a Docker engine), else skipped with the
+"""One contract suite for three engines: the embedded engine in process; the embedded engine over
+real HTTP (``scholar-es serve`` as a subprocess on a loopback port, the official client with its
+normal HTTP transport: headers, compatibility media types, retries); and a real cluster when one
+is reachable (``SCHOLAR_ES_URL``, or testcontainers with a Docker engine), else skipped with the
 reason printed. The same indexing run and the same DSL must give the same answers."""
 
 from __future__ import annotations
@@ -43,10 +45,34 @@ def _cluster():
     return Elasticsearch(container.get_url()), container, None
 
 
-@pytest.fixture(scope="module", params=["embedded", pytest.param("cluster", marks=pytest.mark.integration)])
+@pytest.fixture(
+    scope="module", params=["embedded", "http", pytest.param("cluster", marks=pytest.mark.integration)]
+)
 def es(request, tmp_path_factory):
     if request.param == "embedded":
         yield embedded_client(tmp_path_factory.mktemp("engine"))
+        return
+    if request.param == "http":
+        from serving import serving
+
+        from scholar_es.client import connect
+
+        key = uuid.uuid4().hex
+        with serving(
+            tmp_path_factory.mktemp("served") / "engine", env={"SCHOLAR_ES_SERVE_API_KEY": key}
+        ) as server:
+            # the cluster client scholar_es.client.connect builds (retries, timeouts, api_key auth)
+            saved = os.environ.get("SCHOLAR_ES_API_KEY")
+            os.environ["SCHOLAR_ES_API_KEY"] = key
+            try:
+                client = connect(server.url)
+            finally:
+                if saved is None:
+                    os.environ.pop("SCHOLAR_ES_API_KEY")
+                else:
+                    os.environ["SCHOLAR_ES_API_KEY"] = saved
+            yield client
+            client.close()
         return
     client, container, reason = _cluster()
     if client is None:

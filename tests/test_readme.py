@@ -29,7 +29,7 @@ def test_python_snippets_run(snippet, monkeypatch):
     exec(compile(snippet, "README.md", "exec"), {})  # noqa: S102 - our own documentation
 
 
-COMMANDS = ["index", "search", "query", "console", "eval", "tune", "indices", "delete"]
+COMMANDS = ["index", "search", "query", "console", "eval", "tune", "indices", "delete", "serve"]
 
 
 def _sh_commands() -> list[tuple[str, str]]:

@@ -1,0 +1,85 @@
+"""The application: the search API and page under ``/_scholar/``, Elasticsearch's REST API at the root.
+
+:func:`create_app` builds it from a :class:`~scholar_es.serve.state.ServerState`;
+:func:`app_from_env` is the factory each uvicorn worker process calls (``--workers N``), reading
+its settings from the ``SCHOLAR_ES_SERVE_*`` environment the command line sets.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from fastapi import FastAPI
+from starlette.responses import FileResponse
+from starlette.staticfiles import StaticFiles
+
+from scholar_es.serve import es_api, scholar_api
+from scholar_es.serve.errors import error_response, install_handlers
+from scholar_es.serve.guard import Guard
+from scholar_es.serve.state import API_KEY_ENV, DEFAULT_MAX_BODY, ServerState, open_state, warm_model
+
+UI_DIR = Path(__file__).resolve().parent / "ui"
+PREFIX = "/_scholar"
+
+
+def create_app(state: ServerState, *, warm: bool = True) -> FastAPI:
+    """The ASGI app over ``state``; ``warm`` loads the model in a background thread at startup."""
+    from scholar_es import __version__
+
+    @asynccontextmanager
+    async def lifespan(app):
+        if warm:
+            threading.Thread(target=warm_model, args=(state,), name="scholar-es-warm", daemon=True).start()
+        else:
+            state.model_ready.set()
+        yield
+
+    app = FastAPI(
+        title="scholar-es",
+        version=__version__,
+        summary="Scientific-literature search: the search API (/_scholar/) and, with the embedded "
+        "engine, Elasticsearch's REST API at the root.",
+        openapi_url=f"{PREFIX}/openapi.json",
+        docs_url=f"{PREFIX}/docs",
+        redoc_url=None,
+        lifespan=lifespan,
+    )
+    app.state.scholar = state
+    install_handlers(app)
+    app.include_router(scholar_api.router(state))
+
+    @app.get(f"{PREFIX}/ui", include_in_schema=False)
+    def ui_page():
+        return FileResponse(UI_DIR / "index.html", media_type="text/html")
+
+    app.mount(f"{PREFIX}/ui/static", StaticFiles(directory=UI_DIR), name="ui")
+
+    @app.api_route(
+        PREFIX + "/{rest:path}", methods=["GET", "POST", "PUT", "DELETE", "HEAD"], include_in_schema=False
+    )
+    def scholar_unknown(rest: str):
+        return error_response(
+            404,
+            "resource_not_found_exception",
+            f"no route [{PREFIX}/{rest}]; the search API is described at {PREFIX}/openapi.json",
+        )
+
+    if state.embedded:
+        app.include_router(es_api.router(state))
+    app.add_middleware(Guard, state=state)
+    return app
+
+
+def app_from_env() -> FastAPI:
+    """The app for one worker process, configured by the environment ``scholar-es serve`` set."""
+    state = open_state(
+        os.environ["SCHOLAR_ES_SERVE_TARGET"],
+        model=os.environ.get("SCHOLAR_ES_SERVE_MODEL") or None,
+        api_key=os.environ.get(API_KEY_ENV) or None,
+        max_body=int(os.environ.get("SCHOLAR_ES_SERVE_MAX_BODY") or DEFAULT_MAX_BODY),
+        profile=os.environ.get("SCHOLAR_ES_SERVE_PROFILE") or None,
+    )
+    return create_app(state)

@@ -1,0 +1,151 @@
+"""Elasticsearch's REST API at the root, answered by the embedded engine's own dispatcher.
+
+Every request goes to :func:`scholar_es.engine.rest.handle` (the dispatcher the in-process
+transport node and ``scholar-es console`` use); this module only does what HTTP adds:
+
+* content types as Elasticsearch accepts them: ``application/json``, ``application/x-ndjson`` and
+  the ``application/vnd.elasticsearch+json`` / ``+x-ndjson`` media types with ``compatible-with=7|8``
+  (the official clients send these); ``_bulk`` and ``_msearch`` bodies are read as NDJSON whatever
+  the type, as Elasticsearch reads them. A body of another type is answered 406 ``Content-Type
+  header [...] is not supported``, a compatible-with version other than 7 or 8 (or two that differ)
+  400 ``media_type_header_exception``, as an 8.x cluster answers;
+* the answer's media type follows the request's ``Accept`` (compatible-with echoed back), every
+  answer carries ``X-Elastic-Product: Elasticsearch``; ``?pretty`` indents;
+* an unexpected exception is a 500 ``internal_error`` (logged), never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+
+from fastapi import APIRouter, Request
+from starlette.concurrency import run_in_threadpool
+from starlette.responses import Response
+
+from scholar_es.engine.errors import EsError
+from scholar_es.engine.rest import handle
+from scholar_es.serve.errors import PRODUCT_HEADER, error_body, error_response
+
+log = logging.getLogger("scholar_es.serve")
+
+_MEDIA = re.compile(r"^application/(?:vnd\.elasticsearch\+)?(json|x-ndjson)$")
+_NDJSON_ENDPOINTS = ("_bulk", "_msearch")
+COMPATIBLE = ("7", "8")
+METHODS = ["GET", "POST", "PUT", "DELETE", "HEAD"]
+
+
+class MediaTypeError(Exception):
+    def __init__(self, status: int, body: dict) -> None:
+        self.status, self.body = status, body
+
+
+def parse_media_type(value: str) -> tuple[str, dict[str, str]]:
+    """``application/json; charset=UTF-8`` -> (``application/json``, {``charset``: ``UTF-8``})."""
+    base, *params = value.split(";")
+    out = {}
+    for p in params:
+        k, _, v = p.partition("=")
+        if k.strip():
+            out[k.strip().lower()] = v.strip().strip('"')
+    return base.strip().lower(), out
+
+
+def negotiate(headers, has_body: bool) -> tuple[str | None, str | None]:
+    """(request format 'json'/'x-ndjson' or None, compatible-with version or None); raises MediaTypeError."""
+    ctype, accept = headers.get("content-type"), headers.get("accept")
+    fmt, versions = None, {}
+    if has_body:
+        if not ctype:
+            raise MediaTypeError(406, {"error": "Content-Type header is missing", "status": 406})
+        base, params = parse_media_type(ctype)
+        m = _MEDIA.match(base)
+        if m is None:
+            raise MediaTypeError(
+                406, {"error": f"Content-Type header [{ctype}] is not supported", "status": 406}
+            )
+        fmt = m[1]
+        if "compatible-with" in params:
+            versions["Content-Type"] = params["compatible-with"]
+    if accept:
+        for part in accept.split(","):
+            base, params = parse_media_type(part)
+            if "compatible-with" in params and base.startswith("application/vnd.elasticsearch+"):
+                versions["Accept"] = params["compatible-with"]
+                break
+    bad = [v for v in versions.values() if v not in COMPATIBLE]
+    if bad or len(set(versions.values())) > 1:
+        names = ", ".join(sorted(versions))
+        shown = ", ".join(f"{k}={headers.get(k.lower())}" for k in sorted(versions))
+        raise MediaTypeError(
+            400,
+            error_body(
+                400,
+                "media_type_header_exception",
+                f"Invalid media-type value on headers [{names}]",
+                caused_by={
+                    "type": "status_exception",
+                    "reason": "A compatible version is required on both Content-Type and Accept headers "
+                    "if either one has requested a compatible version and the compatible versions must "
+                    f"match; this server accepts versions {' or '.join(COMPATIBLE)}. {shown}",
+                },
+            ),
+        )
+    return fmt, next(iter(versions.values()), None)
+
+
+def decode(raw: bytes, path: str, fmt: str | None):
+    if not raw:
+        return None
+    text = raw.decode("utf-8")
+    last = path.rstrip("/").rsplit("/", 1)[-1]
+    if fmt == "x-ndjson" or last in _NDJSON_ENDPOINTS:
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+    return json.loads(text)
+
+
+def render(status: int, body, *, method: str, version: str | None, pretty: bool) -> Response:
+    media = f"application/vnd.elasticsearch+json;compatible-with={version}" if version else "application/json"
+    if method == "HEAD" or body is None:
+        data = b""
+    elif pretty:
+        data = (json.dumps(body, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
+    else:
+        data = json.dumps(body, ensure_ascii=False).encode("utf-8")
+    return Response(
+        data, status_code=status, media_type=media, headers={PRODUCT_HEADER[0]: PRODUCT_HEADER[1]}
+    )
+
+
+def router(state) -> APIRouter:
+    r = APIRouter()
+
+    def call(method: str, path: str, params: dict, payload):
+        with state.engine_lock:
+            return handle(state.engine, method, path, params, payload)
+
+    @r.api_route("/{path:path}", methods=METHODS, include_in_schema=False)
+    async def es_rest(request: Request, path: str = ""):
+        raw = await request.body()
+        # the path as sent (percent-encoded), as the in-process node hands it to the dispatcher
+        target = request.scope.get("raw_path", b"").decode("latin-1") or request.url.path
+        params = dict(request.query_params)
+        pretty = "pretty" in params and params.get("pretty", "").lower() not in ("false", "0")
+        try:
+            fmt, version = negotiate(request.headers, bool(raw))
+        except MediaTypeError as e:
+            return render(e.status, e.body, method=request.method, version=None, pretty=pretty)
+        try:
+            payload = decode(raw, target, fmt)
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            err = EsError(400, "x_content_parse_exception", f"request body is not valid JSON: {e}")
+            return render(400, err.to_body(), method=request.method, version=version, pretty=pretty)
+        try:
+            status, out = await run_in_threadpool(call, request.method, target, params, payload)
+        except Exception:  # noqa: BLE001 - a bug in the engine: a 500, logged, never a traceback out
+            log.exception("engine failed on %s %s", request.method, request.url.path)
+            return error_response(500, "internal_error", "unexpected engine error; the server log has it")
+        return render(status, out, method=request.method, version=version, pretty=pretty)
+
+    return r

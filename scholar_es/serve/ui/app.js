@@ -1,0 +1,191 @@
+// The search page: plain JavaScript, no build step. It calls the search API under /_scholar/.
+"use strict";
+
+const API = "/_scholar";
+const SECTIONS = ["abstract", "introduction", "related_work", "background", "method", "experiments",
+  "results", "discussion", "conclusion", "limitations", "other"];
+const STOP = new Set(["the", "and", "for", "are", "was", "were", "what", "which", "how", "does", "did",
+  "with", "from", "that", "this", "they", "their", "into", "about", "used", "use", "can", "why", "when"]);
+let strategyInfo = {};
+
+const $ = (sel, root = document) => root.querySelector(sel);
+
+function el(tag, attrs = {}, text = "") {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
+  if (text) node.textContent = text;
+  return node;
+}
+
+async function api(path, body) {
+  const resp = await fetch(API + path, body === undefined ? {} : {
+    method: "POST", headers: {"Content-Type": "application/json"}, body: JSON.stringify(body),
+  });
+  const data = await resp.json().catch(() => ({}));
+  if (!resp.ok) {
+    const reason = data.error && (data.error.reason || data.error) || resp.statusText;
+    throw new Error(`${resp.status}: ${reason}`);
+  }
+  return data;
+}
+
+function filters() {
+  const f = {};
+  const yf = $("#year-from").value, yt = $("#year-to").value;
+  if (yf) f.year_min = Number(yf);
+  if (yt) f.year_max = Number(yt);
+  const venues = $("#venue").value.split(",").map(s => s.trim()).filter(Boolean);
+  if (venues.length) f.venues = venues;
+  const secs = [...document.querySelectorAll("#sections input:checked")].map(i => i.value);
+  if (secs.length) f.section_types = secs;
+  return Object.keys(f).length ? f : null;
+}
+
+// Words of the question worth marking: lower-cased, stop words out, cut to a rough stem.
+function terms(question) {
+  const words = question.toLowerCase().match(/[\p{L}\p{N}]+/gu) || [];
+  return [...new Set(words.filter(w => w.length > 2 && !STOP.has(w)).map(w => w.slice(0, 6)))];
+}
+
+function highlighted(text, stems) {
+  const node = document.createElement("div");
+  node.className = "chunk-text";
+  if (!stems.length) { node.textContent = text; return node; }
+  const escaped = stems.map(s => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"));
+  const rx = new RegExp(`(?<![\\p{L}\\p{N}])(?:${escaped.join("|")})[\\p{L}\\p{N}]*`, "giu");
+  let last = 0;
+  for (const m of text.matchAll(rx)) {
+    node.append(document.createTextNode(text.slice(last, m.index)));
+    node.append(el("mark", {}, m[0]));
+    last = m.index + m[0].length;
+  }
+  node.append(document.createTextNode(text.slice(last)));
+  return node;
+}
+
+function scoreBar(hit, maxScore) {
+  const bar = el("span", {class: "bar", title: "no score parts for this strategy"});
+  const parts = hit.score_bar;
+  if (!parts || maxScore <= 0) return bar;
+  bar.title = `BM25 ${parts.bm25.toFixed(3)} + kNN ${parts.knn.toFixed(3)} + section ${parts.section.toFixed(3)}`;
+  for (const name of ["bm25", "knn", "section"]) {
+    const value = Math.max(parts[name], 0);
+    const seg = el("span", {class: `seg ${name}`, "data-part": name, "data-value": String(parts[name])});
+    seg.style.width = `${(100 * value / maxScore).toFixed(2)}%`;
+    bar.append(seg);
+  }
+  return bar;
+}
+
+function renderColumn(strategy, result, question) {
+  const col = $("#column-template").content.firstElementChild.cloneNode(true);
+  col.dataset.strategy = strategy;
+  $(".strategy-name", col).textContent = strategy;
+  $(".summary", col).textContent = (strategyInfo[strategy] || {}).summary || "";
+  $(".meta", col).textContent =
+    `${result.total ?? "?"} matching chunks · intent ${result.intent_rule} · ${result.took_ms} ms`;
+  const stems = terms(question);
+  const all = result.papers.flatMap(p => p.chunks);
+  const maxScore = Math.max(0, ...all.map(h => h.score));
+  const list = $(".papers", col);
+  for (const paper of result.papers) {
+    const li = el("li", {class: "paper", "data-paper-id": paper.paper_id});
+    li.append(el("div", {class: "paper-title"}, paper.title || paper.paper_id));
+    const first = paper.chunks[0] || {};
+    const meta = [paper.paper_id, first.venue, first.year, `score ${paper.score.toFixed(4)}`].filter(Boolean);
+    li.append(el("div", {class: "paper-meta muted"}, meta.join(" · ")));
+    for (const hit of paper.chunks) {
+      const chunk = el("div", {class: "chunk", "data-chunk-id": hit.chunk_id});
+      const head = el("div", {class: "chunk-head"});
+      head.append(el("span", {class: `badge ${hit.section_type}`}, hit.section_type || "other"));
+      head.append(el("span", {class: "heading muted"}, hit.section_heading));
+      head.append(scoreBar(hit, maxScore));
+      head.append(el("span", {class: "score muted"}, hit.score.toFixed(4)));
+      chunk.append(head, highlighted(hit.chunk_text || hit.snippet, stems));
+      li.append(chunk);
+    }
+    list.append(li);
+  }
+  if (!result.papers.length) list.append(el("li", {class: "muted"}, "no results"));
+  $(".copy-console", col).addEventListener("click", () => copyConsole(col, strategy, question));
+  return col;
+}
+
+async function copyConsole(col, strategy, question) {
+  const pre = $(".console", col);
+  const button = $(".copy-console", col);
+  try {
+    if (strategy === "multisection") throw new Error("multisection sends several searches; see /_scholar/multisection");
+    const q = await api("/query", {question, strategy, size: Number($("#size").value) || 5, papers: true,
+      filters: filters()});
+    pre.textContent = q.console;
+    pre.hidden = false;
+    try {
+      await navigator.clipboard.writeText(q.console);
+    } catch (e) {  // no clipboard permission: select the text so Ctrl-C copies it
+      const range = document.createRange();
+      range.selectNodeContents(pre);
+      getSelection().removeAllRanges();
+      getSelection().addRange(range);
+      document.execCommand && document.execCommand("copy");
+    }
+    button.textContent = "Copied";
+  } catch (e) {
+    pre.textContent = String(e.message || e);
+    pre.hidden = false;
+  }
+}
+
+async function search(event) {
+  if (event) event.preventDefault();
+  const question = $("#question").value.trim();
+  if (!question) return;
+  const strategies = [$("#strategy-a").value, $("#strategy-b").value].filter(Boolean);
+  const status = $("#status");
+  status.className = "muted";
+  status.textContent = "Searching…";
+  const columns = $("#columns");
+  const size = Number($("#size").value) || 5;
+  try {
+    const results = await Promise.all(strategies.map(strategy => api("/search", {
+      question, strategy, size, papers: true, explain: true, filters: filters(),
+    })));
+    columns.replaceChildren(...results.map((r, i) => renderColumn(strategies[i], r, question)));
+    status.textContent = "";
+    document.body.dataset.state = "done";
+  } catch (e) {
+    columns.replaceChildren();
+    status.className = "error";
+    status.textContent = String(e.message || e);
+    document.body.dataset.state = "error";
+  }
+}
+
+async function init() {
+  const box = $("#sections");
+  for (const s of SECTIONS) {
+    const label = el("label");
+    label.append(el("input", {type: "checkbox", value: s, name: "section"}), document.createTextNode(` ${s} `));
+    box.append(label);
+  }
+  try {
+    const list = await api("/strategies");
+    for (const s of list) {
+      strategyInfo[s.name] = s;
+      for (const id of ["#strategy-a", "#strategy-b"]) {
+        const opt = el("option", {value: s.name, title: `${s.summary} (${s.requires})`}, s.name);
+        $(id).append(opt);
+      }
+    }
+    $("#strategy-a").value = "sections";
+    const health = await api("/health");
+    $("#health").textContent = `${health.engine} · ${health.target} · ${health.model}`;
+  } catch (e) {
+    $("#status").className = "error";
+    $("#status").textContent = String(e.message || e);
+  }
+  $("#search-form").addEventListener("submit", search);
+  document.body.dataset.ready = "1";
+}
+
+init();
