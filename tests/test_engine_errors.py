@@ -119,9 +119,8 @@ def test_unsupported_multi_match_types(es, mtype):
     )
 
 
-@pytest.mark.parametrize("key", ["aggs", "aggregations", "highlight", "rescore", "suggest", "search_after"])
+@pytest.mark.parametrize("key", ["rescore", "suggest", "search_after"])
 def test_unsupported_search_sections(es, key):
-    value = {"terms_agg": {"terms": {"field": "tag"}}} if key.startswith("agg") else {"fields": {"title": {}}}
     if key == "search_after":
         value = [1]
     elif key in ("rescore", "suggest"):

@@ -6,6 +6,7 @@ import time
 
 import numpy as np
 
+from scholar_es.engine import aggregations
 from scholar_es.engine import similarity as sim
 from scholar_es.engine.errors import EsError, illegal_argument, parsing_error, unsupported
 from scholar_es.engine.functions import parse_function_score
@@ -41,19 +42,19 @@ SEARCH_KEYS = {
     "seq_no_primary_term",
     "terminate_after",
     "profile",
-}
-_UNSUPPORTED_KEYS = {
     "aggs",
     "aggregations",
     "highlight",
+    "fields",
+    "docvalue_fields",
+    "stored_fields",
+}
+_UNSUPPORTED_KEYS = {
     "rescore",
     "search_after",
     "suggest",
     "rank",
     "script_fields",
-    "docvalue_fields",
-    "stored_fields",
-    "fields",
     "runtime_mappings",
     "indices_boost",
     "pit",
@@ -144,6 +145,8 @@ class SearchRun:
         start = time.perf_counter()
         body = self.body
         if "retriever" in body:
+            if "aggs" in body or "aggregations" in body:
+                raise unsupported("aggregations with a retriever", "send the aggregations with a query")
             ranked, scores, total = self.retrieve(body["retriever"], window=None)
             self.nodes = []
             page = ranked[self.from_ : self.from_ + self.size]
@@ -151,6 +154,7 @@ class SearchRun:
             max_score = float(scores[ranked[0]]) if len(ranked) else None
             return self.response(hits, total, max_score, start)
         mask, scores, self.nodes = self.score()
+        self.aggregations = self.aggregate(mask, scores)  # aggregations ignore post_filter
         if "post_filter" in body:
             mask &= self.parser.parse(body["post_filter"]).run(self.ctx)[0]
         total = int(mask.sum())
@@ -177,7 +181,8 @@ class SearchRun:
         hits = self.render(page, scores if show_scores else None, sort_values)
         if collapse:
             self.add_collapse(hits, page, collapse, mask, scores)
-        max_score = float(np.float32(scores[cand].max())) if len(cand) and show_scores else None
+        # size 0 collects no top docs: Elasticsearch answers "max_score": null
+        max_score = float(np.float32(scores[cand].max())) if len(cand) and show_scores and self.size else None
         return self.response(hits, total, max_score, start)
 
     def response(self, hits: list[dict], total: int, max_score, start: float) -> dict:
@@ -187,12 +192,47 @@ class SearchRun:
             out_hits["total"] = t
         out_hits["max_score"] = max_score
         out_hits["hits"] = hits
-        return {
+        out = {
             "took": int((time.perf_counter() - start) * 1000),
             "timed_out": False,
             "_shards": {"total": 1, "successful": 1, "skipped": 0, "failed": 0},
             "hits": out_hits,
         }
+        if getattr(self, "aggregations", None) is not None:
+            out["aggregations"] = self.aggregations
+        return out
+
+    # --- aggregations ------------------------------------------------------------------------
+    def aggregate(self, mask: np.ndarray, scores: np.ndarray) -> dict | None:
+        spec = self.body.get("aggs", self.body.get("aggregations"))
+        if spec is None:
+            return None
+        if "aggs" in self.body and "aggregations" in self.body:
+            raise parsing_error("Found two aggregation definitions: [aggs] and [aggregations]")
+        tree = aggregations.parse_aggs(spec)
+
+        def top_hits(params: dict, bucket: np.ndarray) -> dict:
+            group = np.flatnonzero(bucket)
+            if "sort" in params:
+                ordered, _ = SortSpec(params["sort"]).order(self.seg, group, scores)
+            else:
+                ordered = order_by_score(group, scores)
+            from_, size = int(params.get("from", 0)), int(params.get("size", 3))
+            sub = SearchRun.__new__(SearchRun)
+            sub.__dict__.update(self.__dict__)
+            sub.body = {"_source": params.get("_source", True), "version": params.get("version", False)}
+            return {
+                "hits": {
+                    "total": {"value": len(group), "relation": "eq"},
+                    "max_score": float(np.float32(scores[group].max())) if len(group) else None,
+                    "hits": sub.render(ordered[from_ : from_ + size], scores, None),
+                }
+            }
+
+        ctx = aggregations.AggContext(
+            self.seg, self.handle.name, lambda q: self.parser.parse(q).run(self.ctx)[0], scores, top_hits
+        )
+        return aggregations.run_aggs(tree, ctx, mask)
 
     # --- hits --------------------------------------------------------------------------
     def render(self, page: np.ndarray, scores: np.ndarray | None, sort_values) -> list[dict]:
