@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Callable
 from urllib.parse import unquote
 
+from scholar_es.engine import rest_params
 from scholar_es.engine.core import Engine
 from scholar_es.engine.errors import EsError, illegal_argument, parsing_error
 from scholar_es.engine.search import SearchRun, count
@@ -462,12 +463,13 @@ def search_one(engine, index: str, body: dict) -> dict:
 
 @route("GET|POST", "/{index}/_search")
 def search(engine, params, body, index):
-    return 200, search_one(engine, index, _search_params(params, body))
+    body = rest_params.prepare(params, _search_params(params, body))
+    return 200, rest_params.shape(params, search_one(engine, index, body))
 
 
 @route("GET|POST", "/_search")
 def search_all(engine, params, body):
-    return 200, search_one(engine, "_all", _search_params(params, body))
+    return search(engine, params, body, "_all")
 
 
 @route("GET|POST", "/{index}/_count")
@@ -490,19 +492,23 @@ def msearch(engine, params, body, index=None):
     lines = body if isinstance(body, list) else []
     if len(lines) % 2:
         raise illegal_argument("msearch request must be pairs of header and body lines")
+    rest_params.check_search_type(params.get("search_type"))
+    for header in lines[::2]:
+        rest_params.check_msearch_header(header)
     responses = []
     for header, sbody in zip(lines[::2], lines[1::2], strict=False):
-        target = (header or {}).get("index", index)
+        header = header or {}
+        target = header.get("index", header.get("indices", index))
         if isinstance(target, list):
             target = ",".join(target)
         try:
             if target is None:
                 raise illegal_argument("Validation Failed: 1: no index specified;")
-            resp = search_one(engine, target, sbody or {})
+            resp = search_one(engine, target, rest_params.prepare(params, sbody or {}))
             resp["status"] = 200
         except EsError as e:
             resp = {**e.to_body()}
-        responses.append(resp)
+        responses.append(rest_params.shape(params, resp))
     return 200, {"took": sum(r.get("took", 0) for r in responses), "responses": responses}
 
 

@@ -6,7 +6,7 @@ import time
 
 import numpy as np
 
-from scholar_es.engine import aggregations
+from scholar_es.engine import aggregations, fetch_fields
 from scholar_es.engine import similarity as sim
 from scholar_es.engine.errors import EsError, illegal_argument, parsing_error, unsupported
 from scholar_es.engine.functions import parse_function_score
@@ -238,21 +238,37 @@ class SearchRun:
     def render(self, page: np.ndarray, scores: np.ndarray | None, sort_values) -> list[dict]:
         seg = self.seg
         seqs = [int(seg.seqs[p]) for p in page]
-        rows = self.handle.store.sources(seqs) if self.body.get("_source", True) is not False else {}
+        show_id, show_source = fetch_fields.check_stored_fields(self.body)
+        want_fields = (
+            fetch_fields.parse_field_list("fields", self.body["fields"]) if "fields" in self.body else None
+        )
+        want_dv = (
+            fetch_fields.parse_field_list("docvalue_fields", self.body["docvalue_fields"])
+            if "docvalue_fields" in self.body
+            else None
+        )
+        rows = self.handle.store.sources(seqs) if show_source or want_fields else {}
         hits = []
         for i, p in enumerate(page):
-            hit: dict = {
-                "_index": self.handle.name,
-                "_id": seg.ids[p],
-                "_score": float(np.float32(scores[p])) if scores is not None else None,
-            }
+            hit: dict = {"_index": self.handle.name}
+            if show_id:
+                hit["_id"] = seg.ids[p]
+            hit["_score"] = float(np.float32(scores[p])) if scores is not None else None
             if self.body.get("version"):
                 hit["_version"] = rows[seqs[i]][2] if seqs[i] in rows else 1
             if seqs[i] in rows:
                 src = stored_source(rows[seqs[i]][1], self.handle.mapping.source_excludes)
-                filtered = filter_source(src, self.body.get("_source"))
+                filtered = filter_source(src, self.body.get("_source")) if show_source else None
                 if filtered is not None:
                     hit["_source"] = filtered
+                if want_fields is not None:
+                    hit["fields"] = fetch_fields.source_fields(self.handle.mapping, src, want_fields)
+            if want_dv is not None:
+                hit.setdefault("fields", {}).update(
+                    fetch_fields.docvalue_fields(seg, self.handle.name, int(p), want_dv)
+                )
+            if not hit.get("fields", True):
+                del hit["fields"]  # Elasticsearch leaves an empty "fields" out
             if sort_values is not None:
                 hit["sort"] = sort_values[i]
             if self.body.get("explain"):
