@@ -257,6 +257,8 @@ class _Values:
             return 1.0 if str(v) == "true" else 0.0
         if self.kind in ("long", "double"):
             return float(v)
+        if self.kind == "unmapped":
+            return v
         return v if isinstance(v, str) else _java_scalar(v)
 
     def key(self, v):
@@ -387,7 +389,14 @@ def _terms(agg: Agg, ctx: AggContext, mask: np.ndarray) -> dict:
         if len(miss):
             key = vs.parse_value(agg.params["missing"])
             if vs.kind == "unmapped":
-                vs.kind = "keyword" if isinstance(key, str) else "double"
+                vs.kind = (
+                    "keyword"
+                    if isinstance(key, str)
+                    else "long"
+                    if isinstance(key, int) or float(key).is_integer()
+                    else "double"
+                )
+                key = key if isinstance(key, str) else float(key)
             have = buckets.get(key, np.zeros(0, dtype=np.int64))
             buckets[key] = np.union1d(have, miss)
     buckets = _include_exclude(agg, vs, buckets)
@@ -593,6 +602,11 @@ def _value_count(agg: Agg, ctx: AggContext, mask: np.ndarray) -> dict:
 
 
 def _cardinality(agg: Agg, ctx: AggContext, mask: np.ndarray) -> dict:
+    threshold = _int_param(agg, "precision_threshold", 3000)
+    if threshold < 0:
+        raise illegal_argument(
+            f"[precisionThreshold] must be greater than or equal to 0. Found [{threshold}] in [{agg.name}]"
+        )
     _, _, vals = _metric_values(agg, ctx, mask, numeric_only=False)
     return {"value": int(len(np.unique(vals)))}
 
@@ -776,6 +790,8 @@ def _filter(agg: Agg, ctx: AggContext, mask: np.ndarray) -> dict:
 def _filters(agg: Agg, ctx: AggContext, mask: np.ndarray) -> dict:
     _check_keys(agg, {"filters", "other_bucket", "other_bucket_key", "keyed"})
     spec = agg.params.get("filters")
+    if not spec:
+        raise illegal_argument("[filters] cannot be empty.")
     if isinstance(spec, dict):
         # FiltersAggregationBuilder keeps keyed filters sorted by key
         named = sorted(spec.items())
