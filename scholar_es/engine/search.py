@@ -6,7 +6,7 @@ import time
 
 import numpy as np
 
-from scholar_es.engine import aggregations, fetch_fields
+from scholar_es.engine import aggregations, fetch_fields, highlight
 from scholar_es.engine import similarity as sim
 from scholar_es.engine.errors import EsError, illegal_argument, parsing_error, unsupported
 from scholar_es.engine.functions import parse_function_score
@@ -247,7 +247,11 @@ class SearchRun:
             if "docvalue_fields" in self.body
             else None
         )
-        rows = self.handle.store.sources(seqs) if show_source or want_fields else {}
+        highlight_fields = (
+            highlight.parse_highlight(self.body["highlight"]) if "highlight" in self.body else None
+        )
+        terms_for = self._highlight_terms()
+        rows = self.handle.store.sources(seqs) if show_source or want_fields or highlight_fields else {}
         hits = []
         for i, p in enumerate(page):
             hit: dict = {"_index": self.handle.name}
@@ -263,6 +267,10 @@ class SearchRun:
                     hit["_source"] = filtered
                 if want_fields is not None:
                     hit["fields"] = fetch_fields.source_fields(self.handle.mapping, src, want_fields)
+            if highlight_fields and seqs[i] in rows:
+                hl = highlight.highlight_hit(seg, self.handle.analysis, highlight_fields, terms_for, src)
+                if hl:
+                    hit["highlight"] = hl
             if want_dv is not None:
                 hit.setdefault("fields", {}).update(
                     fetch_fields.docvalue_fields(seg, self.handle.name, int(p), want_dv)
@@ -277,6 +285,24 @@ class SearchRun:
                 hit["_explanation"] = self.explain(int(p), scores)
             hits.append(hit)
         return hits
+
+    def _highlight_terms(self):
+        """highlight options -> the query terms to mark (``highlight_query`` or the search's query)."""
+        cache: dict[str, highlight._Terms] = {}
+        queries = (
+            [self.body["query"]] if "query" in self.body else _retriever_queries(self.body.get("retriever"))
+        )
+
+        def terms_for(opts: dict):
+            q = opts.get("highlight_query")
+            key = repr(q)
+            if key not in cache:
+                cache[key] = highlight.query_terms(
+                    q if q is not None else {"bool": {"should": queries}}, self.seg, self.handle.analysis
+                )
+            return cache[key]
+
+        return terms_for
 
     def explain(self, pos: int, scores) -> dict:
         parts = [nd.explain(pos) for nd in self.nodes if nd.mask[pos]]
@@ -452,6 +478,21 @@ class SearchRun:
         cand = np.flatnonzero(member)
         ranked = order_by_score(cand, fused, window)
         return ranked, fused, len(cand)
+
+
+def _retriever_queries(spec) -> list:
+    """The queries of the standard retrievers in a retriever tree (for highlighting)."""
+    if not isinstance(spec, dict):
+        return []
+    out = []
+    for kind, p in spec.items():
+        if not isinstance(p, dict):
+            continue
+        if kind == "standard" and "query" in p:
+            out.append(p["query"])
+        for child in p.get("retrievers") or []:
+            out.extend(_retriever_queries(child.get("retriever", child) if isinstance(child, dict) else None))
+    return out
 
 
 def _as_list(v) -> list:
