@@ -29,7 +29,9 @@ def test_client_refuses_a_missing_path_and_a_foreign_directory(tmp_path):
 
 
 def test_console_starts_a_fresh_engine_in_an_empty_directory(tmp_path):
-    script = 'PUT my-index\n{"mappings": {"properties": {"title": {"type": "text"}}}}\n\nGET my-index/_count\n'
+    script = (
+        'PUT my-index\n{"mappings": {"properties": {"title": {"type": "text"}}}}\n\nGET my-index/_count\n'
+    )
     result = CliRunner().invoke(main, ["console", "--es", str(tmp_path)], input=script)
     assert result.exit_code == 0, result.output
     lines = [json.loads(x) for x in result.output.splitlines()]

@@ -6,8 +6,7 @@ import time
 
 import numpy as np
 
-from scholar_es.engine import aggregations, fetch_fields, highlight
-from scholar_es.engine import similarity as sim
+from scholar_es.engine import aggregations, fetch_fields, fusion, highlight
 from scholar_es.engine.errors import EsError, illegal_argument, parsing_error, unsupported
 from scholar_es.engine.functions import parse_function_score
 from scholar_es.engine.hits import (
@@ -147,7 +146,7 @@ class SearchRun:
         if "retriever" in body:
             if "aggs" in body or "aggregations" in body:
                 raise unsupported("aggregations with a retriever", "send the aggregations with a query")
-            ranked, scores, total = self.retrieve(body["retriever"], window=None)
+            ranked, scores, total = self.retrieve(body["retriever"], window=None, top=True)
             self.nodes = []
             page = ranked[self.from_ : self.from_ + self.size]
             hits = self.render(page, scores, sort_values=None)
@@ -369,8 +368,12 @@ class SearchRun:
                 }
 
     # --- retrievers -------------------------------------------------------------------
-    def retrieve(self, spec: dict, window: int | None) -> tuple[np.ndarray, np.ndarray, int]:
-        """(ranked positions, scores array, total) for a retriever tree."""
+    def retrieve(
+        self, spec: dict, window: int | None, filters: list | None = None, top: bool = False
+    ) -> tuple[np.ndarray, np.ndarray, int]:
+        """(ranked positions, scores array, total) for a retriever tree; ``filters`` are a
+        compound parent's filters, pushed down (Elasticsearch's preFilterQueryBuilders)."""
+        filters = filters or []
         if not isinstance(spec, dict) or len(spec) != 1:
             raise parsing_error("[retriever] must be an object with exactly one retriever")
         kind, p = next(iter(spec.items()))
@@ -385,7 +388,7 @@ class SearchRun:
                 raise unsupported(f"standard retriever {'sort' if 'sort' in p else 'collapse'}")
             q = self.parser.parse(p.get("query", {"match_all": {}}))
             mask, scores = q.run(self.ctx)
-            for f in _as_list(p.get("filter")):
+            for f in [*_as_list(p.get("filter")), *filters]:
                 mask = mask & self.parser.parse(f).run(self.ctx)[0]
             if "min_score" in p:
                 mask = mask & (scores >= float(p["min_score"]))
@@ -409,75 +412,20 @@ class SearchRun:
             for required in ("k", "num_candidates"):
                 if required not in p:
                     raise parsing_error(f"[knn] retriever requires [{required}]")
+            if filters:
+                p = {**p, "filter": [*_as_list(p.get("filter")), *filters]}
             node = parse_knn(self.parser, p)
             mask, scores = node.run(self.ctx)
             cand = np.flatnonzero(mask)
             return order_by_score(cand, scores, window), scores, len(cand)
-        return self._fuse(kind, p, n)
-
-    def _fuse(self, kind: str, p: dict, n: int):
-        allowed = {
-            "retrievers",
-            "rank_window_size",
-            "rank_constant",
-            "filter",
-            "_name",
-            "normalizer",
-            "min_score",
-        }
-        if set(p) - allowed:
-            raise parsing_error(f"[{kind}] unknown field [{next(iter(set(p) - allowed))}]")
-        children = p.get("retrievers")
-        if not isinstance(children, list) or not children:
-            raise parsing_error(f"[{kind}] requires a non-empty [retrievers] list")
-        window = int(p.get("rank_window_size", 10))  # RankBuilder.DEFAULT_RANK_WINDOW_SIZE
-        if window < self.size:
-            raise illegal_argument(
-                f"[rank_window_size] must be greater than or equal to [size], "
-                f"got [{window}] and [{self.size}]"
-            )
-        fused = np.zeros(n)
-        member = np.zeros(n, dtype=bool)
-        if kind == "rrf":
-            k = int(p.get("rank_constant", 60))
-            if k < 1:
-                raise illegal_argument("[rank_constant] must be greater than or equal to [1] for [rrf]")
-            for child in children:
-                spec = (
-                    child.get("retriever", child)
-                    if isinstance(child, dict) and "retriever" in child
-                    else child
-                )
-                weight = (
-                    float(child.get("weight", 1.0))
-                    if isinstance(child, dict) and "retriever" in child
-                    else 1.0
-                )
-                ranked, _, _ = self.retrieve(spec, window)
-                for rank, pos in enumerate(ranked, start=1):
-                    fused[pos] += weight * sim.rrf_score([rank], k)
-                member[ranked] = True
-        else:  # linear
-            default_norm = p.get("normalizer", "none")
-            for child in children:
-                if not isinstance(child, dict) or "retriever" not in child:
-                    raise parsing_error("[linear] each entry of [retrievers] needs a [retriever]")
-                weight = float(child.get("weight", 1.0))
-                norm = child.get("normalizer", default_norm)
-                if norm not in ("none", "minmax"):
-                    raise unsupported(f"linear normalizer {norm}", "use none or minmax")
-                ranked, scores, _ = self.retrieve(child["retriever"], window)
-                vals = scores[ranked]
-                if norm == "minmax":
-                    vals = sim.minmax_normalize(vals)
-                fused[ranked] += weight * vals
-                member[ranked] = True
-        fused = fused.astype(np.float32).astype(np.float64)
-        for f in _as_list(p.get("filter")):
-            member &= self.parser.parse(f).run(self.ctx)[0]
-        cand = np.flatnonzero(member)
-        ranked = order_by_score(cand, fused, window)
-        return ranked, fused, len(cand)
+        return fusion.fuse(
+            kind,
+            p,
+            self.size if top else 0,
+            n,
+            lambda child, w, f: self.retrieve(child, w, f),
+            filters,
+        )
 
 
 def _retriever_queries(spec) -> list:
