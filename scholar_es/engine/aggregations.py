@@ -459,10 +459,8 @@ def _include_exclude(agg: Agg, vs: _Values, buckets: dict) -> dict:
 
 def _parse_order(agg: Agg, default: list[tuple[str, bool]]) -> list[tuple[str, bool]]:
     spec = agg.params.get("order")
-    if spec is None:
-        return default
-    items = spec if isinstance(spec, list) else [spec]
-    out = []
+    items = [] if spec is None else spec if isinstance(spec, list) else [spec]
+    out = [] if items else list(default)
     for item in items:
         if not isinstance(item, dict) or len(item) != 1:
             raise parsing_error(f"Order elements must be of type object in [{agg.name}]")
