@@ -494,3 +494,11 @@ def test_rrf_negative_weight_and_window(genres):
     assert body["error"]["reason"] == (
         "Validation Failed: 1: [rrf] requires [rank_window_size: 3] be greater than or equal to [size: 5];"
     )
+
+
+def test_size_and_from_messages(genres):
+    # SearchSourceBuilder#size and #from
+    body = _bad(lambda: genres.search(index="music", size=-1))
+    assert body["error"]["reason"] == "[size] parameter cannot be negative, found [-1]"
+    body = _bad(lambda: genres.search(index="music", from_=-2))
+    assert body["error"]["reason"] == "[from] parameter cannot be negative but was [-2]"

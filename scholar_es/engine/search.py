@@ -7,7 +7,13 @@ import time
 import numpy as np
 
 from scholar_es.engine import aggregations, fetch_fields, fusion, highlight
-from scholar_es.engine.errors import EsError, illegal_argument, parsing_error, unsupported
+from scholar_es.engine.errors import (
+    EsError,
+    illegal_argument,
+    parsing_error,
+    unsupported,
+    x_content_parse_error,
+)
 from scholar_es.engine.functions import parse_function_score
 from scholar_es.engine.hits import (
     SortSpec,
@@ -104,7 +110,12 @@ class SearchRun:
         self.size = _int(body, "size", 10)
         self.from_ = _int(body, "from", 0)
         if self.size < 0 or self.from_ < 0:
-            raise illegal_argument(f"[{'size' if self.size < 0 else 'from'}] parameter cannot be negative")
+            # SearchSourceBuilder#size / #from
+            raise illegal_argument(
+                f"[size] parameter cannot be negative, found [{self.size}]"
+                if self.size < 0
+                else f"[from] parameter cannot be negative but was [{self.from_}]"
+            )
         if self.from_ + self.size > MAX_RESULT_WINDOW:
             raise illegal_argument(
                 f"Result window is too large, from + size must be less than or equal to: [{MAX_RESULT_WINDOW}] but "
@@ -131,7 +142,7 @@ class SearchRun:
         if knn_spec is not None:
             specs = knn_spec if isinstance(knn_spec, list) else [knn_spec]
             for spec in specs:
-                node = parse_knn(self.parser, spec, top_level=True)
+                node = _top_level_knn(self.parser, spec)
                 m, s = node.run(self.ctx)
                 nodes.append(node)
                 mask |= m
@@ -426,6 +437,20 @@ class SearchRun:
             lambda child, w, f: self.retrieve(child, w, f),
             filters,
         )
+
+
+def _top_level_knn(parser, spec):
+    """The search's ``knn`` option: KnnSearchBuilder's constructor checks (k, num_candidates) fail
+    inside its ConstructingObjectParser, which Elasticsearch reports as an x_content_parse_exception
+    ("Failed to build [knn] after last required field arrived") caused by the illegal argument."""
+    try:
+        return parse_knn(parser, spec, top_level=True)
+    except EsError as e:
+        if e.type == "illegal_argument_exception" and e.reason.startswith(("[k] ", "[num_candidates] ")):
+            raise x_content_parse_error(
+                "Failed to build [knn] after last required field arrived", e
+            ) from None
+        raise
 
 
 def _retriever_queries(spec) -> list:
