@@ -57,3 +57,54 @@ def test_index_into_an_empty_directory(tmp_path):
     es = connect(str(target), must_exist=True)
     assert es.count(index="papers")["count"] == 1
     es.close()
+
+
+def test_console_session_on_a_fresh_directory(tmp_path):
+    """`scholar-es console --es "$(mktemp -d)"`: create an index by hand, bulk-load it, then search
+    with fields, aggregations and highlighting; every answer has Elasticsearch's shape."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = """PUT my-index
+{"mappings": {"properties": {"title": {"type": "text"}, "section_type": {"type": "keyword"}, "year": {"type": "integer"}}}}
+
+POST my-index/_bulk?refresh=true
+{"index": {"_id": "1"}}
+{"title": "Sparse attention for long documents", "section_type": "method", "year": 2021}
+{"index": {"_id": "2"}}
+{"title": "Attention is all you need", "section_type": "abstract", "year": 2017}
+{"index": {"_id": "3"}}
+{"title": "Graph networks", "section_type": "method", "year": 2019}
+
+GET my-index/_search
+{"size": 0, "aggs": {"by_section": {"terms": {"field": "section_type"}}}}
+
+GET my-index/_search
+{"query": {"match": {"title": "attention"}}, "fields": ["title", "year"], "_source": false,
+ "highlight": {"fields": {"title": {}}}}
+"""
+    exe = Path(sys.executable).with_name("scholar-es")
+    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "scholar_es.cli"]
+    proc = subprocess.run(
+        [*cmd, "console", "--es", str(tmp_path)], input=script, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    created, bulk, aggs, search = (json.loads(x) for x in proc.stdout.splitlines())
+    assert created == {"acknowledged": True, "shards_acknowledged": True, "index": "my-index"}
+    assert bulk["errors"] is False and len(bulk["items"]) == 3
+    assert aggs["hits"] == {"total": {"value": 3, "relation": "eq"}, "max_score": None, "hits": []}
+    assert aggs["aggregations"] == {
+        "by_section": {
+            "doc_count_error_upper_bound": 0,
+            "sum_other_doc_count": 0,
+            "buckets": [{"key": "method", "doc_count": 2}, {"key": "abstract", "doc_count": 1}],
+        }
+    }
+    hits = search["hits"]["hits"]
+    assert {h["_id"] for h in hits} == {"1", "2"}
+    by_id = {h["_id"]: h for h in hits}
+    assert by_id["1"]["fields"] == {"title": ["Sparse attention for long documents"], "year": [2021]}
+    assert by_id["1"]["highlight"] == {"title": ["Sparse <em>attention</em> for long documents"]}
+    assert by_id["2"]["highlight"] == {"title": ["<em>Attention</em> is all you need"]}
+    assert all("_source" not in h for h in hits)
