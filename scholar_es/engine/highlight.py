@@ -5,7 +5,8 @@ list of one-field objects; wildcards allowed), ``pre_tags``/``post_tags`` (defau
 ``</em>``), ``fragment_size`` (100), ``number_of_fragments`` (5; 0 returns each matching
 value whole), ``highlight_query``, ``require_field_match`` (true), ``no_match_size`` (0),
 ``order`` (``none`` = position, or ``score``), ``encoder`` (``default`` or ``html``),
-``type`` (``unified`` only), ``boundary_scanner`` (``sentence`` only).
+``type`` (``unified`` only), ``boundary_scanner`` (``sentence`` only), ``tags_schema``
+(``styled``), ``max_analyzed_offset`` (matches past it are not marked). Other options are refused.
 
 Each hit gets ``"highlight": {field: [fragment, ...]}`` holding only the fields that matched.
 
@@ -75,6 +76,7 @@ _SUPPORTED_OPTIONS = {
     "type",
     "boundary_scanner",
     "max_analyzed_offset",
+    "tags_schema",
 }
 MAX_FRAGMENTS = 100_000
 _HTML = str.maketrans({'"': "&quot;", "&": "&amp;", "<": "&lt;", ">": "&gt;", "'": "&#x27;", "/": "&#x2F;"})
@@ -116,7 +118,7 @@ def parse_highlight(spec) -> dict:
             raise parsing_error(f"[highlight_field] unknown field [{sorted(bad)[0]}]")
         merged = {**top, **opts}
         for key in merged:
-            if key not in _SUPPORTED_OPTIONS and key != "tags_schema":
+            if key not in _SUPPORTED_OPTIONS:
                 raise unsupported(f"highlight.{key}")
         if merged.get("type", "unified") != "unified":
             raise unsupported(f"highlight type {merged['type']}", "use the default unified highlighter")
@@ -128,7 +130,7 @@ def parse_highlight(spec) -> dict:
             raise parsing_error(f"Unknown order [{merged['order']}]")
         if merged.get("tags_schema") not in (None, "styled"):
             raise parsing_error(f"Unknown tag schema [{merged['tags_schema']}]")
-        for key in ("fragment_size", "number_of_fragments", "no_match_size"):
+        for key in ("fragment_size", "number_of_fragments", "no_match_size", "max_analyzed_offset"):
             if key in merged and (not isinstance(merged[key], int) or isinstance(merged[key], bool)):
                 raise parsing_error(f"[highlight_field] failed to parse field [{key}]")
         n = merged.get("number_of_fragments", 5)
@@ -317,7 +319,12 @@ def highlight_value(fs, analysis, text: str, match: Matcher, opts: dict) -> list
     post = (opts.get("post_tags") or ["</em>"])[0]
     # encoder html: Lucene's SimpleHTMLEncoder
     encode = (lambda s: s.translate(_HTML)) if opts.get("encoder") == "html" else (lambda s: s)
-    spans = [(s, e, t) for s, e, t in _token_spans(fs, analysis, text) if match(t)]
+    limit = opts.get("max_analyzed_offset")  # only the first characters are analyzed
+    spans = [
+        (s, e, t)
+        for s, e, t in _token_spans(fs, analysis, text)
+        if match(t) and (limit is None or e <= limit)
+    ]
     if not spans:
         return []
     hits = [(s, e) for s, e, _ in spans]
