@@ -493,8 +493,9 @@ def msearch(engine, params, body, index=None):
     if len(lines) % 2:
         raise illegal_argument("msearch request must be pairs of header and body lines")
     rest_params.check_search_type(params.get("search_type"))
-    for header in lines[::2]:
+    for header, sbody in zip(lines[::2], lines[1::2], strict=False):
         rest_params.check_msearch_header(header)
+        rest_params.prepare(params, sbody or {})  # a bad URL parameter fails the whole request
     responses = []
     for header, sbody in zip(lines[::2], lines[1::2], strict=False):
         header = header or {}
