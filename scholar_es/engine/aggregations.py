@@ -370,17 +370,14 @@ def _terms(agg: Agg, ctx: AggContext, mask: np.ndarray) -> dict:
     # (key value, doc positions) per bucket; a doc counts once per distinct value
     buckets: dict = {}
     if vs.kind == "keyword":
-        pairs = np.unique(np.stack([vals, docs]), axis=1) if len(docs) else np.zeros((2, 0), dtype=np.int64)
-        for tid in np.unique(pairs[0]):
-            buckets[vs.terms[int(tid)]] = pairs[1][pairs[0] == tid]
+        for tid, d in _groups(vals, docs):
+            buckets[vs.terms[int(tid)]] = d
         if min_doc_count == 0:
             for t in vs.terms:
                 buckets.setdefault(t, np.zeros(0, dtype=np.int64))
     elif vs.numeric:
-        if len(docs):
-            pairs = np.unique(np.stack([vals, docs.astype(np.float64)]), axis=1)
-            for v in np.unique(pairs[0]):
-                buckets[float(v)] = pairs[1][pairs[0] == v].astype(np.int64)
+        for v, d in _groups(vals, docs):
+            buckets[float(v)] = d
         if min_doc_count == 0:
             for v in np.unique(vs.vals):
                 buckets.setdefault(float(v), np.zeros(0, dtype=np.int64))
@@ -402,13 +399,21 @@ def _terms(agg: Agg, ctx: AggContext, mask: np.ndarray) -> dict:
     buckets = _include_exclude(agg, vs, buckets)
     rows = [(key, len(d), d) for key, d in buckets.items() if len(d) >= min_doc_count]
     order = _parse_order(agg, default=[("_count", False)])
-    rendered = []
-    for key, count, d in rows:
+    by_sub = any(path not in ("_key", "_count") for path, _ in order)
+
+    def subs_of(d: np.ndarray) -> dict:
+        if not agg.subs:
+            return {}
         sub_mask = np.zeros(len(mask), dtype=bool)
         sub_mask[d] = True
-        rendered.append((key, count, _subs(agg, ctx, sub_mask)))
+        return _subs(agg, ctx, sub_mask)
+
+    # sub-aggregations are computed for every bucket only when the order needs them
+    rendered = [(key, count, subs_of(d) if by_sub else d) for key, count, d in rows]
     rendered.sort(key=_order_key(agg, order, vs))
     top, rest = rendered[:size], rendered[size:]
+    if not by_sub:
+        top = [(key, count, subs_of(d)) for key, count, d in top]
     out_buckets = []
     for key, count, subs in top:
         b: dict = {"key": vs.key(key)}
@@ -425,6 +430,19 @@ def _terms(agg: Agg, ctx: AggContext, mask: np.ndarray) -> dict:
         "sum_other_doc_count": int(sum(c for _, c, _ in rest)),
         "buckets": out_buckets,
     }
+
+
+def _groups(keys: np.ndarray, docs: np.ndarray) -> list[tuple[object, np.ndarray]]:
+    """(key, distinct docs holding it) for every key, keys ascending; O(n log n)."""
+    if len(keys) == 0:
+        return []
+    order = np.lexsort((docs, keys))
+    k, d = keys[order], docs[order].astype(np.int64)
+    keep = np.ones(len(k), dtype=bool)
+    keep[1:] = (k[1:] != k[:-1]) | (d[1:] != d[:-1])  # a doc counts once per value
+    k, d = k[keep], d[keep]
+    starts = np.flatnonzero(np.concatenate([[True], k[1:] != k[:-1]]))
+    return [(k[s], part) for s, part in zip(starts, np.split(d, starts[1:]), strict=True)]
 
 
 def _include_exclude(agg: Agg, vs: _Values, buckets: dict) -> dict:
@@ -670,10 +688,8 @@ def _histogram(agg: Agg, ctx: AggContext, mask: np.ndarray) -> dict:
             keep &= keys <= float(hard["max"])
         idx, docs = idx[keep], docs[keep]
     buckets: dict[int, np.ndarray] = {}
-    if len(idx):
-        pairs = np.unique(np.stack([idx, docs.astype(np.int64)]), axis=1)
-        for i in np.unique(pairs[0]):
-            buckets[int(i)] = pairs[1][pairs[0] == i]
+    for i, d in _groups(idx, docs):
+        buckets[int(i)] = d
     if min_doc_count == 0:
         lo = min(buckets) if buckets else None
         hi = max(buckets) if buckets else None
