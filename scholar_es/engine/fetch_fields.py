@@ -96,6 +96,35 @@ def format_date(ms: float, fmt: str | None) -> str | int:
     )
 
 
+def _check_format(name: str, fs, fmt: str | None) -> None:
+    """Keyword and text fields take no ``format`` (DocValueFormat.RAW / TextFieldType#docValueFormat)."""
+    if fmt is not None and fs is not None and fs.type in (KEYWORD, TEXT):
+        raise illegal_argument(f"Field [{name}] of type [{fs.type}] does not support custom formats")
+
+
+def check_source_enabled(mapping, index: str) -> None:
+    """``fields`` reads ``_source``: refused when the mapping disables it (FetchFieldsPhase)."""
+    if not mapping.source_enabled:
+        raise illegal_argument(
+            f"Unable to retrieve the requested [fields] since _source is disabled in the mappings for index [{index}]"
+        )
+
+
+def stored_field_requests(mapping, body: dict) -> list[FieldRequest]:
+    """``stored_fields`` names of fields mapped with ``store: true`` (their values come from ``_source``)."""
+    spec = body.get("stored_fields")
+    names = spec if isinstance(spec, list) else [spec] if isinstance(spec, str) else []
+    out = []
+    for pattern in names:
+        if pattern.startswith("_"):
+            continue
+        for name in _matching(mapping, pattern):
+            fs = mapping.get(name)
+            if fs is not None and fs.raw.get("store") in (True, "true"):
+                out.append(FieldRequest(name, None))
+    return out
+
+
 def _number(fs_type: str, v: float):
     if fs_type in INTEGER_TYPES:
         return int(v)
@@ -146,6 +175,7 @@ def source_fields(mapping, source: dict, requests: list[FieldRequest]) -> dict[s
     for req in requests:
         for name in _matching(mapping, req.pattern):
             fs = mapping.get(name)
+            _check_format(name, fs, req.format)
             values = raw.get(name)
             if values is None and "." in name:  # a multi-field reads its parent's value
                 parent = name.rsplit(".", 1)[0]
@@ -181,6 +211,7 @@ def docvalue_fields(seg, index: str, pos: int, requests: list[FieldRequest]) -> 
             continue  # unmapped: nothing, as Elasticsearch answers
         for name in names:
             fs = seg.mapping.get(name)
+            _check_format(name, fs, req.format)
             if fs.type == TEXT:
                 if any(c in req.pattern for c in "*?"):
                     continue
@@ -198,8 +229,6 @@ def docvalue_fields(seg, index: str, pos: int, requests: list[FieldRequest]) -> 
                 p = col.postings
                 terms = col.terms()
                 vals = sorted(terms[t] for t in p.indices[p.indptr[pos] : p.indptr[pos + 1]])
-                if req.format is not None:
-                    raise unsupported("docvalue_fields format on a keyword field")
             elif fs.is_numeric:
                 col = seg.numeric.get(name)
                 if col is None:
@@ -236,4 +265,12 @@ def check_stored_fields(body: dict) -> tuple[bool, bool]:
     return True, "_source" in names or body.get("_source") not in (None, False)
 
 
-__all__ = ["parse_field_list", "source_fields", "docvalue_fields", "check_stored_fields", "format_date"]
+__all__ = [
+    "parse_field_list",
+    "source_fields",
+    "docvalue_fields",
+    "check_stored_fields",
+    "check_source_enabled",
+    "stored_field_requests",
+    "format_date",
+]

@@ -249,9 +249,16 @@ class SearchRun:
         seg = self.seg
         seqs = [int(seg.seqs[p]) for p in page]
         show_id, show_source = fetch_fields.check_stored_fields(self.body)
+        show_source = show_source and self.handle.mapping.source_enabled  # _source: {enabled: false}
         want_fields = (
             fetch_fields.parse_field_list("fields", self.body["fields"]) if "fields" in self.body else None
         )
+        if want_fields is not None:
+            fetch_fields.check_source_enabled(self.handle.mapping, self.handle.name)
+        stored = fetch_fields.stored_field_requests(self.handle.mapping, self.body)
+        if stored:
+            want_fields = [*(want_fields or []), *stored]
+
         want_dv = (
             fetch_fields.parse_field_list("docvalue_fields", self.body["docvalue_fields"])
             if "docvalue_fields" in self.body
