@@ -502,3 +502,18 @@ def test_size_and_from_messages(genres):
     assert body["error"]["reason"] == "[size] parameter cannot be negative, found [-1]"
     body = _bad(lambda: genres.search(index="music", from_=-2))
     assert body["error"]["reason"] == "[from] parameter cannot be negative but was [-2]"
+
+
+def test_exists_matches_an_empty_text_value(es):
+    # Lucene writes a zero norm for an indexed field without tokens, and TextFieldMapper's exists
+    # query is a FieldExistsQuery on norms: "" and stop-words-only values exist, null and [] do not
+    es.indices.create(index="e", mappings={"properties": {"t": {"type": "text", "analyzer": "english"}}})
+    docs = {"empty": "", "stop": "the", "word": "graph", "null": None, "list": [], "absent": None}
+    for doc_id, value in docs.items():
+        es.index(index="e", id=doc_id, document={} if doc_id == "absent" else {"t": value})
+    es.indices.refresh(index="e")
+    resp = es.search(index="e", query={"exists": {"field": "t"}})
+    assert sorted(h["_id"] for h in resp["hits"]["hits"]) == ["empty", "stop", "word"]
+    es.delete(index="e", id="stop", refresh=True)
+    resp = es.search(index="e", query={"exists": {"field": "t"}})
+    assert sorted(h["_id"] for h in resp["hits"]["hits"]) == ["empty", "word"]
