@@ -517,3 +517,20 @@ def test_exists_matches_an_empty_text_value(es):
     es.delete(index="e", id="stop", refresh=True)
     resp = es.search(index="e", query={"exists": {"field": "t"}})
     assert sorted(h["_id"] for h in resp["hits"]["hits"]) == ["empty", "word"]
+
+
+def test_typed_keys(genres):
+    # typed_keys: "<InternalAggregation#getWriteableName>#<name>" (StringTerms "sterms", LongTerms "lterms")
+    resp = genres.search(
+        index="music",
+        size=0,
+        typed_keys=True,
+        aggs={
+            "g": {"terms": {"field": "genre"}, "aggs": {"y": {"max": {"field": "year"}}}},
+            "years": {"terms": {"field": "year", "size": 1}},
+            "s": {"stats": {"field": "year"}},
+        },
+    )
+    aggs = resp["aggregations"]
+    assert set(aggs) == {"sterms#g", "lterms#years", "stats#s"}
+    assert set(aggs["sterms#g"]["buckets"][0]) == {"key", "doc_count", "max#y"}

@@ -98,11 +98,13 @@ class AggContext:
         parse_query: Callable[[dict], np.ndarray],
         scores: np.ndarray,
         render_hits: Callable[[dict, np.ndarray], dict],
+        typed_keys: bool = False,
     ) -> None:
         self.seg, self.index = seg, index
         self.parse_query = parse_query  # query body -> mask of matching docs
         self.scores = scores
         self.render_hits = render_hits  # (top_hits body, bucket mask) -> {"hits": ...}
+        self.typed_keys = typed_keys  # the typed_keys URL parameter: "sterms#name"
 
 
 # --- parsing ---------------------------------------------------------------------------
@@ -306,7 +308,12 @@ def java_double(v: float) -> str:
 
 
 def run_aggs(aggs: dict[str, Agg], ctx: AggContext, mask: np.ndarray) -> dict:
-    return {name: _run(agg, ctx, mask) for name, agg in aggs.items()}
+    out = {}
+    for name, agg in aggs.items():
+        result = _run(agg, ctx, mask)
+        typed = result.pop("_type", agg.kind)
+        out[f"{typed}#{name}" if ctx.typed_keys else name] = result
+    return out
 
 
 def _run(agg: Agg, ctx: AggContext, mask: np.ndarray) -> dict:
@@ -314,6 +321,16 @@ def _run(agg: Agg, ctx: AggContext, mask: np.ndarray) -> dict:
     if agg.meta is not None:
         out = {"meta": agg.meta, **out}
     return out
+
+
+# ``typed_keys``: the result class's NAME (StringTerms "sterms", LongTerms "lterms", ...)
+_TERMS_TYPE = {
+    "keyword": "sterms",
+    "long": "lterms",
+    "date": "lterms",
+    "boolean": "lterms",
+    "double": "dterms",
+}
 
 
 def _subs(agg: Agg, ctx: AggContext, mask: np.ndarray) -> dict:
@@ -426,6 +443,7 @@ def _terms(agg: Agg, ctx: AggContext, mask: np.ndarray) -> dict:
         b.update(subs)
         out_buckets.append(b)
     return {
+        "_type": _TERMS_TYPE.get(vs.kind, "umterms"),
         "doc_count_error_upper_bound": 0,
         "sum_other_doc_count": int(sum(c for _, c, _ in rest)),
         "buckets": out_buckets,

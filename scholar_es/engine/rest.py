@@ -444,7 +444,7 @@ def _search_params(params: dict, body: dict) -> dict:
     return body
 
 
-def search_one(engine, index: str, body: dict) -> dict:
+def search_one(engine, index: str, body: dict, typed_keys: bool = False) -> dict:
     names = engine.resolve(index)
     if not names:  # a wildcard that matched nothing: an empty answer, as Elasticsearch gives
         return {
@@ -458,13 +458,13 @@ def search_one(engine, index: str, body: dict) -> dict:
             f"searching several indices at once ({', '.join(names)}) is not supported by the "
             "embedded engine; search one index or alias at a time"
         )
-    return SearchRun(engine.handle(names[0]), body).run()
+    return SearchRun(engine.handle(names[0]), body, typed_keys=typed_keys).run()
 
 
 @route("GET|POST", "/{index}/_search")
 def search(engine, params, body, index):
     body = rest_params.prepare(params, _search_params(params, body))
-    return 200, rest_params.shape(params, search_one(engine, index, body))
+    return 200, rest_params.shape(params, search_one(engine, index, body, rest_params.typed_keys(params)))
 
 
 @route("GET|POST", "/_search")
@@ -505,7 +505,9 @@ def msearch(engine, params, body, index=None):
         try:
             if target is None:
                 raise illegal_argument("Validation Failed: 1: no index specified;")
-            resp = search_one(engine, target, rest_params.prepare(params, sbody or {}))
+            resp = search_one(
+                engine, target, rest_params.prepare(params, sbody or {}), rest_params.typed_keys(params)
+            )
             resp["status"] = 200
         except EsError as e:
             resp = {**e.to_body()}

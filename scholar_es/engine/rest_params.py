@@ -5,6 +5,8 @@
   ``track_total_hits`` is refused (``RestSearchAction.parseSearchRequest``); ``-1`` when tracking is off.
 * ``search_type``: ``query_then_fetch`` or ``dfs_query_then_fetch`` (the same scores on one
   shard); anything else is ``No search type for [x]`` (``SearchType.fromString``).
+* ``typed_keys``: aggregation names prefixed with their result type, as clients that decode
+  aggregations by type ask for them (``sterms#genres``).
 * ``_msearch`` header lines accept Elasticsearch's metadata keys only
   (``MultiSearchRequest.readMultiLineFormat``).
 """
@@ -31,6 +33,11 @@ MSEARCH_HEADER_KEYS = {
 
 def _true(v) -> bool:
     return v is not None and str(v).lower() in ("", "true")
+
+
+def typed_keys(params: dict) -> bool:
+    """``typed_keys=true``: aggregation names prefixed with their result type (``sterms#genres``)."""
+    return _true(params.get("typed_keys"))
 
 
 def check_search_type(value) -> None:

@@ -104,9 +104,10 @@ def validate_body(body: dict) -> None:
 class SearchRun:
     """One search on one index's segment; keeps the nodes for explain."""
 
-    def __init__(self, handle, body: dict) -> None:
+    def __init__(self, handle, body: dict, typed_keys: bool = False) -> None:
         validate_body(body)
         self.handle, self.body = handle, body
+        self.typed_keys = typed_keys  # the typed_keys URL parameter (aggregation names)
         self.size = _int(body, "size", 10)
         self.from_ = _int(body, "from", 0)
         if self.size < 0 or self.from_ < 0:
@@ -240,7 +241,12 @@ class SearchRun:
             }
 
         ctx = aggregations.AggContext(
-            self.seg, self.handle.name, lambda q: self.parser.parse(q).run(self.ctx)[0], scores, top_hits
+            self.seg,
+            self.handle.name,
+            lambda q: self.parser.parse(q).run(self.ctx)[0],
+            scores,
+            top_hits,
+            typed_keys=self.typed_keys,
         )
         return aggregations.run_aggs(tree, ctx, mask)
 
