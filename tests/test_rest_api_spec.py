@@ -86,6 +86,9 @@ OMITTED: dict[str, dict[str, str]] = {
     },
     "search.vectors.150_knn_search_missing_params": {},
     "rrf.320_rrf_weighted_retriever": {},
+    "rrf.700_rrf_retriever_aggs": {
+        "rrf retriever with aggs - scripted metric using score": "aggregation scripts are refused",
+    },
     "linear.10_linear_retriever_normalizers": {
         "Linear retriever with top-level L2 normalization": "expects the WIP semantics of that commit "
         "(normalizing the fused scores); replaced by the documented default-normalizer semantics",

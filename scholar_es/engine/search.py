@@ -156,10 +156,15 @@ class SearchRun:
         start = time.perf_counter()
         body = self.body
         if "retriever" in body:
-            if "aggs" in body or "aggregations" in body:
-                raise unsupported("aggregations with a retriever", "send the aggregations with a query")
+            self._leaf_masks: list[np.ndarray] = []
             ranked, scores, total = self.retrieve(body["retriever"], window=None, top=True)
             self.nodes = []
+            # aggregations see every document a leaf retriever matched (its query with the pushed-down
+            # filters; a knn leg's top k), not only the fused top window (rrf/700_rrf_retriever_aggs)
+            leaves = (
+                np.logical_or.reduce(self._leaf_masks) if self._leaf_masks else np.zeros(self.ctx.n, bool)
+            )
+            self.aggregations = self.aggregate(leaves, scores)
             page = ranked[self.from_ : self.from_ + self.size]
             hits = self.render(page, scores, sort_values=None)
             max_score = float(scores[ranked[0]]) if len(ranked) else None
@@ -309,6 +314,11 @@ class SearchRun:
             hits.append(hit)
         return hits
 
+    def _note_leaf(self, mask: np.ndarray) -> None:
+        leaves = getattr(self, "_leaf_masks", None)
+        if leaves is not None:
+            leaves.append(mask)
+
     def _highlight_terms(self):
         """highlight options -> the query terms to mark (``highlight_query`` or the search's query)."""
         cache: dict[str, highlight._Terms] = {}
@@ -418,6 +428,7 @@ class SearchRun:
                 mask = mask & (scores >= float(p["min_score"]))
             scores = np.where(mask, scores.astype(np.float32).astype(np.float64), 0.0)
             cand = np.flatnonzero(mask)
+            self._note_leaf(mask)
             return order_by_score(cand, scores, window), scores, len(cand)
         if kind == "knn":
             allowed = {
@@ -441,6 +452,7 @@ class SearchRun:
             node = parse_knn(self.parser, p)
             mask, scores = node.run(self.ctx)
             cand = np.flatnonzero(mask)
+            self._note_leaf(mask)
             return order_by_score(cand, scores, window), scores, len(cand)
         return fusion.fuse(
             kind,
