@@ -6,7 +6,8 @@ path and commit it was adapted from. The expected values are the ones Elasticsea
 tests assert. The runner follows elasticsearch-py's ``test_rest_api_spec.py``: every test
 gets a fresh engine, runs ``setup``, its steps and ``teardown``; ``do`` calls the client API
 of that name (``indices.create``, ``bulk``, ``search``...) through the official client, and
-``match``/``length``/``is_true``/``is_false``/``gt``/``gte``/``lt``/``lte``/``set`` check
+``match``/``length``/``is_true``/``is_false``/``exists``/``not_exists``/``gt``/``gte``/``lt``/
+``lte``/``close_to``/``contains``/``set`` check
 the response. ``catch`` expects an error (``bad_request``, ``missing``, ``request`` or a
 ``/regex/`` over the error body).
 
@@ -86,6 +87,7 @@ OMITTED: dict[str, dict[str, str]] = {
     },
     "search.vectors.150_knn_search_missing_params": {},
     "rrf.320_rrf_weighted_retriever": {},
+    "rrf.1000_rrf_retriever_highlighting": {},
     "rrf.700_rrf_retriever_aggs": {
         "rrf retriever with aggs - scripted metric using score": "aggregation scripts are refused",
     },
@@ -262,6 +264,12 @@ class Runner:
         assert actual not in (None, False, "", 0, "false") and actual != [] and actual != {}, (
             f"{path} is {actual!r}"
         )
+
+    def step_exists(self, path: str) -> None:
+        assert self.lookup(path) is not None, f"{path} does not exist"
+
+    def step_not_exists(self, path: str) -> None:
+        assert self.lookup(path) is None, f"{path} exists: {self.lookup(path)!r}"
 
     def step_is_false(self, path: str) -> None:
         actual = self.lookup(path)
