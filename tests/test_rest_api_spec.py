@@ -7,12 +7,12 @@ tests assert. The runner follows elasticsearch-py's ``test_rest_api_spec.py``: e
 gets a fresh engine, runs ``setup``, its steps and ``teardown``; ``do`` calls the client API
 of that name (``indices.create``, ``bulk``, ``search``...) through the official client, and
 ``match``/``length``/``is_true``/``is_false``/``exists``/``not_exists``/``gt``/``gte``/``lt``/
-``lte``/``close_to``/``contains``/``set`` check
-the response. ``catch`` expects an error (``bad_request``, ``missing``, ``request`` or a
-``/regex/`` over the error body).
+``lte``/``close_to``/``contains``/``set`` check the response. ``catch`` expects an error
+(``bad_request``, ``missing``, ``request`` or a ``/regex/`` over the error body).
 
-What is skipped, and why, is listed in ``SKIP`` (test level) and ``UNSUPPORTED_FEATURES``
-(``skip.features`` / ``requires.test_runner_features`` the runner does not implement).
+What is left out, and why: ``OMITTED`` (upstream tests not ported, per file), ``SKIP`` (ported
+tests skipped here), and tests whose ``skip.features`` / ``requires.test_runner_features`` name a
+runner feature outside ``SUPPORTED_FEATURES`` are skipped with that reason.
 """
 
 from __future__ import annotations
@@ -102,7 +102,6 @@ OMITTED: dict[str, dict[str, str]] = {
 
 # Runner features the ported tests may ask for; tests asking for others are skipped.
 SUPPORTED_FEATURES = {"allowed_warnings", "warnings", "close_to", "contains", "headers"}
-UNSUPPORTED_FEATURES: dict[str, str] = {}
 
 CATCH_STATUS = {
     "bad_request": 400,
