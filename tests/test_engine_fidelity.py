@@ -534,3 +534,42 @@ def test_typed_keys(genres):
     aggs = resp["aggregations"]
     assert set(aggs) == {"sterms#g", "lterms#years", "stats#s"}
     assert set(aggs["sterms#g"]["buckets"][0]) == {"key", "doc_count", "max#y"}
+
+
+def test_terms_fast_path_agrees_with_the_general_path(es):
+    # the vectorized path (plain _count/_key orders) and the general one (taken when include is
+    # set) must give the same buckets, sum_other_doc_count included, on multi-valued data
+    import random
+
+    rng = random.Random(7)
+    es.indices.create(
+        index="r", mappings={"properties": {"k": {"type": "keyword"}, "n": {"type": "integer"}}}
+    )
+    ops = []
+    for i in range(300):
+        ks = [rng.choice("abcdefghijklmnopqrstuvwxyzäé") for _ in range(rng.randint(0, 3))]
+        ops += [
+            {"index": {"_id": str(i)}},
+            {"k": ks, "n": [rng.randint(0, 40) for _ in range(rng.randint(0, 2))]},
+        ]
+    es.bulk(index="r", operations=ops, refresh=True)
+    all_n = list(range(41))
+    for order in (
+        None,
+        {"_count": "asc"},
+        {"_key": "asc"},
+        {"_key": "desc"},
+        [{"_count": "desc"}, {"_key": "desc"}],
+    ):
+        for size in (1, 5, 50):
+            base = {"size": size, **({"order": order} if order else {})}
+            fast = es.search(index="r", size=0, aggs={"a": {"terms": {"field": "k", **base}}})
+            slow = es.search(
+                index="r", size=0, aggs={"a": {"terms": {"field": "k", "include": ".*", **base}}}
+            )
+            assert fast["aggregations"] == slow["aggregations"], (order, size)
+            fast = es.search(index="r", size=0, aggs={"a": {"terms": {"field": "n", **base}}})
+            slow = es.search(
+                index="r", size=0, aggs={"a": {"terms": {"field": "n", "include": all_n, **base}}}
+            )
+            assert fast["aggregations"] == slow["aggregations"], (order, size)

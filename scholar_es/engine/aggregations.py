@@ -384,6 +384,15 @@ def _terms(agg: Agg, ctx: AggContext, mask: np.ndarray) -> dict:
         raise unsupported("terms.format")
     vs = _Values(ctx, agg)
     docs, vals = vs.in_mask(mask)
+    order = _parse_order(agg, default=[("_count", False)])
+    simple = (
+        min_doc_count >= 1
+        and all(k not in agg.params for k in ("missing", "include", "exclude"))
+        and all(path in ("_key", "_count") for path, _ in order)
+        and (vs.kind == "keyword" or vs.numeric)
+    )
+    if simple:
+        return _terms_vectorized(agg, ctx, mask, vs, docs, vals, size, min_doc_count, order)
     # (key value, doc positions) per bucket; a doc counts once per distinct value
     buckets: dict = {}
     if vs.kind == "keyword":
@@ -415,7 +424,6 @@ def _terms(agg: Agg, ctx: AggContext, mask: np.ndarray) -> dict:
             buckets[key] = np.union1d(have, miss)
     buckets = _include_exclude(agg, vs, buckets)
     rows = [(key, len(d), d) for key, d in buckets.items() if len(d) >= min_doc_count]
-    order = _parse_order(agg, default=[("_count", False)])
     by_sub = any(path not in ("_key", "_count") for path, _ in order)
 
     def subs_of(d: np.ndarray) -> dict:
@@ -431,6 +439,10 @@ def _terms(agg: Agg, ctx: AggContext, mask: np.ndarray) -> dict:
     top, rest = rendered[:size], rendered[size:]
     if not by_sub:
         top = [(key, count, subs_of(d)) for key, count, d in top]
+    return _terms_result(agg, vs, top, int(sum(c for _, c, _ in rest)))
+
+
+def _terms_result(agg: Agg, vs: _Values, top: list, other: int) -> dict:
     out_buckets = []
     for key, count, subs in top:
         b: dict = {"key": vs.key(key)}
@@ -445,22 +457,63 @@ def _terms(agg: Agg, ctx: AggContext, mask: np.ndarray) -> dict:
     return {
         "_type": _TERMS_TYPE.get(vs.kind, "umterms"),
         "doc_count_error_upper_bound": 0,
-        "sum_other_doc_count": int(sum(c for _, c, _ in rest)),
+        "sum_other_doc_count": other,
         "buckets": out_buckets,
     }
 
 
-def _groups(keys: np.ndarray, docs: np.ndarray) -> list[tuple[object, np.ndarray]]:
-    """(key, distinct docs holding it) for every key, keys ascending; O(n log n)."""
+def _terms_vectorized(agg, ctx, mask, vs: _Values, docs, vals, size: int, min_doc_count: int, order) -> dict:
+    """The common ``terms`` request (order by ``_count``/``_key``, no missing/include/exclude):
+    counts and the bucket order in numpy, buckets built only for the ``size`` returned."""
+    keys, starts, d = _grouped(vals, docs)
+    counts = np.diff(np.append(starts, len(d)))
+    if vs.kind == "keyword":
+        terms = np.array(vs.terms, dtype=str) if vs.terms else np.zeros(0, dtype=str)
+        rank = np.empty(len(terms), dtype=np.int64)
+        rank[np.argsort(terms, kind="stable")] = np.arange(len(terms))  # code-point = UTF-8 byte order
+        key_rank = rank[keys.astype(np.int64)] if len(keys) else keys.astype(np.int64)
+    else:
+        key_rank = np.arange(len(keys))  # numeric keys come out ascending
+    sort_keys = []
+    for path, asc in reversed(order):  # np.lexsort: the last key is the primary one
+        v = key_rank if path == "_key" else counts
+        sort_keys.append(v if asc else -v)
+    keep = counts >= min_doc_count
+    idx = np.flatnonzero(keep)
+    ranked = idx[np.lexsort([k[idx] for k in sort_keys])] if len(idx) else idx
+    top, other = ranked[:size], int(counts[ranked[size:]].sum())
+    rows = []
+    for j in top:
+        bucket_docs = d[starts[j] : starts[j] + counts[j]]
+        if agg.subs:
+            sub_mask = np.zeros(len(mask), dtype=bool)
+            sub_mask[bucket_docs] = True
+            subs = _subs(agg, ctx, sub_mask)
+        else:
+            subs = {}
+        key = vs.terms[int(keys[j])] if vs.kind == "keyword" else float(keys[j])
+        rows.append((key, int(counts[j]), subs))
+    return _terms_result(agg, vs, rows, other)
+
+
+def _grouped(keys: np.ndarray, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(distinct keys ascending, start of each key's run, docs grouped by key): a doc counts once
+    per value; O(n log n)."""
     if len(keys) == 0:
-        return []
+        return keys[:0], np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     order = np.lexsort((docs, keys))
     k, d = keys[order], docs[order].astype(np.int64)
     keep = np.ones(len(k), dtype=bool)
-    keep[1:] = (k[1:] != k[:-1]) | (d[1:] != d[:-1])  # a doc counts once per value
+    keep[1:] = (k[1:] != k[:-1]) | (d[1:] != d[:-1])
     k, d = k[keep], d[keep]
     starts = np.flatnonzero(np.concatenate([[True], k[1:] != k[:-1]]))
-    return [(k[s], part) for s, part in zip(starts, np.split(d, starts[1:]), strict=True)]
+    return k[starts], starts, d
+
+
+def _groups(keys: np.ndarray, docs: np.ndarray) -> list[tuple[object, np.ndarray]]:
+    """(key, distinct docs holding it) for every key, keys ascending."""
+    k, starts, d = _grouped(keys, docs)
+    return list(zip(k, np.split(d, starts[1:]), strict=True)) if len(k) else []
 
 
 def _include_exclude(agg: Agg, vs: _Values, buckets: dict) -> dict:
