@@ -23,7 +23,6 @@ Sources for the numbers and their order:
 
 from __future__ import annotations
 
-import datetime as _dt
 import math
 import re
 from collections.abc import Callable
@@ -32,6 +31,7 @@ from decimal import Decimal
 import numpy as np
 
 from scholar_es.engine.errors import EsError, illegal_argument, parsing_error, unsupported
+from scholar_es.engine.fetch_fields import format_date as _format_date
 from scholar_es.engine.mapping import INTEGER_TYPES, KEYWORD, TEXT, parse_date
 
 BUCKET_TYPES = ("terms", "histogram", "range", "filter", "filters")
@@ -286,9 +286,8 @@ def _java_scalar(v) -> str:
 
 
 def format_date(ms: float) -> str:
-    """``strict_date_optional_time`` output, as Elasticsearch renders dates (UTC, millis)."""
-    d = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc) + _dt.timedelta(milliseconds=int(ms))
-    return d.strftime("%Y-%m-%dT%H:%M:%S.") + f"{d.microsecond // 1000:03d}Z"
+    """A date key as Elasticsearch renders it (``strict_date_optional_time``, UTC, millis)."""
+    return str(_format_date(ms, None))
 
 
 def java_double(v: float) -> str:
