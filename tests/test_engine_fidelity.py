@@ -573,3 +573,15 @@ def test_terms_fast_path_agrees_with_the_general_path(es):
                 index="r", size=0, aggs={"a": {"terms": {"field": "n", "include": all_n, **base}}}
             )
             assert fast["aggregations"] == slow["aggregations"], (order, size)
+
+
+def test_collapse_keeps_requested_fields(genres):
+    resp = genres.search(
+        index="music",
+        query={"match_all": {}},
+        collapse={"field": "genre"},
+        fields=["year"],
+        size=1,
+        source=False,
+    )
+    assert resp["hits"]["hits"][0]["fields"] == {"year": [2000], "genre": ["electronic"]}

@@ -699,6 +699,8 @@ def _cardinality(agg: Agg, ctx: AggContext, mask: np.ndarray) -> dict:
 
 def _top_hits(agg: Agg, ctx: AggContext, mask: np.ndarray) -> dict:
     _check_keys(agg, {"size", "from", "sort", "_source", "track_scores", "version", "explain"})
+    if agg.params.get("explain"):
+        raise unsupported("top_hits.explain")
     size, from_ = _int_param(agg, "size", 3), _int_param(agg, "from", 0)
     if size < 0 or from_ < 0:
         raise illegal_argument(f"[{'size' if size < 0 else 'from'}] parameter cannot be negative")

@@ -373,7 +373,9 @@ class SearchRun:
         inner = spec.get("inner_hits")
         inner_specs = inner if isinstance(inner, list) else ([inner] if inner else [])
         for hit, p in zip(hits, page, strict=True):
-            hit["fields"] = {field: [values[p]]} if values[p] is not None else {}
+            fields = hit.setdefault("fields", {})  # beside what `fields`/`docvalue_fields` asked for
+            if values[p] is not None:
+                fields[field] = [values[p]]
             if not inner_specs:
                 continue
             group = np.flatnonzero(mask & _equals(values, values[p]))
