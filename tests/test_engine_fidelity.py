@@ -585,3 +585,17 @@ def test_collapse_keeps_requested_fields(genres):
         source=False,
     )
     assert resp["hits"]["hits"][0]["fields"] == {"year": [2000], "genre": ["electronic"]}
+
+
+def test_float_fields_aggregate_their_doc_values(es):
+    # a float field's doc values hold the float32 value: 1.1f is 1.100000023841858 as a double
+    es.indices.create(index="f", mappings={"properties": {"f": {"type": "float"}, "d": {"type": "double"}}})
+    es.index(index="f", id="1", document={"f": 1.1, "d": 1.1}, refresh=True)
+    aggs = es.search(
+        index="f",
+        size=0,
+        aggs={"f": {"terms": {"field": "f"}}, "d": {"terms": {"field": "d"}}, "m": {"max": {"field": "f"}}},
+    )["aggregations"]
+    assert aggs["f"]["buckets"][0]["key"] == 1.100000023841858
+    assert aggs["d"]["buckets"][0]["key"] == 1.1
+    assert aggs["m"]["value"] == 1.100000023841858

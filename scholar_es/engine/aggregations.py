@@ -31,6 +31,7 @@ from decimal import Decimal
 import numpy as np
 
 from scholar_es.engine.errors import EsError, illegal_argument, parsing_error, unsupported
+from scholar_es.engine.fetch_fields import doc_value
 from scholar_es.engine.fetch_fields import format_date as _format_date
 from scholar_es.engine.mapping import INTEGER_TYPES, KEYWORD, TEXT, parse_date
 
@@ -230,7 +231,7 @@ class _Values:
             )
             col = seg.numeric.get(field)
             if col is not None:
-                self.docs, self.vals = col.doc, col.values
+                self.docs, self.vals = col.doc, doc_value(fs, col.values)
             return
         raise illegal_argument(
             f"Field [{field}] of type [{fs.type}] is not supported for aggregation [{agg.kind}]"

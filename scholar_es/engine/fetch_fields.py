@@ -125,6 +125,19 @@ def stored_field_requests(mapping, body: dict) -> list[FieldRequest]:
     return out
 
 
+def doc_value(fs, values: np.ndarray) -> np.ndarray:
+    """Numbers as the field's doc values hold them: float and half_float rounded to their width,
+    scaled_float to a multiple of 1/scaling_factor (what aggregations see on a cluster)."""
+    if fs.type == "float":
+        return values.astype(np.float32).astype(np.float64)
+    if fs.type == "half_float":
+        return values.astype(np.float16).astype(np.float64)
+    if fs.type == "scaled_float":
+        factor = float(fs.raw.get("scaling_factor", 1.0))
+        return np.round(values * factor) / factor
+    return values
+
+
 def _number(fs_type: str, v: float):
     if fs_type in INTEGER_TYPES:
         return int(v)
@@ -233,7 +246,7 @@ def docvalue_fields(seg, index: str, pos: int, requests: list[FieldRequest]) -> 
                 col = seg.numeric.get(name)
                 if col is None:
                     continue
-                raw = np.sort(col.values[col.doc == pos])
+                raw = np.sort(doc_value(fs, col.values[col.doc == pos]))
                 vals = [_render(fs, float(v), req.format, docvalue=True) for v in raw]
             elif fs.type == VECTOR:
                 raise EsError(
@@ -273,4 +286,5 @@ __all__ = [
     "check_source_enabled",
     "stored_field_requests",
     "format_date",
+    "doc_value",
 ]
