@@ -599,3 +599,17 @@ def test_float_fields_aggregate_their_doc_values(es):
     assert aggs["f"]["buckets"][0]["key"] == 1.100000023841858
     assert aggs["d"]["buckets"][0]["key"] == 1.1
     assert aggs["m"]["value"] == 1.100000023841858
+
+
+def test_highlight_matches_in_one_passage_share_one_fragment(papers):
+    papers.index(
+        index="p", id="2", document={"body": "Attention helps. So does attention. Done."}, refresh=True
+    )
+    resp = papers.search(
+        index="p",
+        query={"ids": {"values": ["2"]}},
+        highlight={"fields": {"body": {}}, "highlight_query": {"match": {"body": "attention"}}},
+    )
+    assert resp["hits"]["hits"][0]["highlight"] == {
+        "body": ["<em>Attention</em> helps. So does <em>attention</em>. Done."]
+    }

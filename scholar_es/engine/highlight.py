@@ -333,10 +333,14 @@ def highlight_value(fs, analysis, text: str, match: Matcher, opts: dict) -> list
         return [((0, 0, 0), _render(text, 0, len(text), hits, pre, post, encode))]
     size = opts.get("fragment_size", 100)
     sentences = _sentences(text)
+    # matches in text order: one inside the current passage joins it, the next one opens a new
+    # passage at its own sentence (as the highlighter walks matches through the break iterator)
     passages: dict[tuple[int, int], list] = {}
-    for s, e, t in spans:
-        key = _passage(text, sentences, s, size)
-        passages.setdefault(key, []).append((s, e, t))
+    current: tuple[int, int] | None = None
+    for s, e, t in sorted(spans):
+        if current is None or s >= current[1]:
+            current = _passage(text, sentences, s, size)
+        passages.setdefault(current, []).append((s, e, t))
     out = []
     for (ps, pe), inside in passages.items():
         rank = (-len({t for _, _, t in inside}), -len(inside), ps)
