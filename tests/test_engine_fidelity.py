@@ -613,3 +613,29 @@ def test_highlight_matches_in_one_passage_share_one_fragment(papers):
     assert resp["hits"]["hits"][0]["highlight"] == {
         "body": ["<em>Attention</em> helps. So does <em>attention</em>. Done."]
     }
+
+
+@pytest.mark.parametrize(
+    "aggs",
+    [
+        {"a": {"terms": {"field": 5}}},
+        {"a": {"terms": "x"}},
+        {"a": {"histogram": {"field": "year", "interval": "abc"}}},
+        {"a": {"range": {"field": "year", "ranges": [{"from": "x"}]}}},
+        {"a": {"filters": {"filters": 5}}},
+        {"a": {"top_hits": {"size": "x"}}},
+        {"a": {"terms": {"field": "genre", "order": "desc"}}},
+        {"a": {"terms": {"field": "genre", "order": {"_count": "sideways"}}}},
+        {"a": {"terms": {"field": "genre", "include": 5}}},
+        {"a": {"terms": {"field": "genre", "include": "[invalid"}}},
+        {"a": {"terms": {"field": "genre", "include": "a&b"}}},  # Lucene-only operator: refused
+        {"a": {"filter": 5}},
+        {"a": {"terms": {"field": "genre", "size": 1e400}}},
+        {"a": {"histogram": {"field": "year", "interval": 10, "extended_bounds": {"min": "x"}}}},
+        {"a": {"terms": {"field": "genre", "order": {"missing_agg": "asc"}}}},
+    ],
+)
+def test_bad_aggregations_are_clear_400s(genres, aggs):
+    body = _bad(lambda: genres.search(index="music", size=0, aggs=aggs))
+    assert body["status"] == 400 and body["error"]["reason"]
+    assert "Error" not in body["error"]["reason"]  # no Python exception names leak

@@ -180,6 +180,10 @@ class _Values:
 
     def __init__(self, ctx: AggContext, agg: Agg, numeric_only: bool = False) -> None:
         field = agg.params.get("field")
+        if field is not None and not isinstance(field, str):
+            raise parsing_error(
+                f"[{agg.kind}] failed to parse field [field]: expected a string, got [{field}]"
+            )
         if not isinstance(field, str):
             if "script" in agg.params:
                 raise unsupported(f"{agg.kind}.script", "aggregate on a field")
@@ -252,14 +256,23 @@ class _Values:
 
     def parse_value(self, v):
         """A request value (``missing``, ranges) in this field's value space."""
-        if self.kind == "date":
-            return parse_date(v)
-        if self.kind == "boolean":
-            if isinstance(v, bool):
-                return 1.0 if v else 0.0
-            return 1.0 if str(v) == "true" else 0.0
-        if self.kind in ("long", "double"):
-            return float(v)
+        try:
+            if self.kind == "date":
+                return parse_date(v)
+            if self.kind == "boolean":
+                if isinstance(v, bool):
+                    return 1.0 if v else 0.0
+                if str(v) not in ("true", "false"):
+                    raise ValueError(v)
+                return 1.0 if str(v) == "true" else 0.0
+            if self.kind in ("long", "double"):
+                if isinstance(v, (dict, list)):
+                    raise ValueError(v)
+                return float(v)
+        except (TypeError, ValueError, OverflowError):
+            raise illegal_argument(
+                f"failed to parse [{v}] as a value of field [{self.field}] of type [{self.fs.type if self.fs else self.kind}]"
+            ) from None
         if self.kind == "unmapped":
             return v
         return v if isinstance(v, str) else _java_scalar(v)
@@ -337,13 +350,25 @@ def _subs(agg: Agg, ctx: AggContext, mask: np.ndarray) -> dict:
     return run_aggs(agg.subs, ctx, mask) if agg.subs else {}
 
 
+def _num(agg: Agg, v) -> float:
+    """A number inside an aggregation's parameters (bounds, offsets)."""
+    try:
+        if isinstance(v, (bool, dict, list)):
+            raise ValueError(v)
+        return float(v)
+    except (TypeError, ValueError):
+        raise EsError(
+            400, "x_content_parse_exception", f"[{agg.kind}] [{agg.name}] expected a number, got [{v}]"
+        ) from None
+
+
 def _int_param(agg: Agg, key: str, default: int) -> int:
     v = agg.params.get(key, default)
     if isinstance(v, bool) or not isinstance(v, (int, float, str)):
         raise EsError(400, "x_content_parse_exception", f"[{agg.kind}] failed to parse field [{key}]")
     try:
         return int(v)
-    except ValueError:
+    except (ValueError, OverflowError):
         raise EsError(
             400, "x_content_parse_exception", f"[{agg.kind}] failed to parse field [{key}]"
         ) from None
@@ -535,15 +560,37 @@ def _include_exclude(agg: Agg, vs: _Values, buckets: dict) -> dict:
                     "settings as they can only be applied to string fields. Use an array of values for "
                     "include/exclude clauses",
                 )
-            rx = re.compile(spec)
+            rx = _lucene_regexp(agg, spec)
             return lambda k: rx.fullmatch(str(k)) is not None
-        values = {vs.parse_value(v) for v in (spec if isinstance(spec, list) else [spec])}
+        if not isinstance(spec, list) or any(isinstance(v, (dict, list)) for v in spec):
+            raise parsing_error(
+                f"[{agg.name}] include/exclude must be a string (regular expression) or an array"
+            )
+        values = {vs.parse_value(v) for v in spec}
         return lambda k: k in values
 
     m_inc, m_exc = matcher(inc), matcher(exc)
     return {
         k: d for k, d in buckets.items() if (m_inc is None or m_inc(k)) and (m_exc is None or not m_exc(k))
     }
+
+
+# Characters whose meaning differs between Lucene's RegExp (ALL flags: @ & ~ < > # " operators,
+# backslash escapes any char, implicit anchoring) and Python's re: refused rather than guessed.
+_LUCENE_ONLY = set('@&~<>#"\\^$')
+
+
+def _lucene_regexp(agg: Agg, spec: str) -> re.Pattern:
+    bad = sorted(set(spec) & _LUCENE_ONLY)
+    if bad:
+        raise unsupported(
+            f"terms include/exclude regular expression with [{''.join(bad)}]",
+            "use an array of values, or a pattern of literals, ., *, +, ?, |, (), [] and {}",
+        )
+    try:
+        return re.compile(spec)
+    except re.error as e:
+        raise illegal_argument(f"invalid regular expression [{spec}] in [{agg.name}]: {e}") from None
 
 
 def _parse_order(agg: Agg, default: list[tuple[str, bool]]) -> list[tuple[str, bool]]:
@@ -738,7 +785,7 @@ def _histogram(agg: Agg, ctx: AggContext, mask: np.ndarray) -> dict:
         interval = 0.0
     if not interval > 0:
         raise illegal_argument(f"[interval] must be >0 for histogram aggregation [{agg.name}]")
-    offset = float(agg.params.get("offset", 0))
+    offset = _num(agg, agg.params.get("offset", 0))
     min_doc_count = _int_param(agg, "min_doc_count", 0)
     if min_doc_count < 0:
         raise illegal_argument(
@@ -756,9 +803,9 @@ def _histogram(agg: Agg, ctx: AggContext, mask: np.ndarray) -> dict:
         keep = np.ones(len(idx), dtype=bool)
         # DoubleBounds#contain on the rounded key
         if hard.get("min") is not None:
-            keep &= keys >= float(hard["min"])
+            keep &= keys >= _num(agg, hard["min"])
         if hard.get("max") is not None:
-            keep &= keys <= float(hard["max"])
+            keep &= keys <= _num(agg, hard["max"])
         idx, docs = idx[keep], docs[keep]
     buckets: dict[int, np.ndarray] = {}
     for i, d in _groups(idx, docs):
@@ -768,15 +815,15 @@ def _histogram(agg: Agg, ctx: AggContext, mask: np.ndarray) -> dict:
         hi = max(buckets) if buckets else None
         ext = agg.params.get("extended_bounds") or {}
         if ext.get("min") is not None:
-            e = index_of(float(ext["min"]))
+            e = index_of(_num(agg, ext["min"]))
             lo = e if lo is None else min(lo, e)
         if ext.get("max") is not None:
-            e = index_of(float(ext["max"]))
+            e = index_of(_num(agg, ext["max"]))
             hi = e if hi is None else max(hi, e)
         if hard.get("min") is not None and lo is not None:
-            lo = max(lo, math.ceil((float(hard["min"]) - offset) / interval))
+            lo = max(lo, math.ceil((_num(agg, hard["min"]) - offset) / interval))
         if hard.get("max") is not None and hi is not None:
-            hi = min(hi, index_of(float(hard["max"])))
+            hi = min(hi, index_of(_num(agg, hard["max"])))
         if lo is not None and hi is not None:
             if hi - lo >= 65_536:  # search.max_buckets
                 raise EsError(

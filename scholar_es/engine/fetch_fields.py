@@ -266,6 +266,10 @@ def check_stored_fields(body: dict) -> tuple[bool, bool]:
     spec = body.get("stored_fields")
     if spec is None:
         return True, body.get("_source", True) is not False
+    if not isinstance(spec, (str, list)) or (
+        isinstance(spec, list) and not all(isinstance(n, str) for n in spec)
+    ):
+        raise parsing_error("[stored_fields] expects a field name or an array of field names")
     names = spec if isinstance(spec, list) else [spec]
     if "_none_" in names:
         if len(names) > 1:

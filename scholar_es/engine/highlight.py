@@ -120,6 +120,8 @@ def parse_highlight(spec) -> dict:
         for key in merged:
             if key not in _SUPPORTED_OPTIONS:
                 raise unsupported(f"highlight.{key}")
+        if "highlight_query" in merged and not isinstance(merged["highlight_query"], dict):
+            raise parsing_error("[highlight] [highlight_query] must be a query object")
         if merged.get("type", "unified") != "unified":
             raise unsupported(f"highlight type {merged['type']}", "use the default unified highlighter")
         if merged.get("boundary_scanner", "sentence") != "sentence":
