@@ -196,8 +196,8 @@ def source_fields(mapping, source: dict, requests: list[FieldRequest]) -> dict[s
                     values = raw.get(parent)
             if not values or fs.type == "object":
                 continue
-            if fs.type == VECTOR:
-                out[name] = values
+            if fs.type == VECTOR:  # the vector's values, as floats (DenseVectorFieldMapper value fetcher)
+                out[name] = [float(np.float32(v)) for v in values if isinstance(v, (int, float))]
                 continue
             vals = []
             for v in values:
