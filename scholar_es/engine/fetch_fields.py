@@ -197,7 +197,7 @@ def source_fields(mapping, source: dict, requests: list[FieldRequest]) -> dict[s
             if not values or fs.type == "object":
                 continue
             if fs.type == VECTOR:  # the vector's values, as floats (DenseVectorFieldMapper value fetcher)
-                out[name] = [float(np.float32(v)) for v in values if isinstance(v, (int, float))]
+                out[name] = [float(v) for v in values if isinstance(v, (int, float))]
                 continue
             vals = []
             for v in values:
