@@ -73,11 +73,20 @@ def _warn_plain_http(target: str, what: str) -> None:
         )
 
 
+def _empty_dir(path: Path) -> bool:
+    """An existing directory with nothing in it: a new, empty engine (not a mistyped path)."""
+    try:
+        return path.is_dir() and next(path.iterdir(), None) is None
+    except OSError:
+        return False
+
+
 def connect(target: str | None = None, *, must_exist: bool = False):
     """An ``elasticsearch.Elasticsearch`` client for TARGET (see module doc); no request is sent.
 
-    With ``must_exist``, a directory must already hold an engine (so a mistyped path is an
-    error instead of a new, empty engine).
+    With ``must_exist``, the directory must already exist: one holding an engine, or an empty
+    one (a new, empty engine, e.g. ``mktemp -d``), so a mistyped path is an error instead of a
+    new engine somewhere unexpected.
     """
     target = target or default_target()
     if is_url(target):
@@ -128,7 +137,7 @@ def connect(target: str | None = None, *, must_exist: bool = False):
     path = Path(target).expanduser()
     if path.exists() and not path.is_dir():
         raise ConfigError(f"target {target!r} is a file; the embedded engine needs a directory")
-    if must_exist and not (path / "engine.sqlite3").exists():
+    if must_exist and not (path / "engine.sqlite3").exists() and not _empty_dir(path):
         raise ConfigError(
             f"no embedded engine at {target!r}; index papers there first (scholar-es index ... "
             f"--es {target}) or pass --es with the right directory or URL"

@@ -236,5 +236,5 @@ def test_knn_query_with_its_own_filter_and_similarity(es):
 def test_num_candidates_below_k_is_rejected(es):
     with pytest.raises(BadRequestError) as e:
         search(es, knn={"field": "v", "query_vector": QV, "k": 5, "num_candidates": 3})
-    assert e.value.body["error"]["type"] == "illegal_argument_exception"
-    assert "[num_candidates] cannot be less than [k]" in e.value.body["error"]["reason"]
+    assert e.value.body["error"]["type"] == "x_content_parse_exception"
+    assert e.value.body["error"]["caused_by"]["reason"] == "[num_candidates] cannot be less than [k]"

@@ -64,9 +64,27 @@ def script_error(reason: str, script: str = "") -> EsError:
     return EsError(400, "script_exception", reason, script=script, lang="painless")
 
 
-def x_content_parse_error(reason: str, **extra: Any) -> EsError:
-    """A request body Elasticsearch's XContent parser refuses (400 ``x_content_parse_exception``)."""
+def x_content_parse_error(reason: str, cause: EsError | None = None, **extra: Any) -> EsError:
+    """A request body Elasticsearch's XContent parser refuses (400 ``x_content_parse_exception``).
+
+    With ``cause``, the failure wraps it as Elasticsearch reports one: ``root_cause`` and ``type``
+    are ``x_content_parse_exception`` and ``caused_by`` holds the ``illegal_argument_exception``
+    (or other) that the parser threw."""
+    if cause is not None:
+        return _Wrapped(400, "x_content_parse_exception", reason, cause)
     return EsError(400, "x_content_parse_exception", reason, **extra)
+
+
+class _Wrapped(EsError):
+    def __init__(self, status: int, type: str, reason: str, caused_by: EsError) -> None:
+        super().__init__(status, type, reason)
+        self.caused_by = caused_by
+
+    def to_body(self) -> dict[str, Any]:
+        return {
+            "error": {"root_cause": [self.cause()], **self.cause(), "caused_by": self.caused_by.cause()},
+            "status": self.status,
+        }
 
 
 def internal_error(method: str, path: str, exc: BaseException) -> EsError:

@@ -252,6 +252,8 @@ class Mapping:
             body["_source"] = {
                 k: v for k, v in (("includes", self.source_includes), ("excludes", self.source_excludes)) if v
             }
+        if not self.source_enabled:
+            body.setdefault("_source", {})["enabled"] = False
         if self.dynamic != "true":
             body["dynamic"] = self.dynamic
         return body

@@ -491,7 +491,7 @@ class QueryParser:
             mask = np.zeros(ctx.n, dtype=bool)
             for name in [n for n in seg.mapping.fields if fnmatch.fnmatchcase(n, pattern)]:
                 if name in seg.text:
-                    mask |= seg.text[name].lengths > 0
+                    mask |= seg.text[name].present
                 elif name in seg.keyword:
                     mask |= seg.keyword[name].first >= 0
                 elif name in seg.numeric:

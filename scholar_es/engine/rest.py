@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Callable
 from urllib.parse import unquote
 
+from scholar_es.engine import rest_params
 from scholar_es.engine.core import Engine
 from scholar_es.engine.errors import EsError, illegal_argument, internal_error, parsing_error
 from scholar_es.engine.search import SearchRun, count
@@ -468,7 +469,7 @@ def _search_params(params: dict, body: dict) -> dict:
     return body
 
 
-def search_one(engine, index: str, body: dict) -> dict:
+def search_one(engine, index: str, body: dict, typed_keys: bool = False) -> dict:
     names = engine.resolve(index)
     if not names:  # a wildcard that matched nothing: an empty answer, as Elasticsearch gives
         return {
@@ -483,17 +484,18 @@ def search_one(engine, index: str, body: dict) -> dict:
             "embedded engine; search one index or alias at a time"
         )
     check_search_body(body)
-    return SearchRun(engine.handle(names[0]), body).run()
+    return SearchRun(engine.handle(names[0]), body, typed_keys=typed_keys).run()
 
 
 @route("GET|POST", "/{index}/_search")
 def search(engine, params, body, index):
-    return 200, search_one(engine, index, _search_params(params, body))
+    body = rest_params.prepare(params, _search_params(params, body))
+    return 200, rest_params.shape(params, search_one(engine, index, body, rest_params.typed_keys(params)))
 
 
 @route("GET|POST", "/_search")
 def search_all(engine, params, body):
-    return 200, search_one(engine, "_all", _search_params(params, body))
+    return search(engine, params, body, "_all")
 
 
 @route("GET|POST", "/{index}/_count")
@@ -517,23 +519,30 @@ def msearch(engine, params, body, index=None):
     lines = body if isinstance(body, list) else []
     if len(lines) % 2:
         raise illegal_argument("msearch request must be pairs of header and body lines")
+    rest_params.check_search_type(params.get("search_type"))
+    for header, sbody in zip(lines[::2], lines[1::2], strict=False):
+        rest_params.check_msearch_header(header)
+        rest_params.prepare(params, sbody or {})  # a bad URL parameter fails the whole request
     responses = []
     for header, sbody in zip(lines[::2], lines[1::2], strict=False):
         try:
-            target = check_msearch_header(header).get("index", index)
+            header = check_msearch_header(header)
         except EsError as e:
             responses.append({**e.to_body()})
             continue
+        target = header.get("index", header.get("indices", index))
         if isinstance(target, list):
             target = ",".join(target)
         try:
             if target is None:
                 raise illegal_argument("Validation Failed: 1: no index specified;")
-            resp = search_one(engine, target, sbody or {})
+            resp = search_one(
+                engine, target, rest_params.prepare(params, sbody or {}), rest_params.typed_keys(params)
+            )
             resp["status"] = 200
         except EsError as e:
             resp = {**e.to_body()}
-        responses.append(resp)
+        responses.append(rest_params.shape(params, resp))
     return 200, {"took": sum(r.get("took", 0) for r in responses), "responses": responses}
 
 

@@ -6,8 +6,14 @@ import time
 
 import numpy as np
 
-from scholar_es.engine import similarity as sim
-from scholar_es.engine.errors import EsError, illegal_argument, parsing_error, unsupported
+from scholar_es.engine import aggregations, fetch_fields, fusion, highlight
+from scholar_es.engine.errors import (
+    EsError,
+    illegal_argument,
+    parsing_error,
+    unsupported,
+    x_content_parse_error,
+)
 from scholar_es.engine.functions import parse_function_score
 from scholar_es.engine.hits import (
     SortSpec,
@@ -41,19 +47,19 @@ SEARCH_KEYS = {
     "seq_no_primary_term",
     "terminate_after",
     "profile",
-}
-_UNSUPPORTED_KEYS = {
     "aggs",
     "aggregations",
     "highlight",
+    "fields",
+    "docvalue_fields",
+    "stored_fields",
+}
+_UNSUPPORTED_KEYS = {
     "rescore",
     "search_after",
     "suggest",
     "rank",
     "script_fields",
-    "docvalue_fields",
-    "stored_fields",
-    "fields",
     "runtime_mappings",
     "indices_boost",
     "pit",
@@ -98,13 +104,19 @@ def validate_body(body: dict) -> None:
 class SearchRun:
     """One search on one index's segment; keeps the nodes for explain."""
 
-    def __init__(self, handle, body: dict) -> None:
+    def __init__(self, handle, body: dict, typed_keys: bool = False) -> None:
         validate_body(body)
         self.handle, self.body = handle, body
+        self.typed_keys = typed_keys  # the typed_keys URL parameter (aggregation names)
         self.size = _int(body, "size", 10)
         self.from_ = _int(body, "from", 0)
         if self.size < 0 or self.from_ < 0:
-            raise illegal_argument(f"[{'size' if self.size < 0 else 'from'}] parameter cannot be negative")
+            # SearchSourceBuilder#size / #from
+            raise illegal_argument(
+                f"[size] parameter cannot be negative, found [{self.size}]"
+                if self.size < 0
+                else f"[from] parameter cannot be negative but was [{self.from_}]"
+            )
         if self.from_ + self.size > MAX_RESULT_WINDOW:
             raise illegal_argument(
                 f"Result window is too large, from + size must be less than or equal to: [{MAX_RESULT_WINDOW}] but "
@@ -131,7 +143,7 @@ class SearchRun:
         if knn_spec is not None:
             specs = knn_spec if isinstance(knn_spec, list) else [knn_spec]
             for spec in specs:
-                node = parse_knn(self.parser, spec, top_level=True)
+                node = _top_level_knn(self.parser, spec)
                 m, s = node.run(self.ctx)
                 nodes.append(node)
                 mask |= m
@@ -144,13 +156,21 @@ class SearchRun:
         start = time.perf_counter()
         body = self.body
         if "retriever" in body:
-            ranked, scores, total = self.retrieve(body["retriever"], window=None)
+            self._leaf_masks: list[np.ndarray] = []
+            ranked, scores, total = self.retrieve(body["retriever"], window=None, top=True)
             self.nodes = []
+            # aggregations see every document a leaf retriever matched (its query with the pushed-down
+            # filters; a knn leg's top k), not only the fused top window (rrf/700_rrf_retriever_aggs)
+            leaves = (
+                np.logical_or.reduce(self._leaf_masks) if self._leaf_masks else np.zeros(self.ctx.n, bool)
+            )
+            self.aggregations = self.aggregate(leaves, scores)
             page = ranked[self.from_ : self.from_ + self.size]
             hits = self.render(page, scores, sort_values=None)
             max_score = float(scores[ranked[0]]) if len(ranked) else None
             return self.response(hits, total, max_score, start)
         mask, scores, self.nodes = self.score()
+        self.aggregations = self.aggregate(mask, scores)  # aggregations ignore post_filter
         if "post_filter" in body:
             mask &= self.parser.parse(body["post_filter"]).run(self.ctx)[0]
         total = int(mask.sum())
@@ -177,7 +197,8 @@ class SearchRun:
         hits = self.render(page, scores if show_scores else None, sort_values)
         if collapse:
             self.add_collapse(hits, page, collapse, mask, scores)
-        max_score = float(np.float32(scores[cand].max())) if len(cand) and show_scores else None
+        # size 0 collects no top docs: Elasticsearch answers "max_score": null
+        max_score = float(np.float32(scores[cand].max())) if len(cand) and show_scores and self.size else None
         return self.response(hits, total, max_score, start)
 
     def response(self, hits: list[dict], total: int, max_score, start: float) -> dict:
@@ -187,32 +208,103 @@ class SearchRun:
             out_hits["total"] = t
         out_hits["max_score"] = max_score
         out_hits["hits"] = hits
-        return {
+        out = {
             "took": int((time.perf_counter() - start) * 1000),
             "timed_out": False,
             "_shards": {"total": 1, "successful": 1, "skipped": 0, "failed": 0},
             "hits": out_hits,
         }
+        if getattr(self, "aggregations", None) is not None:
+            out["aggregations"] = self.aggregations
+        return out
+
+    # --- aggregations ------------------------------------------------------------------------
+    def aggregate(self, mask: np.ndarray, scores: np.ndarray) -> dict | None:
+        spec = self.body.get("aggs", self.body.get("aggregations"))
+        if spec is None:
+            return None
+        if "aggs" in self.body and "aggregations" in self.body:
+            raise parsing_error("Found two aggregation definitions: [aggs] and [aggregations]")
+        tree = aggregations.parse_aggs(spec)
+
+        def top_hits(params: dict, bucket: np.ndarray) -> dict:
+            group = np.flatnonzero(bucket)
+            if "sort" in params:
+                ordered, _ = SortSpec(params["sort"]).order(self.seg, group, scores)
+            else:
+                ordered = order_by_score(group, scores)
+            from_, size = int(params.get("from", 0)), int(params.get("size", 3))
+            sub = SearchRun.__new__(SearchRun)
+            sub.__dict__.update(self.__dict__)
+            sub.body = {"_source": params.get("_source", True), "version": params.get("version", False)}
+            return {
+                "hits": {
+                    "total": {"value": len(group), "relation": "eq"},
+                    "max_score": float(np.float32(scores[group].max())) if len(group) else None,
+                    "hits": sub.render(ordered[from_ : from_ + size], scores, None),
+                }
+            }
+
+        ctx = aggregations.AggContext(
+            self.seg,
+            self.handle.name,
+            lambda q: self.parser.parse(q).run(self.ctx)[0],
+            scores,
+            top_hits,
+            typed_keys=self.typed_keys,
+        )
+        return aggregations.run_aggs(tree, ctx, mask)
 
     # --- hits --------------------------------------------------------------------------
     def render(self, page: np.ndarray, scores: np.ndarray | None, sort_values) -> list[dict]:
         seg = self.seg
         seqs = [int(seg.seqs[p]) for p in page]
-        rows = self.handle.store.sources(seqs) if self.body.get("_source", True) is not False else {}
+        show_id, show_source = fetch_fields.check_stored_fields(self.body)
+        show_source = show_source and self.handle.mapping.source_enabled  # _source: {enabled: false}
+        want_fields = (
+            fetch_fields.parse_field_list("fields", self.body["fields"]) if "fields" in self.body else None
+        )
+        if want_fields is not None:
+            fetch_fields.check_source_enabled(self.handle.mapping, self.handle.name)
+        stored = fetch_fields.stored_field_requests(self.handle.mapping, self.body)
+        if stored:
+            want_fields = [*(want_fields or []), *stored]
+
+        want_dv = (
+            fetch_fields.parse_field_list("docvalue_fields", self.body["docvalue_fields"])
+            if "docvalue_fields" in self.body
+            else None
+        )
+        highlight_fields = (
+            highlight.parse_highlight(self.body["highlight"]) if "highlight" in self.body else None
+        )
+        terms_for = self._highlight_terms()
+        rows = self.handle.store.sources(seqs) if show_source or want_fields or highlight_fields else {}
         hits = []
         for i, p in enumerate(page):
-            hit: dict = {
-                "_index": self.handle.name,
-                "_id": seg.ids[p],
-                "_score": float(np.float32(scores[p])) if scores is not None else None,
-            }
+            hit: dict = {"_index": self.handle.name}
+            if show_id:
+                hit["_id"] = seg.ids[p]
+            hit["_score"] = float(np.float32(scores[p])) if scores is not None else None
             if self.body.get("version"):
                 hit["_version"] = rows[seqs[i]][2] if seqs[i] in rows else 1
             if seqs[i] in rows:
                 src = stored_source(rows[seqs[i]][1], self.handle.mapping.source_excludes)
-                filtered = filter_source(src, self.body.get("_source"))
+                filtered = filter_source(src, self.body.get("_source")) if show_source else None
                 if filtered is not None:
                     hit["_source"] = filtered
+                if want_fields is not None:
+                    hit["fields"] = fetch_fields.source_fields(self.handle.mapping, src, want_fields)
+            if highlight_fields and seqs[i] in rows:
+                hl = highlight.highlight_hit(seg, self.handle.analysis, highlight_fields, terms_for, src)
+                if hl:
+                    hit["highlight"] = hl
+            if want_dv is not None:
+                hit.setdefault("fields", {}).update(
+                    fetch_fields.docvalue_fields(seg, self.handle.name, int(p), want_dv)
+                )
+            if not hit.get("fields", True):
+                del hit["fields"]  # Elasticsearch leaves an empty "fields" out
             if sort_values is not None:
                 hit["sort"] = sort_values[i]
             if self.body.get("explain"):
@@ -221,6 +313,29 @@ class SearchRun:
                 hit["_explanation"] = self.explain(int(p), scores)
             hits.append(hit)
         return hits
+
+    def _note_leaf(self, mask: np.ndarray) -> None:
+        leaves = getattr(self, "_leaf_masks", None)
+        if leaves is not None:
+            leaves.append(mask)
+
+    def _highlight_terms(self):
+        """highlight options -> the query terms to mark (``highlight_query`` or the search's query)."""
+        cache: dict[str, highlight._Terms] = {}
+        queries = (
+            [self.body["query"]] if "query" in self.body else _retriever_queries(self.body.get("retriever"))
+        )
+
+        def terms_for(opts: dict):
+            q = opts.get("highlight_query")
+            key = repr(q)
+            if key not in cache:
+                cache[key] = highlight.query_terms(
+                    q if q is not None else {"bool": {"should": queries}}, self.seg, self.handle.analysis
+                )
+            return cache[key]
+
+        return terms_for
 
     def explain(self, pos: int, scores) -> dict:
         parts = [nd.explain(pos) for nd in self.nodes if nd.mask[pos]]
@@ -258,7 +373,9 @@ class SearchRun:
         inner = spec.get("inner_hits")
         inner_specs = inner if isinstance(inner, list) else ([inner] if inner else [])
         for hit, p in zip(hits, page, strict=True):
-            hit["fields"] = {field: [values[p]]} if values[p] is not None else {}
+            fields = hit.setdefault("fields", {})  # beside what `fields`/`docvalue_fields` asked for
+            if values[p] is not None:
+                fields[field] = [values[p]]
             if not inner_specs:
                 continue
             group = np.flatnonzero(mask & _equals(values, values[p]))
@@ -287,8 +404,12 @@ class SearchRun:
                 }
 
     # --- retrievers -------------------------------------------------------------------
-    def retrieve(self, spec: dict, window: int | None) -> tuple[np.ndarray, np.ndarray, int]:
-        """(ranked positions, scores array, total) for a retriever tree."""
+    def retrieve(
+        self, spec: dict, window: int | None, filters: list | None = None, top: bool = False
+    ) -> tuple[np.ndarray, np.ndarray, int]:
+        """(ranked positions, scores array, total) for a retriever tree; ``filters`` are a
+        compound parent's filters, pushed down (Elasticsearch's preFilterQueryBuilders)."""
+        filters = filters or []
         if not isinstance(spec, dict) or len(spec) != 1:
             raise parsing_error("[retriever] must be an object with exactly one retriever")
         kind, p = next(iter(spec.items()))
@@ -303,12 +424,13 @@ class SearchRun:
                 raise unsupported(f"standard retriever {'sort' if 'sort' in p else 'collapse'}")
             q = self.parser.parse(p.get("query", {"match_all": {}}))
             mask, scores = q.run(self.ctx)
-            for f in _as_list(p.get("filter")):
+            for f in [*_as_list(p.get("filter")), *filters]:
                 mask = mask & self.parser.parse(f).run(self.ctx)[0]
             if "min_score" in p:
                 mask = mask & (scores >= float(p["min_score"]))
             scores = np.where(mask, scores.astype(np.float32).astype(np.float64), 0.0)
             cand = np.flatnonzero(mask)
+            self._note_leaf(mask)
             return order_by_score(cand, scores, window), scores, len(cand)
         if kind == "knn":
             allowed = {
@@ -327,75 +449,50 @@ class SearchRun:
             for required in ("k", "num_candidates"):
                 if required not in p:
                     raise parsing_error(f"[knn] retriever requires [{required}]")
+            if filters:
+                p = {**p, "filter": [*_as_list(p.get("filter")), *filters]}
             node = parse_knn(self.parser, p)
             mask, scores = node.run(self.ctx)
             cand = np.flatnonzero(mask)
+            self._note_leaf(mask)
             return order_by_score(cand, scores, window), scores, len(cand)
-        return self._fuse(kind, p, n)
+        return fusion.fuse(
+            kind,
+            p,
+            self.size if top else 0,
+            n,
+            lambda child, w, f: self.retrieve(child, w, f),
+            filters,
+        )
 
-    def _fuse(self, kind: str, p: dict, n: int):
-        allowed = {
-            "retrievers",
-            "rank_window_size",
-            "rank_constant",
-            "filter",
-            "_name",
-            "normalizer",
-            "min_score",
-        }
-        if set(p) - allowed:
-            raise parsing_error(f"[{kind}] unknown field [{next(iter(set(p) - allowed))}]")
-        children = p.get("retrievers")
-        if not isinstance(children, list) or not children:
-            raise parsing_error(f"[{kind}] requires a non-empty [retrievers] list")
-        window = int(p.get("rank_window_size", 10))  # RankBuilder.DEFAULT_RANK_WINDOW_SIZE
-        if window < self.size:
-            raise illegal_argument(
-                f"[rank_window_size] must be greater than or equal to [size], "
-                f"got [{window}] and [{self.size}]"
-            )
-        fused = np.zeros(n)
-        member = np.zeros(n, dtype=bool)
-        if kind == "rrf":
-            k = int(p.get("rank_constant", 60))
-            if k < 1:
-                raise illegal_argument("[rank_constant] must be greater than or equal to [1] for [rrf]")
-            for child in children:
-                spec = (
-                    child.get("retriever", child)
-                    if isinstance(child, dict) and "retriever" in child
-                    else child
-                )
-                weight = (
-                    float(child.get("weight", 1.0))
-                    if isinstance(child, dict) and "retriever" in child
-                    else 1.0
-                )
-                ranked, _, _ = self.retrieve(spec, window)
-                for rank, pos in enumerate(ranked, start=1):
-                    fused[pos] += weight * sim.rrf_score([rank], k)
-                member[ranked] = True
-        else:  # linear
-            default_norm = p.get("normalizer", "none")
-            for child in children:
-                if not isinstance(child, dict) or "retriever" not in child:
-                    raise parsing_error("[linear] each entry of [retrievers] needs a [retriever]")
-                weight = float(child.get("weight", 1.0))
-                norm = child.get("normalizer", default_norm)
-                if norm not in ("none", "minmax"):
-                    raise unsupported(f"linear normalizer {norm}", "use none or minmax")
-                ranked, scores, _ = self.retrieve(child["retriever"], window)
-                vals = scores[ranked]
-                if norm == "minmax":
-                    vals = sim.minmax_normalize(vals)
-                fused[ranked] += weight * vals
-                member[ranked] = True
-        fused = fused.astype(np.float32).astype(np.float64)
-        for f in _as_list(p.get("filter")):
-            member &= self.parser.parse(f).run(self.ctx)[0]
-        cand = np.flatnonzero(member)
-        ranked = order_by_score(cand, fused, window)
-        return ranked, fused, len(cand)
+
+def _top_level_knn(parser, spec):
+    """The search's ``knn`` option: KnnSearchBuilder's constructor checks (k, num_candidates) fail
+    inside its ConstructingObjectParser, which Elasticsearch reports as an x_content_parse_exception
+    ("Failed to build [knn] after last required field arrived") caused by the illegal argument."""
+    try:
+        return parse_knn(parser, spec, top_level=True)
+    except EsError as e:
+        if e.type == "illegal_argument_exception" and e.reason.startswith(("[k] ", "[num_candidates] ")):
+            raise x_content_parse_error(
+                "Failed to build [knn] after last required field arrived", e
+            ) from None
+        raise
+
+
+def _retriever_queries(spec) -> list:
+    """The queries of the standard retrievers in a retriever tree (for highlighting)."""
+    if not isinstance(spec, dict):
+        return []
+    out = []
+    for kind, p in spec.items():
+        if not isinstance(p, dict):
+            continue
+        if kind == "standard" and "query" in p:
+            out.append(p["query"])
+        for child in p.get("retrievers") or []:
+            out.extend(_retriever_queries(child.get("retriever", child) if isinstance(child, dict) else None))
+    return out
 
 
 def _as_list(v) -> list:

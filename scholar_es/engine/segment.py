@@ -53,7 +53,7 @@ def parse_document(
     for name, values in mapping.flatten(source).items():
         fs = mapping.fields[name]
         if fs.type == TEXT:
-            if fs.index:
+            if fs.index and values:  # present even with no tokens ("" or stop words): Lucene writes norm 0
                 analyzer = get_analyzer(fs.analyzer, analysis)
                 tokens: list[str] = []
                 for v in values:
@@ -191,16 +191,21 @@ class TextColumn:
     def __init__(self) -> None:
         self.postings = _Postings()
         self.lengths = np.zeros(0, dtype=np.int32)
+        # docs holding the field, even with no tokens: Lucene writes a zero norm for an indexed
+        # empty value, so FieldExistsQuery (exists) matches it
+        self.present = np.zeros(0, dtype=bool)
         self._norms: np.ndarray | None = None
 
     def append(self, rows: list[list[str] | None]) -> None:
         self.postings.append([r or [] for r in rows])
         self.lengths = np.concatenate([self.lengths, np.array([len(r or []) for r in rows], dtype=np.int32)])
+        self.present = np.concatenate([self.present, np.array([r is not None for r in rows], dtype=bool)])
         self._norms = None
 
     def compact(self, keep: np.ndarray) -> None:
         self.postings.compact(keep)
         self.lengths = self.lengths[keep]
+        self.present = self.present[keep]
         self._norms = None
 
     @property
@@ -447,6 +452,7 @@ class Segment:
                     f"t.{name}.indices": p.indices,
                     f"t.{name}.data": p.data,
                     f"t.{name}.lengths": col.lengths,
+                    f"t.{name}.present": col.present,
                 }
             )
             manifest["text"][name] = list(p.vocab)
@@ -489,6 +495,7 @@ class Segment:
                 col = TextColumn()
                 _load_postings(col.postings, vocab, arr, f"t.{name}")
                 col.lengths = arr(f"t.{name}.lengths")
+                col.present = arr(f"t.{name}.present")
                 seg.text[name] = col
             for name, vocab in manifest["keyword"].items():
                 col = KeywordColumn()

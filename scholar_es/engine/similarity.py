@@ -233,14 +233,3 @@ def rrf_score(ranks: list[int], rank_constant: int = 60) -> float:
     Source: Elasticsearch reference, "Reciprocal rank fusion" (rrf retriever).
     """
     return float(sum(1.0 / (rank_constant + r) for r in ranks))
-
-
-def minmax_normalize(scores: np.ndarray) -> np.ndarray:
-    """(x - min) / (max - min); all-equal scores become 0, as the linear retriever's
-    ``minmax`` normalizer does (MinMaxScoreNormalizer)."""
-    if len(scores) == 0:
-        return scores
-    lo, hi = float(np.min(scores)), float(np.max(scores))
-    if hi == lo:
-        return np.zeros_like(scores, dtype=np.float64)
-    return (scores - lo) / (hi - lo)
