@@ -1,8 +1,14 @@
 """The embedded engine: indices, aliases and documents in one directory.
 
-:class:`Engine` owns the store and one :class:`IndexHandle` per index. Handles keep the
-searchable :class:`~engine.segment.Segment` in memory, bring it up to date with what other
-processes wrote (SQLite's ``data_version``), and save it as a cache on refresh and exit.
+:class:`Engine` owns the store and one :class:`IndexHandle` per index. A handle publishes
+immutable :class:`~engine.segment.Segment` snapshots: a search pins one read transaction of
+SQLite and the snapshot that reflects exactly that state (the index's write generation), so
+its hits and their ``_source`` come from one point in time; a write (serialized per handle)
+commits to SQLite and queues its parsed documents, and the next reader publishes a new
+snapshot from them -- or, when another process wrote in between, from SQLite itself. Refresh
+and exit save the snapshot as a checksummed generation with a commit point
+(:mod:`engine.commit`); a new process starts from the newest one that verifies. See
+docs/storage.md.
 """
 
 from __future__ import annotations
@@ -11,6 +17,8 @@ import atexit
 import contextlib
 import fnmatch
 import json
+import logging
+import sqlite3
 import threading
 import time
 import uuid
@@ -19,10 +27,13 @@ from pathlib import Path
 import numpy as np
 
 from scholar_es.engine import similarity as sim
+from scholar_es.engine.commit import read_commit, write_commit
 from scholar_es.engine.errors import EsError, illegal_argument, index_not_found
 from scholar_es.engine.mapping import Mapping
-from scholar_es.engine.segment import Segment, parse_document
-from scholar_es.engine.store import Store, pack_vectors, unpack_vectors
+from scholar_es.engine.segment import ParsedDoc, Segment, parse_document
+from scholar_es.engine.store import Reader, Store, pack_vectors, unpack_vectors
+
+log = logging.getLogger("scholar_es.engine")
 
 MAX_ID_BYTES = 512  # IndexRequest: "id is too long, must be no longer than 512 bytes"
 _INDEX_SETTINGS = {
@@ -74,59 +85,134 @@ class IndexHandle:
         self.mapping = Mapping(meta["mappings"])
         #: per-field BM25 parameters; follow put_mapping (dynamic fields name no similarity)
         self.similarities = bm25_similarities(self.settings, self.mapping)
-        self._segment: Segment | None = None
-        self._saved = True
-        self._lock = threading.RLock()
+        #: the published snapshot: immutable once published, replaced by newer ones
+        self._snapshot: Segment | None = None
+        #: parsed documents of this process's writes not yet in a snapshot: (write gen, adds, deleted seqs)
+        self._pending: list[tuple[int, list[ParsedDoc], list[int]]] = []
+        self._lock = threading.RLock()  # writers and publishing; searches on a snapshot take none
+        self._save_lock = threading.Lock()
+        self._saved_gen = 0  # write generation of the newest commit point (0: nothing to save)
 
     @property
     def cache_dir(self) -> Path:
+        """Derived files of this index: named by the index's uuid, never by its name."""
         return self.engine.root / "segments" / self.uuid
 
-    # --- the searchable segment -------------------------------------------------------
-    def segment(self) -> Segment:
-        with self._lock:
-            self.engine.changed_elsewhere()  # polls; each handle compares its own generation
-            if self._segment is None:
-                self._generation = self.engine.generation
-                seg = Segment.load(self.cache_dir, self.mapping) or Segment(self.mapping)
-                self._segment = self._catch_up(seg)
-            elif self._generation != self.engine.generation:
-                self._generation = self.engine.generation
-                self._segment = self._catch_up(self._segment)
-            self._segment.ensure_built()
-            return self._segment
+    # --- snapshots ----------------------------------------------------------------------
+    @contextlib.contextmanager
+    def reading(self):
+        """``(segment, reader)``: a snapshot and an open SQLite read transaction of the same state.
 
-    def _catch_up(self, seg: Segment) -> Segment:
-        """Apply deletes and new documents that the store has and the segment lacks.
-
-        Returns the segment to use: a fresh one when another process committed rows older
-        than ours (a race), since the segment must keep seq order for tie-breaking.
+        Everything a search reads -- postings, doc values, ``_source`` -- comes from these two,
+        so concurrent writes (threads or processes) never show through half-way.
         """
-        seg.ensure_built()
-        live = self.store.live_seqs(self.name)
+        with self.store.reading() as rd:
+            for _ in range(10_000):
+                seg = self._snapshot_at(rd)
+                if seg is not None:
+                    break
+                rd.restart()  # a newer snapshot is already published: read the newer state
+            else:  # pragma: no cover - needs a writer committing faster than a read can start
+                raise EsError(
+                    503, "search_phase_execution_exception", "no consistent snapshot could be taken"
+                )
+            yield seg, rd
+
+    def segment(self) -> Segment:
+        """The current snapshot (a consistent, immutable view of the index)."""
+        with self.reading() as (seg, _):
+            return seg
+
+    def _snapshot_at(self, rd: Reader) -> Segment | None:
+        """The snapshot of exactly ``rd``'s state, published if new; None when a newer one is
+        already published (the caller restarts its read transaction)."""
+        want = rd.gen(self.name)
+        snap = self._snapshot
+        if snap is not None and snap.gen == want:
+            return snap  # lock-free: snapshots are immutable
+        with self._lock:
+            snap = self._snapshot
+            if snap is None:
+                snap = self._open_cache(want)
+            elif snap.gen > want:
+                return None
+            if snap.gen != want:
+                snap = self._advance(snap, want, rd)
+            self._snapshot = snap
+            return snap
+
+    def _open_cache(self, want: int) -> Segment:
+        """The segment of the newest commit point that verifies, or an empty one."""
+        found = read_commit(self.cache_dir)
+        if found is not None:
+            _, arrays, meta = found
+            try:
+                if meta.get("index_uuid") != self.uuid or not 0 < int(meta["write_gen"]) <= want:
+                    raise ValueError(
+                        f"it reflects write generation {meta.get('write_gen')}, SQLite has {want}"
+                    )
+                seg = Segment.from_arrays(arrays, meta["segment"], self.mapping)
+                seg.gen = self._saved_gen = int(meta["write_gen"])
+                return seg
+            except (ValueError, KeyError, TypeError) as e:
+                log.warning(
+                    "segment cache of index [%s] is unusable (%s); rebuilding from SQLite", self.name, e
+                )
+        return Segment(self.mapping)
+
+    def _advance(self, seg: Segment, want: int, rd: Reader) -> Segment:
+        """``seg`` brought to write generation ``want``: from this process's queued writes when
+        they cover every generation in between, else from SQLite (another process wrote)."""
+        adds: list[ParsedDoc] = []
+        deletes: list[int] = []
+        gen = seg.gen
+        for g, a, d in self._pending:
+            if g == gen + 1 and g <= want:
+                adds.extend(a)
+                deletes.extend(d)
+                gen = g
+        new = seg.with_changes(adds, deletes) if gen == want else self._catch_up(seg, rd)
+        new.gen = want
+        self._pending = [p for p in self._pending if p[0] > want]
+        return new
+
+    def _catch_up(self, seg: Segment, rd: Reader) -> Segment:
+        """Apply the deletes and new documents that SQLite (as ``rd`` sees it) has and ``seg``
+        lacks. Starts from an empty segment when rows older than ``seg``'s newest are missing
+        (another process committed in between), since a segment keeps seq order for ties."""
+        live = rd.live_seqs(self.name)
         dead = seg.seqs[~np.isin(seg.seqs, live)]
         missing = live[~np.isin(live, seg.seqs)]
         last = int(seg.seqs.max()) if len(seg.seqs) else 0
         if len(missing) and int(missing.min()) < last:
             seg, dead, last = Segment(self.mapping), seg.seqs[:0], 0
-        for s in dead:
-            seg.delete(int(s))
-        for seq, doc_id, source, vectors in self.store.docs_after(self.name, last):
-            seg.add(
-                parse_document(
-                    self.mapping, self.analysis, seq, doc_id, json.loads(source), unpack_vectors(vectors)
-                )
+        adds = [
+            parse_document(
+                self.mapping, self.analysis, seq, doc_id, json.loads(source), unpack_vectors(vectors)
             )
-            self._saved = False
-        if len(dead):
-            self._saved = False
-        return seg
+            for seq, doc_id, source, vectors in rd.docs_after(self.name, last)
+        ]
+        new = seg.with_changes(adds, [int(s) for s in dead])
+        if not np.array_equal(new.seqs, live):  # pragma: no cover - a bug, never an answer
+            raise EsError(500, "exception", f"snapshot of index [{self.name}] does not match its store")
+        return new
 
     def save(self) -> None:
-        with self._lock:
-            if self._segment is not None and (not self._saved or self._segment.dirty):
-                self._segment.save(self.cache_dir)
-                self._saved = True
+        """Write the current snapshot as a new checksummed generation (a Lucene commit)."""
+        with self._save_lock:
+            seg = self.segment()
+            if seg.gen == self._saved_gen:
+                return
+            arrays, desc = seg.to_arrays()
+            meta = {
+                "index_uuid": self.uuid,
+                "write_gen": seg.gen,
+                "docs": len(seg.seqs),
+                "max_seq": int(seg.seqs.max()) if len(seg.seqs) else 0,
+                "segment": desc,
+            }
+            write_commit(self.cache_dir, arrays, meta)
+            self._saved_gen = seg.gen
 
     # --- writes ---------------------------------------------------------------------------
     def write(self, ops: list[tuple]) -> list[dict]:
@@ -135,7 +221,10 @@ class IndexHandle:
         Documents are parsed against the mapping first; a document the mapping rejects
         gets its error item and the others are still written (bulk semantics).
         """
-        seg = self.segment()
+        with self._lock:  # writers are serialized; searches go on, on their snapshots
+            return self._write(ops)
+
+    def _write(self, ops: list[tuple]) -> list[dict]:
         results: list[dict | None] = [None] * len(ops)
         writes, parsed = [], []
         mapping_before = json.dumps(self.mapping.to_body(), sort_keys=True)
@@ -181,16 +270,14 @@ class IndexHandle:
         mapping_after = json.dumps(self.mapping.to_body(), sort_keys=True)
         if mapping_after != mapping_before:  # dynamic fields or vector dims were added
             self.store.update_mappings(self.name, self.mapping.to_body())
-        outcome = self.store.write(self.name, [w for _, w in writes]) if writes else []
+        outcome, gen = self.store.write(self.name, [w for _, w in writes]) if writes else ([], 0)
         pdocs = dict(parsed)
-        batch: dict[str, int] = {}  # id -> seq written earlier in this same batch
-        for (i, w), (seq, version) in zip(writes, outcome, strict=True):
+        adds: list[ParsedDoc] = []
+        deletes: list[int] = []
+        for (i, w), (seq, version, previous) in zip(writes, outcome, strict=True):
             doc_id = w[1]
-            previous = batch.pop(doc_id, None)
-            if previous is None:
-                previous = seg.built_seq_of(doc_id)
             if previous is not None:
-                seg.delete(previous)
+                deletes.append(previous)
             if w[0] == "delete":
                 results[i] = {
                     "_index": self.name,
@@ -202,8 +289,7 @@ class IndexHandle:
             else:
                 pdoc = pdocs[i]
                 pdoc.seq = seq
-                seg.add(pdoc)
-                batch[doc_id] = seq
+                adds.append(pdoc)
                 results[i] = {
                     "_index": self.name,
                     "_id": doc_id,
@@ -219,7 +305,7 @@ class IndexHandle:
                 }
             )
         if writes:
-            self._saved = False
+            self._pending.append((gen, adds, deletes))
         for op, res in zip(ops, results, strict=True):
             if res is not None:
                 res.setdefault("_index", self.name)
@@ -266,10 +352,11 @@ class IndexHandle:
             merged["_meta"] = body["_meta"]
         mapping = Mapping(merged)
         similarities = bm25_similarities(self.settings, mapping)  # fails before anything changes
-        self.store.update_mappings(self.name, mapping.to_body())
-        self.mapping, self.similarities = mapping, similarities
-        if self._segment is not None:
-            self._segment.mapping = mapping
+        with self._lock:
+            self.store.update_mappings(self.name, mapping.to_body())
+            self.mapping, self.similarities = mapping, similarities
+            if self._snapshot is not None:
+                self._snapshot.mapping = mapping
 
     def describe(self) -> dict:
         return {
@@ -299,20 +386,19 @@ class Engine:
         self.root = root
         self.store = Store(root)
         self._handles: dict[str, IndexHandle] = {}
-        self._version = self.store.data_version()
-        self.generation = 0
+        self._meta_gen = self.store.meta_gen()
         self._lock = threading.RLock()
 
     def changed_elsewhere(self) -> bool:
-        v = self.store.data_version()
-        if v != self._version:
-            self._version = v
-            self.generation += 1  # handles catch up when their generation is behind
+        """Whether index definitions or aliases changed since the last look (any process)."""
+        v = self.store.meta_gen()
+        if v != self._meta_gen:
+            self._meta_gen = v
             return True
         return False
 
     def close(self) -> None:
-        for h in self._handles.values():
+        for h in list(self._handles.values()):
             h.save()
 
     # --- indices --------------------------------------------------------------------------
@@ -358,7 +444,17 @@ class Engine:
 
                 get_analyzer(fs.analyzer, settings.get("analysis"))
                 get_analyzer(fs.query_analyzer, settings.get("analysis"))
-        self.store.create_index(name, settings, mapping.to_body(), uuid.uuid4().hex, int(time.time() * 1000))
+        try:
+            self.store.create_index(
+                name, settings, mapping.to_body(), uuid.uuid4().hex, int(time.time() * 1000)
+            )
+        except sqlite3.IntegrityError:  # another process created it since the check above
+            raise EsError(
+                400,
+                "resource_already_exists_exception",
+                f"index [{name}/{uuid.uuid4().hex[:22]}] already exists",
+                index=name,
+            ) from None
         aliases = body.get("aliases") or {}
         if aliases:
             self.store.apply_alias_actions(
