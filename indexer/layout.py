@@ -88,11 +88,32 @@ def prepare(es, prefix: str, model: str, dims: int, meta: dict, rebuild: bool) -
             check_meta(es, current[0], model, dims, meta.get("chunking", "paragraph"))
             targets[kind] = current[0]
             continue
+        if not rebuild:
+            targets[kind] = f"{alias}-v1"
+            created = _create_or_join_first_version(es, alias, kind, model, dims, meta) or created
+            continue
         name = next_version(es, alias)
         es.indices.create(index=name, **index_body(kind, dims, meta))
         targets[kind] = name
         created = True
     return targets, created
+
+
+def _create_or_join_first_version(es, alias: str, kind: str, model: str, dims: int, meta: dict) -> bool:
+    """First run (no alias yet): create ``<alias>-v1``, or join it when another run created it
+    first, so two runs started together on a fresh directory write into one index and publish
+    the same alias target. True when this run created it."""
+    from elasticsearch import BadRequestError
+
+    name = f"{alias}-v1"
+    try:
+        es.indices.create(index=name, **index_body(kind, dims, meta))
+        return True
+    except BadRequestError as e:
+        if e.error != "resource_already_exists_exception":
+            raise
+    check_meta(es, name, model, dims, meta.get("chunking", "paragraph"))
+    return False
 
 
 def discard(es, targets: dict[str, str]) -> None:
