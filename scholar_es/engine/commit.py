@@ -99,11 +99,7 @@ def _commit_body(entry: dict) -> bytes:
 
 def generations(folder: Path) -> list[int]:
     """Generation numbers of the commit points in ``folder``, highest first."""
-    try:
-        names = os.listdir(folder)
-    except OSError:
-        return []
-    return sorted((int(m.group(1)) for n in names if (m := _COMMIT_RE.match(n))), reverse=True)
+    return sorted((int(m.group(1)) for n in _names(folder) if (m := _COMMIT_RE.match(n))), reverse=True)
 
 
 def write_commit(folder: Path, arrays: list[np.ndarray], meta: dict) -> int:
@@ -166,12 +162,22 @@ def read_commit(folder: Path) -> tuple[int, list[np.ndarray], dict] | None:
     records before it is parsed; a failure is logged and the next older commit point (if
     any survived) is tried. ``None`` means: rebuild from SQLite.
     """
-    for gen in generations(folder):
+    gens = generations(folder)
+    for gen in gens:
         try:
             return gen, *_read_generation(folder, gen)
         except CorruptCommit as e:
-            log.warning("segment cache %s generation %d is unusable (%s); it will be rebuilt", folder, gen, e)
+            log.warning("segment cache %s generation %d is unusable (%s); rebuilding from SQLite", folder, gen, e)
+    if not gens and any(_FILE_RE.match(n) for n in _names(folder)):
+        log.warning("segment cache %s has data files but no commit point; rebuilding from SQLite", folder)
     return None
+
+
+def _names(folder: Path) -> list[str]:
+    try:
+        return os.listdir(folder)
+    except OSError:
+        return []
 
 
 def _read_generation(folder: Path, gen: int) -> tuple[list[np.ndarray], dict]:

@@ -514,7 +514,11 @@ class Engine:
             )
         if not create:
             raise index_not_found(name)
-        self.create_index(name, {})  # auto-create, as action.auto_create_index allows by default
+        try:
+            self.create_index(name, {})  # auto-create, as action.auto_create_index allows by default
+        except EsError as e:
+            if e.type != "resource_already_exists_exception":  # another process created it just now
+                raise
         return name
 
     def update_aliases(self, actions: list) -> None:
