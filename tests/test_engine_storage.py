@@ -40,7 +40,18 @@ MAPPING = {
         "n": {"type": "integer"},
     }
 }
-WORDS = "graph neural molecule protein citation network learning survey model data".split()
+WORDS = [
+    "graph",
+    "neural",
+    "molecule",
+    "protein",
+    "citation",
+    "network",
+    "learning",
+    "survey",
+    "model",
+    "data",
+]
 QUERIES = [
     {"query": {"match": {"title": "graph molecules"}}, "size": 100},
     {"query": {"match": {"title": "protein network survey"}}, "size": 7},
@@ -252,7 +263,9 @@ def test_every_file_is_checked_not_only_the_commit_point(saved):
     path, answers = saved
     folder = _cache_dir(path)
     for f in _commit(folder)["files"]:
-        _flip_64(folder / f["name"]) if (folder / f["name"]).stat().st_size > 200 else _empty(folder / f["name"])
+        _flip_64(folder / f["name"]) if (folder / f["name"]).stat().st_size > 200 else _empty(
+            folder / f["name"]
+        )
     assert _open_and_search(path) == answers
 
 
@@ -273,7 +286,9 @@ def test_field_names_with_slashes_and_dots_never_become_file_names(tmp_path):
     assert [(h["_id"], h["_source"]) for h in resp["hits"]["hits"]] == [("1", odd)]
     assert es.search(index="odd", query={"match": {"a/b": "second"}})["hits"]["hits"][0]["_id"] == "2"
     names = [p.name for p in (path / "segments").rglob("*")]
-    assert all(re.fullmatch(r"_\d+_\d+\.npy|segments_\d+\.json|write\.lock|[0-9a-f]{32}", n) for n in names), names
+    assert all(
+        re.fullmatch(r"_\d+_\d+\.npy|segments_\d+\.json|write\.lock|[0-9a-f]{32}", n) for n in names
+    ), names
     other = Engine(path)
     try:
         status, resp = rest_handle(other, "POST", "/odd/_search", {}, {"query": {"ids": {"values": ["2"]}}})
@@ -316,7 +331,9 @@ def _check_hits(resp, max_total: int) -> list[str]:
 
 def test_eight_threads_bulk_and_search_on_one_client(tmp_path):
     es = embedded_client(tmp_path / "engine")
-    es.indices.create(index="t", mappings={"properties": {"title": {"type": "text"}, "doc": {"type": "integer"}}})
+    es.indices.create(
+        index="t", mappings={"properties": {"title": {"type": "text"}, "doc": {"type": "integer"}}}
+    )
     n_docs, errors = 300, []
 
     def work(t: int) -> None:
@@ -326,10 +343,15 @@ def test_eight_threads_bulk_and_search_on_one_client(tmp_path):
                 ids = rng.sample(range(n_docs), 60)
                 helpers.bulk(
                     es,
-                    ({"_index": "t", "_id": str(i), "doc": i, "title": f"{rng.choice(WORDS)} w{t}"} for i in ids),
+                    (
+                        {"_index": "t", "_id": str(i), "doc": i, "title": f"{rng.choice(WORDS)} w{t}"}
+                        for i in ids
+                    ),
                 )
                 _check_hits(es.search(index="t", size=400), n_docs)
-                _check_hits(es.search(index="t", query={"match": {"title": rng.choice(WORDS)}}, size=400), n_docs)
+                _check_hits(
+                    es.search(index="t", query={"match": {"title": rng.choice(WORDS)}}, size=400), n_docs
+                )
         except Exception as e:  # any error, a spurious 400 included, fails the test
             errors.append(repr(e))
 
@@ -345,15 +367,37 @@ def test_eight_threads_bulk_and_search_on_one_client(tmp_path):
     assert es.count(index="t")["count"] == n_docs
 
 
-def test_parallel_bulk_counts_exactly(tmp_path):
+def test_parallel_bulk_counts_exactly_while_another_thread_searches(tmp_path):
     es = embedded_client(tmp_path / "engine")
-    n_docs = 20_000
-    actions = ({"_index": "pb", "_id": str(i), "doc": i, "title": WORDS[i % len(WORDS)]} for i in range(n_docs))
-    oks = sum(ok for ok, _ in helpers.parallel_bulk(es, actions, thread_count=4, chunk_size=500))
+    es.indices.create(
+        index="pb", mappings={"properties": {"title": {"type": "text"}, "doc": {"type": "integer"}}}
+    )
+    n_docs, stop, errors = 20_000, threading.Event(), []
+
+    def searcher() -> None:
+        while not stop.is_set():
+            try:
+                _check_hits(es.search(index="pb", query={"match": {"title": "graph"}}, size=50), n_docs)
+            except Exception as e:  # a spurious 400, a missing _source, a duplicate
+                errors.append(repr(e))
+
+    thread = threading.Thread(target=searcher)
+    thread.start()
+    try:
+        actions = (
+            {"_index": "pb", "_id": str(i), "doc": i, "title": WORDS[i % len(WORDS)]} for i in range(n_docs)
+        )
+        oks = sum(ok for ok, _ in helpers.parallel_bulk(es, actions, thread_count=4, chunk_size=500))
+    finally:
+        stop.set()
+        thread.join()
+    assert errors == []
     assert oks == n_docs
     es.indices.refresh(index="pb")
     assert es.count(index="pb")["count"] == n_docs
     assert es.search(index="pb", size=0, track_total_hits=True)["hits"]["total"]["value"] == n_docs
+    hits = es.search(index="pb", query={"match": {"title": "graph"}}, size=5000)["hits"]["hits"]
+    assert sorted(int(h["_id"]) for h in hits) == list(range(0, n_docs, len(WORDS)))
 
 
 # --- processes -------------------------------------------------------------------------------
@@ -375,7 +419,9 @@ TWO_WRITERS = textwrap.dedent("""
 def test_two_writer_processes_on_a_fresh_directory(tmp_path):
     path = tmp_path / "fresh"  # does not exist yet: both create the database and auto-create the index
     procs = [
-        subprocess.Popen([sys.executable, "-c", TWO_WRITERS, str(path), tag], env=ENV, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, "-c", TWO_WRITERS, str(path), tag], env=ENV, stderr=subprocess.PIPE, text=True
+        )
         for tag in ("a", "b")
     ]
     for p in procs:
@@ -398,7 +444,9 @@ def test_reader_never_sees_a_half_state_of_another_process(tmp_path):
     sees all documents of one round or of the next, each with its own ``_source``."""
     path = tmp_path / "engine"
     es = embedded_client(path)
-    es.indices.create(index="r", mappings={"properties": {"title": {"type": "text"}, "doc": {"type": "integer"}}})
+    es.indices.create(
+        index="r", mappings={"properties": {"title": {"type": "text"}, "doc": {"type": "integer"}}}
+    )
     n = 200
     helpers.bulk(es, ({"_index": "r", "_id": str(i), "doc": i, "round": 0, "title": "w0"} for i in range(n)))
     writer = textwrap.dedent(f"""
@@ -412,7 +460,9 @@ def test_reader_never_sees_a_half_state_of_another_process(tmp_path):
             if r % 5 == 0:
                 es.indices.refresh(index="r")
     """)
-    proc = subprocess.Popen([sys.executable, "-c", writer, str(path)], env=ENV, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", writer, str(path)], env=ENV, stderr=subprocess.PIPE, text=True
+    )
     rounds_seen = set()
     try:
         while proc.poll() is None:
@@ -430,3 +480,36 @@ def test_reader_never_sees_a_half_state_of_another_process(tmp_path):
     assert proc.returncode == 0, proc.stderr.read()
     assert len(rounds_seen) > 1
     assert {h["_source"]["round"] for h in es.search(index="r", size=n)["hits"]["hits"]} == {39}
+
+
+@pytest.mark.slow
+def test_two_index_runs_on_a_fresh_directory_both_publish_every_paper(tmp_path):
+    """Two ``scholar-es index`` processes started together on a directory that does not exist."""
+    target = tmp_path / "engine"
+    files = []
+    for tag in "ab":
+        src = tmp_path / f"{tag}.jsonl"
+        src.write_text(
+            "".join(
+                json.dumps(
+                    {"id": f"{tag}{i}", "title": f"paper {tag} {i} on graphs", "abstract": "molecules"}
+                )
+                + "\n"
+                for i in range(15)
+            )
+        )
+        files.append(src)
+    cli = [sys.executable, "-c", "from scholar_es.cli import main; main()", "index"]
+    procs = [
+        subprocess.Popen(
+            [*cli, str(src), "--es", str(target), "--quiet"], env=ENV, stderr=subprocess.PIPE, text=True
+        )
+        for src in files
+    ]
+    for p in procs:
+        assert p.wait(timeout=300) == 0, p.stderr.read()
+    es = embedded_client(target)
+    papers = sorted(h["_id"] for h in es.search(index="papers", size=100)["hits"]["hits"])
+    assert papers == sorted(f"{t}{i}" for t in "ab" for i in range(15))
+    chunks = es.search(index="chunks", size=100)["hits"]["hits"]
+    assert sorted({h["_source"]["paper_id"] for h in chunks}) == papers
