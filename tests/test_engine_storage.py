@@ -313,6 +313,15 @@ def test_old_generations_and_snapshots_are_freed(tmp_path):
     generations = {re.match(r"(?:_|segments_)(\d+)", n).group(1) for n in files if n != "write.lock"}
     assert len(generations) == 1, files  # and from disk
     assert es.count(index="g")["count"] == 6
+    old_dir = _cache_dir(path)
+    recreate = (
+        "import sys\nfrom scholar_es.engine.node import embedded_client\nes = embedded_client(sys.argv[1])\n"
+        "es.indices.delete(index='g')\nes.index(index='g', id='new', document={'t': 'y'}, refresh=True)\n"
+    )
+    subprocess.run([sys.executable, "-c", recreate, str(path)], env=ENV, check=True, timeout=60)
+    resp = es.search(index="g")  # another process deleted and recreated it: the new one, only
+    assert [(h["_id"], h["_source"]) for h in resp["hits"]["hits"]] == [("new", {"t": "y"})]
+    assert not old_dir.exists()
 
 
 # --- threads ---------------------------------------------------------------------------------

@@ -409,13 +409,22 @@ class Engine:
         with self._lock:
             metas = self.store.indices() if (name not in self._handles or self.changed_elsewhere()) else None
             if metas is not None:
+                self._forget_gone(metas)
                 if name not in metas:
-                    self._handles.pop(name, None)
                     raise index_not_found(name)
                 h = self._handles.get(name)
                 if h is None or h.uuid != metas[name]["uuid"]:
                     self._handles[name] = IndexHandle(self, name, metas[name])
             return self._handles[name]
+
+    def _forget_gone(self, metas: dict[str, dict]) -> None:
+        """Drop the handles (and so the snapshots and files) of indices deleted or recreated,
+        by this or another process: a long-running process does not keep dead versions."""
+        for old_name, h in list(self._handles.items()):
+            meta = metas.get(old_name)
+            if meta is None or meta["uuid"] != h.uuid:
+                del self._handles[old_name]
+                _remove_tree(h.cache_dir)
 
     def create_index(self, name: str, body: dict) -> dict:
         _validate_index_name(name)
