@@ -214,36 +214,47 @@ def _commit(folder: Path) -> dict:
     return json.loads(point.read_text())["commit"]
 
 
-def _postings_file(folder: Path) -> Path:
+def _postings_region(folder: Path) -> tuple[Path, int, int]:
+    """(file, offset, size) of the term ids of the title postings."""
     commit = _commit(folder)
     name, _vocab, refs = commit["meta"]["segment"]["text"][0]
     assert name == "title"
-    return folder / commit["files"][refs[1]]["name"]  # the term ids of the title postings
+    (f,) = commit["files"]
+    a = f["arrays"][refs[1]]
+    return folder / f["name"], a["offset"], a["size"]
 
 
-def _truncate(p: Path) -> None:
-    p.write_bytes(p.read_bytes()[: p.stat().st_size // 2])
+def _truncate(p: Path, region: tuple[int, int] | None) -> None:
+    cut = region[0] + region[1] // 2 if region else p.stat().st_size // 2
+    p.write_bytes(p.read_bytes()[:cut])
 
 
-def _empty(p: Path) -> None:
+def _empty(p: Path, region) -> None:
     p.write_bytes(b"")
 
 
-def _flip_64(p: Path) -> None:
+def _flip_64(p: Path, region: tuple[int, int] | None) -> None:
     data = bytearray(p.read_bytes())
-    start = len(data) - 80  # inside the array data, past the .npy header
-    for i in range(start, start + 64):
+    end = region[0] + region[1] if region else len(data)
+    for i in range(end - 80, end - 16):  # inside the array data, past the .npy header
         data[i] ^= 0xFF
     p.write_bytes(bytes(data))
 
 
-@pytest.mark.parametrize("damage", [_truncate, _empty, _flip_64, Path.unlink])
+def _unlink(p: Path, region) -> None:
+    p.unlink()
+
+
+@pytest.mark.parametrize("damage", [_truncate, _empty, _flip_64, _unlink])
 @pytest.mark.parametrize("target", ["postings", "commit point"])
 def test_damaged_cache_files_are_detected_and_rebuilt(saved, damage, target, caplog):
     path, answers = saved
     folder = _cache_dir(path)
-    victim = _postings_file(folder) if target == "postings" else next(folder.glob("segments_*.json"))
-    damage(victim)
+    if target == "postings":
+        victim, offset, size = _postings_region(folder)
+        damage(victim, (offset, size))
+    else:
+        damage(next(folder.glob("segments_*.json")), None)
     with caplog.at_level(logging.WARNING, logger="scholar_es.engine"):
         assert _open_and_search(path) == answers
     assert "rebuil" in caplog.text, caplog.text  # said so, once, in the log
@@ -259,14 +270,15 @@ def test_damaged_cache_files_are_detected_and_rebuilt(saved, damage, target, cap
     assert caplog.text == ""
 
 
-def test_every_file_is_checked_not_only_the_commit_point(saved):
+def test_every_array_is_checked_not_only_the_commit_point(saved):
     path, answers = saved
     folder = _cache_dir(path)
-    for f in _commit(folder)["files"]:
-        _flip_64(folder / f["name"]) if (folder / f["name"]).stat().st_size > 200 else _empty(
-            folder / f["name"]
-        )
-    assert _open_and_search(path) == answers
+    (f,) = _commit(folder)["files"]
+    for a in f["arrays"]:
+        if a["size"] > 200:
+            _flip_64(folder / f["name"], (a["offset"], a["size"]))
+            assert _open_and_search(path) == answers
+            _flip_64(folder / f["name"], (a["offset"], a["size"]))  # flipped back: valid again
 
 
 # --- file names never come from user text ----------------------------------------------------
@@ -286,9 +298,9 @@ def test_field_names_with_slashes_and_dots_never_become_file_names(tmp_path):
     assert [(h["_id"], h["_source"]) for h in resp["hits"]["hits"]] == [("1", odd)]
     assert es.search(index="odd", query={"match": {"a/b": "second"}})["hits"]["hits"][0]["_id"] == "2"
     names = [p.name for p in (path / "segments").rglob("*")]
-    assert all(
-        re.fullmatch(r"_\d+_\d+\.npy|segments_\d+\.json|write\.lock|[0-9a-f]{32}", n) for n in names
-    ), names
+    assert all(re.fullmatch(r"_\d+\.seg|segments_\d+\.json|write\.lock|[0-9a-f]{32}", n) for n in names), (
+        names
+    )
     other = Engine(path)
     try:
         status, resp = rest_handle(other, "POST", "/odd/_search", {}, {"query": {"ids": {"values": ["2"]}}})

@@ -8,7 +8,10 @@ Lucene's ``CodecUtil`` footer checks) and the SQLite state the files reflect. A 
 the highest commit point whose own checksum and every listed file verify; anything missing,
 truncated or mismatching is reported as ``None`` so the caller rebuilds from SQLite.
 
-File names are ``_<N>_<i>.npy``: numbers only, never field or index names. Writers of one
+A generation's arrays are stored in one compound file ``_<N>.seg`` (Lucene's compound file
+format, ``.cfs``, has the same purpose: few files, few fsyncs), each array an ``.npy`` blob at
+an offset the commit point records with its size and CRC32. File names are numbers only,
+never field or index names. Writers of one
 folder (threads or processes) are serialized by an ``fcntl`` lock on ``write.lock``; a
 commit removes the files of older generations (readers load files fully into memory, so a
 loaded snapshot never needs them again; a reader that loses a race to the cleanup retries).
@@ -32,7 +35,7 @@ log = logging.getLogger("scholar_es.engine")
 
 FORMAT = "scholar-es-segments/1"
 _COMMIT_RE = re.compile(r"^segments_(\d+)\.json$")
-_FILE_RE = re.compile(r"^_(\d+)_(\d+)\.npy$")
+_FILE_RE = re.compile(r"^_(\d+)\.seg$")
 #: a commit point lists at most this many files, each at most this large (sanity bounds)
 MAX_FILES = 1_000_000
 
@@ -112,17 +115,20 @@ def write_commit(folder: Path, arrays: list[np.ndarray], meta: dict) -> int:
     """
     with write_lock(folder):
         gen = (generations(folder) or [0])[0] + 1
-        files = []
-        for i, arr in enumerate(arrays):
-            data = _npy_bytes(arr)
-            name = f"_{gen}_{i}.npy"
-            with open(folder / name, "wb") as f:
+        name = f"_{gen}.seg"
+        entries, offset = [], 0
+        with open(folder / name, "wb") as f:
+            for i, arr in enumerate(arrays):
+                data = _npy_bytes(arr)
                 f.write(data)
-                f.flush()
+                entries.append({"offset": offset, "size": len(data), "crc32": zlib.crc32(data)})
+                offset += len(data)
                 if i == len(arrays) // 2:
+                    f.flush()
                     fault("file_half")
-                os.fsync(f.fileno())
-            files.append({"name": name, "size": len(data), "crc32": zlib.crc32(data)})
+            f.flush()
+            os.fsync(f.fileno())
+        files = [{"name": name, "size": offset, "arrays": entries}]
         fault("files")
         entry = {"format": FORMAT, "generation": gen, "files": files, "meta": meta}
         body = _commit_body(entry)
@@ -146,7 +152,7 @@ def _remove_older(folder: Path, keep: int) -> None:
     for name in os.listdir(folder):
         m = _COMMIT_RE.match(name) or _FILE_RE.match(name)
         stale = (m is not None and int(m.group(1)) != keep) or name.endswith(".tmp")
-        if stale or name in ("manifest.json",) or (name.endswith(".npy") and _FILE_RE.match(name) is None):
+        if stale or name == "manifest.json" or name.endswith(".npy"):  # .npy, manifest.json: the old cache
             with contextlib.suppress(OSError):
                 os.remove(folder / name)
 
@@ -166,8 +172,10 @@ def read_commit(folder: Path) -> tuple[int, list[np.ndarray], dict] | None:
     for gen in gens:
         try:
             return gen, *_read_generation(folder, gen)
-        except CorruptCommit as e:
-            log.warning("segment cache %s generation %d is unusable (%s); rebuilding from SQLite", folder, gen, e)
+        except (CorruptCommit, KeyError, TypeError, ValueError) as e:  # the last three: a malformed entry
+            log.warning(
+                "segment cache %s generation %d is unusable (%s); rebuilding from SQLite", folder, gen, e
+            )
     if not gens and any(_FILE_RE.match(n) for n in _names(folder)):
         log.warning("segment cache %s has data files but no commit point; rebuilding from SQLite", folder)
     return None
@@ -201,17 +209,19 @@ def _read_generation(folder: Path, gen: int) -> tuple[list[np.ndarray], dict]:
             raise CorruptCommit(f"commit point names an unexpected file [{name}]")
         try:
             with open(folder / name, "rb") as fh:
-                data = fh.read(int(f["size"]) + 1)
+                data = memoryview(fh.read(int(f["size"]) + 1))
         except OSError as e:
             raise CorruptCommit(f"file {name} unreadable: {e.strerror or e}") from None
         if len(data) != f["size"]:
             raise CorruptCommit(f"file {name} has {len(data)} bytes, the commit point says {f['size']}")
-        if zlib.crc32(data) != f["crc32"]:
-            raise CorruptCommit(f"file {name} fails its CRC32 checksum")
-        try:
-            arrays.append(np.load(io.BytesIO(data), allow_pickle=False))
-        except (ValueError, OSError, EOFError) as e:
-            raise CorruptCommit(f"file {name} is not a valid array: {e}") from None
+        for i, a in enumerate(f["arrays"]):
+            blob = data[a["offset"] : a["offset"] + a["size"]]
+            if len(blob) != a["size"] or zlib.crc32(blob) != a["crc32"]:
+                raise CorruptCommit(f"array {i} of file {name} fails its CRC32 checksum")
+            try:
+                arrays.append(np.load(io.BytesIO(blob), allow_pickle=False))
+            except (ValueError, OSError, EOFError) as e:
+                raise CorruptCommit(f"array {i} of file {name} is not a valid array: {e}") from None
     return arrays, entry["meta"]
 
 
