@@ -211,7 +211,7 @@ def saved(tmp_path):
 
 def _commit(folder: Path) -> dict:
     (point,) = folder.glob("segments_*.json")
-    return json.loads(point.read_text())["commit"]
+    return json.loads(point.read_bytes().partition(b"\n")[2])
 
 
 def _postings_region(folder: Path) -> tuple[Path, int, int]:

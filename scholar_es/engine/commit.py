@@ -2,7 +2,8 @@
 
 Follows Lucene's commit protocol (``SegmentInfos`` / ``IndexWriter.commit``, see
 docs/storage.md): derived files are written once under new names and never modified; a
-commit point ``segments_<N>.json`` -- written last, to a temporary file that is fsynced and
+commit point ``segments_<N>.json`` (a header line with the CRC32 and size of the JSON body
+that follows) -- written last, to a temporary file that is fsynced and
 then atomically renamed -- lists every file of generation ``N`` with its size and CRC32 (what
 Lucene's ``CodecUtil`` footer checks) and the SQLite state the files reflect. A reader takes
 the highest commit point whose own checksum and every listed file verify; anything missing,
@@ -96,10 +97,6 @@ def _npy_bytes(arr: np.ndarray) -> bytes:
     return buf.getvalue()
 
 
-def _commit_body(entry: dict) -> bytes:
-    return json.dumps(entry, sort_keys=True, separators=(",", ":")).encode()
-
-
 def generations(folder: Path) -> list[int]:
     """Generation numbers of the commit points in ``folder``, highest first."""
     return sorted((int(m.group(1)) for n in _names(folder) if (m := _COMMIT_RE.match(n))), reverse=True)
@@ -130,9 +127,9 @@ def write_commit(folder: Path, arrays: list[np.ndarray], meta: dict) -> int:
             os.fsync(f.fileno())
         files = [{"name": name, "size": offset, "arrays": entries}]
         fault("files")
-        entry = {"format": FORMAT, "generation": gen, "files": files, "meta": meta}
-        body = _commit_body(entry)
-        doc = json.dumps({"commit": entry, "crc32": zlib.crc32(body)}).encode()
+        body = json.dumps({"format": FORMAT, "generation": gen, "files": files, "meta": meta}).encode()
+        header = json.dumps({"crc32": zlib.crc32(body), "size": len(body)}).encode()
+        doc = header + b"\n" + body
         tmp = folder / f"segments_{gen}.json.tmp"
         with open(tmp, "wb") as f:
             f.write(doc)
@@ -190,10 +187,11 @@ def _names(folder: Path) -> list[str]:
 
 def _read_generation(folder: Path, gen: int) -> tuple[list[np.ndarray], dict]:
     try:
-        doc = json.loads((folder / f"segments_{gen}.json").read_bytes())
-        entry = doc["commit"]
-        if zlib.crc32(_commit_body(entry)) != doc["crc32"]:
+        header, _, body = (folder / f"segments_{gen}.json").read_bytes().partition(b"\n")
+        check = json.loads(header)
+        if len(body) != check["size"] or zlib.crc32(body) != check["crc32"]:
             raise CorruptCommit("commit point checksum mismatch")
+        entry = json.loads(body)
         if entry.get("format") != FORMAT or entry.get("generation") != gen:
             raise CorruptCommit("commit point of another format or generation")
         files = entry["files"]
