@@ -165,15 +165,20 @@ def read_commit(folder: Path) -> tuple[int, list[np.ndarray], dict] | None:
     records before it is parsed; a failure is logged and the next older commit point (if
     any survived) is tried. ``None`` means: rebuild from SQLite.
     """
-    gens = generations(folder)
-    for gen in gens:
-        try:
-            return gen, *_read_generation(folder, gen)
-        except (CorruptCommit, KeyError, TypeError, ValueError) as e:  # the last three: a malformed entry
-            log.warning(
-                "segment cache %s generation %d is unusable (%s); rebuilding from SQLite", folder, gen, e
-            )
-    if not gens and any(_FILE_RE.match(n) for n in _names(folder)):
+    tried: set[int] = set()
+    for _ in range(3):  # a concurrent commit may remove what was being read: look again
+        gens = [g for g in generations(folder) if g not in tried]
+        if not gens:
+            break
+        for gen in gens:
+            tried.add(gen)
+            try:
+                return gen, *_read_generation(folder, gen)
+            except (CorruptCommit, KeyError, TypeError, ValueError) as e:  # the last three: malformed entries
+                log.warning(
+                    "segment cache %s generation %d is unusable (%s); rebuilding from SQLite", folder, gen, e
+                )
+    if not tried and any(_FILE_RE.match(n) for n in _names(folder)):
         log.warning("segment cache %s has data files but no commit point; rebuilding from SQLite", folder)
     return None
 

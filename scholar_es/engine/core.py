@@ -107,8 +107,8 @@ class IndexHandle:
         so concurrent writes (threads or processes) never show through half-way.
         """
         with self.store.reading() as rd:
-            for _ in range(10_000):
-                seg = self._snapshot_at(rd)
+            for attempt in range(10_000):
+                seg = self._snapshot_at(rd, attempt)
                 if seg is not None:
                     break
                 rd.restart()  # a newer snapshot is already published: read the newer state
@@ -123,7 +123,7 @@ class IndexHandle:
         with self.reading() as (seg, _):
             return seg
 
-    def _snapshot_at(self, rd: Reader) -> Segment | None:
+    def _snapshot_at(self, rd: Reader, attempt: int = 0) -> Segment | None:
         """The snapshot of exactly ``rd``'s state, published if new; None when a newer one is
         already published (the caller restarts its read transaction)."""
         want = rd.gen(self.name)
@@ -133,7 +133,9 @@ class IndexHandle:
         with self._lock:
             snap = self._snapshot
             if snap is None:
-                snap = self._open_cache(want)
+                snap = self._open_cache(want, wait_for_newer=attempt < 3)
+                if snap is None:
+                    return None
             elif snap.gen > want:
                 return None
             if snap.gen != want:
@@ -141,11 +143,15 @@ class IndexHandle:
             self._snapshot = snap
             return snap
 
-    def _open_cache(self, want: int) -> Segment:
-        """The segment of the newest commit point that verifies, or an empty one."""
+    def _open_cache(self, want: int, wait_for_newer: bool) -> Segment | None:
+        """The segment of the newest commit point that verifies, or an empty one; None when the
+        commit point is newer than the caller's read transaction (another process committed
+        and saved since it began) and ``wait_for_newer``: the caller reads again."""
         found = read_commit(self.cache_dir)
         if found is not None:
             _, arrays, meta = found
+            if wait_for_newer and isinstance(meta.get("write_gen"), int) and meta["write_gen"] > want:
+                return None
             try:
                 if meta.get("index_uuid") != self.uuid or not 0 < int(meta["write_gen"]) <= want:
                     raise ValueError(
