@@ -63,10 +63,10 @@ _FAULT_COUNTS: dict[str, int] = {}
 
 
 @contextlib.contextmanager
-def write_lock(folder: Path) -> Iterator[None]:
-    """Exclusive lock on ``folder/write.lock`` (Lucene's ``write.lock``) across processes."""
+def write_lock(folder: Path, name: str = "write.lock") -> Iterator[None]:
+    """Exclusive lock on ``folder/<name>`` (Lucene's ``write.lock``) across processes."""
     folder.mkdir(parents=True, exist_ok=True)
-    fd = os.open(folder / "write.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(folder / name, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         try:
             import fcntl

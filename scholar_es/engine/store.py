@@ -121,9 +121,14 @@ class Store:
     def __init__(self, root: Path) -> None:
         root.mkdir(parents=True, exist_ok=True)
         self.path = root / "engine.sqlite3"
-        self._db = _connect(self.path)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.executescript(SCHEMA)
+        from scholar_es.engine.commit import write_lock
+
+        # processes opening a fresh directory together: one sets WAL mode and creates the
+        # schema while the others wait (switching the journal mode does not wait on a busy lock)
+        with write_lock(root, "init.lock"):
+            self._db = _connect(self.path)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.executescript(SCHEMA)
         self._lock = threading.RLock()
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
