@@ -388,6 +388,42 @@ def test_eight_threads_bulk_and_search_on_one_client(tmp_path):
     assert es.count(index="t")["count"] == n_docs
 
 
+def test_dynamic_fields_added_while_other_threads_search(tmp_path):
+    """New fields (dynamic mapping) are added by writers while searches expand ``*`` patterns."""
+    es = embedded_client(tmp_path / "engine")
+    es.index(index="dyn", id="0", document={"doc": 0, "f_base": "graph"}, refresh=True)
+    stop, errors = threading.Event(), []
+
+    def searcher() -> None:
+        while not stop.is_set():
+            try:
+                resp = es.search(index="dyn", query={"multi_match": {"query": "graph", "fields": ["f_*"]}})
+                _check_hits(resp, 10_000)
+            except Exception as e:
+                errors.append(repr(e))
+
+    def writer(t: int) -> None:
+        try:
+            for k in range(40):
+                i = 1 + t * 100 + k
+                es.index(index="dyn", id=str(i), document={"doc": i, f"f_{t}_{k}": "graph network"})
+        except Exception as e:
+            errors.append(repr(e))
+
+    threads = [threading.Thread(target=searcher) for _ in range(2)]
+    writers = [threading.Thread(target=writer, args=(t,)) for t in range(3)]
+    for th in threads + writers:
+        th.start()
+    for th in writers:
+        th.join()
+    stop.set()
+    for th in threads:
+        th.join()
+    assert errors == []
+    resp = es.search(index="dyn", query={"multi_match": {"query": "graph", "fields": ["f_*"]}}, size=200)
+    assert resp["hits"]["total"]["value"] == 121
+
+
 def test_parallel_bulk_counts_exactly_while_another_thread_searches(tmp_path):
     es = embedded_client(tmp_path / "engine")
     es.indices.create(

@@ -138,7 +138,7 @@ class Mapping:
                 f"unknown parameter [{next(iter(unknown))}] on mapper [{name}] of type [{ftype}]"
             )
         if ftype == "object":
-            self.objects.add(name)
+            self.objects = self.objects | {name}  # copy on write: searches may be iterating
             self._add_properties(spec.get("properties", {}), prefix=name + ".")
             return
         if ftype == VECTOR:
@@ -158,7 +158,8 @@ class Mapping:
                 similarity=spec.get("similarity"),
                 raw=spec,
             )
-        self.fields[name] = fs
+        # copy on write: a dynamic field is added by a writer while searches iterate the old dict
+        self.fields = {**self.fields, name: fs}
         for sub, subspec in (spec.get("fields") or {}).items():
             self._add_field(f"{name}.{sub}", subspec)
 
