@@ -131,15 +131,17 @@ class Store:
             self._db.executescript(SCHEMA)
         self._lock = threading.RLock()
         self._local = threading.local()
-        self._readers: list[sqlite3.Connection] = []
 
     def close(self) -> None:
+        """Close the write connection and this thread's read connection (other threads' read
+        connections close when their thread ends: they live in thread-local storage only)."""
         with self._lock:
             self._db.close()
-            for db in self._readers:
+            db = getattr(self._local, "db", None)
+            if db is not None:
+                self._local.db = None
                 with contextlib.suppress(sqlite3.Error):
                     db.close()
-            self._readers.clear()
 
     def meta_gen(self) -> int:
         """Bumped by every change of index definitions or aliases (by any process)."""
@@ -175,8 +177,8 @@ class Store:
         db = getattr(local, "db", None)
         if db is None:
             db = local.db = _connect(self.path)
-            with self._lock:
-                self._readers.append(db)
+        if db.in_transaction:  # a COMMIT that failed earlier must not make every later read fail
+            db.rollback()
         db.execute("BEGIN")
         local.reader, local.depth = Reader(db), 1
         try:
