@@ -309,6 +309,34 @@ def test_field_names_with_slashes_and_dots_never_become_file_names(tmp_path):
         other.store.close()
 
 
+def test_a_database_from_before_write_generations_is_read_whole(tmp_path):
+    """An engine directory written before this storage format (documents, no ``write_gen`` rows,
+    an old ``.npy`` cache) answers from SQLite, then saves a verified commit point."""
+    import sqlite3
+
+    path = tmp_path / "engine"
+    proc = _run_writer(path)
+    assert proc.returncode == 0, proc.stderr
+    answers = _open_and_search(path)
+    db = sqlite3.connect(path / "engine.sqlite3")
+    db.execute("DELETE FROM write_gen")
+    db.commit()
+    db.close()
+    folder = _cache_dir(path)
+    for f in folder.iterdir():
+        f.unlink()
+    (folder / "manifest.json").write_text("{}")
+    (folder / "seqs.npy").write_bytes(b"")
+    assert _open_and_search(path) == answers
+    engine = Engine(path)
+    try:
+        rest_handle(engine, "POST", "/p/_refresh", {}, None)
+    finally:
+        engine.store.close()
+    assert sorted(p.name for p in folder.iterdir()) == ["_1.seg", "segments_1.json", "write.lock"]
+    assert _open_and_search(path) == answers
+
+
 def test_old_generations_and_snapshots_are_freed(tmp_path):
     path = tmp_path / "engine"
     es = embedded_client(path)

@@ -91,7 +91,7 @@ class IndexHandle:
         self._pending: list[tuple[int, list[ParsedDoc], list[int]]] = []
         self._lock = threading.RLock()  # writers and publishing; searches on a snapshot take none
         self._save_lock = threading.Lock()
-        self._saved_gen = 0  # write generation of the newest commit point (0: nothing to save)
+        self._saved_gen = -1  # write generation of the newest commit point this process wrote or read
 
     @property
     def cache_dir(self) -> Path:
@@ -137,7 +137,11 @@ class IndexHandle:
                 if snap is None:
                     return None
             elif snap.gen > want:
-                return None
+                if attempt < 3:
+                    return None
+                # SQLite went back (a restored file): never serve the newer snapshot, rebuild
+                log.warning("index [%s] is older in SQLite than in memory; rebuilding from SQLite", self.name)
+                snap, self._pending = Segment(self.mapping), []
             if snap.gen != want:
                 snap = self._advance(snap, want, rd)
             self._snapshot = snap
@@ -153,7 +157,7 @@ class IndexHandle:
             if wait_for_newer and isinstance(meta.get("write_gen"), int) and meta["write_gen"] > want:
                 return None
             try:
-                if meta.get("index_uuid") != self.uuid or not 0 < int(meta["write_gen"]) <= want:
+                if meta.get("index_uuid") != self.uuid or not 0 <= int(meta["write_gen"]) <= want:
                     raise ValueError(
                         f"it reflects write generation {meta.get('write_gen')}, SQLite has {want}"
                     )

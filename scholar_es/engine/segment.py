@@ -374,8 +374,10 @@ class Segment:
         self._pending: list[ParsedDoc] = []
         self._deleted: set[int] = set()
         self._id_pos: dict[str, int] | None = None
-        #: the SQLite write generation of the index that this segment reflects
-        self.gen = 0
+        #: the SQLite write generation of the index that this segment reflects (-1: none yet,
+        #: so a new segment is always brought up to date, even from a database whose index has
+        #: documents but no recorded generation)
+        self.gen = -1
 
     @property
     def n(self) -> int:
