@@ -495,8 +495,8 @@ TWO_WRITERS = textwrap.dedent("""
     es = embedded_client(sys.argv[1])
     tag = sys.argv[2]
     for batch in range(4):
-        helpers.bulk(es, ({"_index": "w", "_id": f"{tag}-{batch}-{i}", "title": f"word {tag}", "doc": batch}
-                          for i in range(150)))
+        helpers.bulk(es, ({"_index": "w", "_id": f"{tag}-{batch}-{i}", "title": f"word {tag}", "doc": batch,
+                           f"{tag}_only_{batch}": "dynamic field"} for i in range(150)))
         es.indices.refresh(index="w")
 """)
 
@@ -517,9 +517,17 @@ def test_two_writer_processes_on_a_fresh_directory(tmp_path):
             shutil.rmtree(path / "segments")
         engine = Engine(path)
         try:
+            status, mapping = rest_handle(engine, "GET", "/w/_mapping", {}, None)
+            fields = mapping["w"]["mappings"]["properties"]
+            assert {f"{t}_only_{b}" for t in "ab" for b in range(4)} <= set(fields)  # none lost
             status, resp = rest_handle(engine, "POST", "/w/_search", {}, {"size": 2000})
             assert sorted(h["_id"] for h in resp["hits"]["hits"]) == expected
             assert all(h["_source"]["title"] == f"word {h['_id'][0]}" for h in resp["hits"]["hits"])
+            for tag in "ab":  # fields each process added dynamically: kept, mapped, searchable
+                for b in range(4):
+                    body = {"query": {"match": {f"{tag}_only_{b}": "dynamic"}}, "size": 0}
+                    status, resp = rest_handle(engine, "POST", "/w/_search", {}, body)
+                    assert resp["hits"]["total"]["value"] == 150, (tag, b, resp)
         finally:
             engine.store.close()
 

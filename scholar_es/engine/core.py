@@ -31,7 +31,7 @@ from scholar_es.engine.commit import read_commit, write_commit
 from scholar_es.engine.errors import EsError, illegal_argument, index_not_found
 from scholar_es.engine.mapping import Mapping
 from scholar_es.engine.segment import ParsedDoc, Segment, parse_document
-from scholar_es.engine.store import Reader, Store, pack_vectors, unpack_vectors
+from scholar_es.engine.store import Reader, Store, merge_mappings, pack_vectors, unpack_vectors
 
 log = logging.getLogger("scholar_es.engine")
 
@@ -279,7 +279,7 @@ class IndexHandle:
             exists_in_batch[doc_id] = True
         mapping_after = json.dumps(self.mapping.to_body(), sort_keys=True)
         if mapping_after != mapping_before:  # dynamic fields or vector dims were added
-            self.store.update_mappings(self.name, self.mapping.to_body())
+            self.sync_mapping(self.store.update_mappings(self.name, self.mapping.to_body()))
         outcome, gen = self.store.write(self.name, [w for _, w in writes]) if writes else ([], 0)
         pdocs = dict(parsed)
         adds: list[ParsedDoc] = []
@@ -363,10 +363,22 @@ class IndexHandle:
         mapping = Mapping(merged)
         similarities = bm25_similarities(self.settings, mapping)  # fails before anything changes
         with self._lock:
-            self.store.update_mappings(self.name, mapping.to_body())
             self.mapping, self.similarities = mapping, similarities
+            self.sync_mapping(self.store.update_mappings(self.name, mapping.to_body()))
+
+    def sync_mapping(self, stored: dict) -> None:
+        """Add the fields of the stored mapping that ours lacks (another process added them), so
+        documents it wrote are analyzed as its mapping says. Never drops a field: ``stored`` may
+        be older than what this process just added."""
+        with self._lock:
+            own = self.mapping.to_body()
+            merged = merge_mappings(stored, own)
+            if json.dumps(merged, sort_keys=True) != json.dumps(own, sort_keys=True):
+                mapping = Mapping(merged)
+                self.similarities = bm25_similarities(self.settings, mapping)
+                self.mapping = mapping
             if self._snapshot is not None:
-                self._snapshot.mapping = mapping
+                self._snapshot.mapping = self.mapping
 
     def describe(self) -> dict:
         return {
@@ -425,6 +437,8 @@ class Engine:
                 h = self._handles.get(name)
                 if h is None or h.uuid != metas[name]["uuid"]:
                     self._handles[name] = IndexHandle(self, name, metas[name])
+                else:
+                    h.sync_mapping(metas[name]["mappings"])
             return self._handles[name]
 
     def _forget_gone(self, metas: dict[str, dict]) -> None:

@@ -102,6 +102,17 @@ class Reader:
         ).fetchone()
 
 
+def merge_mappings(stored: dict, ours: dict) -> dict:
+    """``stored`` with ``ours`` laid over it, recursively: keys only one side has are kept."""
+    out = dict(stored)
+    for key, value in ours.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge_mappings(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
 def _gen(db: sqlite3.Connection, index: str) -> int:
     row = db.execute("SELECT gen FROM write_gen WHERE index_name = ?", (index,)).fetchone()
     return int(row[0]) if row else 0
@@ -207,9 +218,14 @@ class Store:
                 (name, json.dumps(settings), json.dumps(mappings), uuid, created),
             )
 
-    def update_mappings(self, name: str, mappings: dict) -> None:
+    def update_mappings(self, name: str, mappings: dict) -> dict:
+        """Merge ``mappings`` into the stored mapping (in one transaction, so fields that another
+        process added meanwhile are kept) and return the result."""
         with self._meta_write() as db:
-            db.execute("UPDATE indices SET mappings = ? WHERE name = ?", (json.dumps(mappings), name))
+            row = db.execute("SELECT mappings FROM indices WHERE name = ?", (name,)).fetchone()
+            merged = merge_mappings(json.loads(row[0]), mappings) if row else mappings
+            db.execute("UPDATE indices SET mappings = ? WHERE name = ?", (json.dumps(merged), name))
+        return merged
 
     def delete_index(self, name: str) -> None:
         with self._meta_write() as db:
