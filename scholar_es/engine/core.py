@@ -188,20 +188,22 @@ class IndexHandle:
 
     def _catch_up(self, seg: Segment, rd: Reader) -> Segment:
         """Apply the deletes and new documents that SQLite (as ``rd`` sees it) has and ``seg``
-        lacks. Starts from an empty segment when rows older than ``seg``'s newest are missing
-        (another process committed in between), since a segment keeps seq order for ties."""
+        lacks. Documents this process wrote are taken from its queue, already parsed; only the
+        others are read and parsed. Starts from an empty segment when rows older than ``seg``'s
+        newest are missing, since a segment keeps seq order (the score tie-break)."""
         live = rd.live_seqs(self.name)
         dead = seg.seqs[~np.isin(seg.seqs, live)]
         missing = live[~np.isin(live, seg.seqs)]
-        last = int(seg.seqs.max()) if len(seg.seqs) else 0
-        if len(missing) and int(missing.min()) < last:
-            seg, dead, last = Segment(self.mapping), seg.seqs[:0], 0
-        adds = [
-            parse_document(
+        if len(missing) and len(seg.seqs) and int(missing.min()) < int(seg.seqs.max()):
+            seg, dead, missing = Segment(self.mapping), seg.seqs[:0], live
+        mine = {d.seq: d for _, adds, _ in self._pending for d in adds}
+        foreign = {
+            seq: parse_document(
                 self.mapping, self.analysis, seq, doc_id, json.loads(source), unpack_vectors(vectors)
             )
-            for seq, doc_id, source, vectors in rd.docs_after(self.name, last)
-        ]
+            for seq, doc_id, source, vectors in rd.rows([s for s in missing.tolist() if s not in mine])
+        }
+        adds = [mine.get(s) or foreign[s] for s in missing.tolist()]
         new = seg.with_changes(adds, [int(s) for s in dead])
         if not np.array_equal(new.seqs, live):  # pragma: no cover - a bug, never an answer
             raise EsError(500, "exception", f"snapshot of index [{self.name}] does not match its store")

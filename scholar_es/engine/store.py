@@ -83,6 +83,18 @@ class Reader:
             (index, seq),
         ).fetchall()
 
+    def rows(self, seqs: Sequence[int]) -> list[tuple[int, str, str, bytes | None]]:
+        """(seq, id, source, vectors) of the given rows that exist, in seq order."""
+        out: list[tuple[int, str, str, bytes | None]] = []
+        seqs = [int(s) for s in seqs]
+        for start in range(0, len(seqs), 500):
+            part = seqs[start : start + 500]
+            q = "SELECT seq, id, source, vectors FROM docs WHERE seq IN ({})".format(
+                ",".join("?" * len(part))
+            )
+            out.extend(self._db.execute(q, part))
+        return sorted(out)
+
     def sources(self, seqs: Sequence[int]) -> dict[int, tuple[str, str, int]]:
         """seq -> (id, source json, version) for the given rows."""
         out: dict[int, tuple[str, str, int]] = {}
