@@ -35,6 +35,9 @@ from scholar_es.engine.store import Reader, Store, merge_mappings, pack_vectors,
 
 log = logging.getLogger("scholar_es.engine")
 
+#: queued parsed documents that make a writer publish a snapshot itself (their token lists are
+#: larger than the arrays they become)
+PUBLISH_EVERY = 5_000
 MAX_ID_BYTES = 512  # IndexRequest: "id is too long, must be no longer than 512 bytes"
 _INDEX_SETTINGS = {
     "number_of_shards",
@@ -318,6 +321,8 @@ class IndexHandle:
             )
         if writes:
             self._pending.append((gen, adds, deletes))
+            if sum(len(a) for _, a, _ in self._pending) >= PUBLISH_EVERY:
+                self.segment()  # bound the memory of parsed documents waiting for a reader
         for op, res in zip(ops, results, strict=True):
             if res is not None:
                 res.setdefault("_index", self.name)
