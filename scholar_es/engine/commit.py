@@ -183,6 +183,24 @@ def read_commit(folder: Path) -> tuple[int, list[np.ndarray], dict] | None:
     return None
 
 
+def _npy_view(blob: memoryview) -> np.ndarray:
+    """The array of an ``.npy`` blob as a read-only view of the bytes already read (no copy:
+    opening is one read and one CRC pass; read-only suits an immutable segment)."""
+    head = io.BytesIO(bytes(blob[: 65536 + 16]))
+    version = np.lib.format.read_magic(head)
+    if version == (1, 0):
+        shape, fortran, dtype = np.lib.format.read_array_header_1_0(head)
+    else:
+        shape, fortran, dtype = np.lib.format.read_array_header_2_0(head)
+    if dtype.hasobject:
+        raise ValueError("object arrays are never stored")
+    count = int(np.prod(shape, dtype=np.int64))
+    if count * dtype.itemsize != len(blob) - head.tell():
+        raise ValueError(f"{len(blob) - head.tell()} bytes of data for shape {shape} of {dtype}")
+    arr = np.frombuffer(blob, dtype=dtype, count=count, offset=head.tell())
+    return arr.reshape(shape, order="F" if fortran else "C")
+
+
 def _names(folder: Path) -> list[str]:
     try:
         return os.listdir(folder)
@@ -222,7 +240,7 @@ def _read_generation(folder: Path, gen: int) -> tuple[list[np.ndarray], dict]:
             if len(blob) != a["size"] or zlib.crc32(blob) != a["crc32"]:
                 raise CorruptCommit(f"array {i} of file {name} fails its CRC32 checksum")
             try:
-                arrays.append(np.load(io.BytesIO(blob), allow_pickle=False))
+                arrays.append(_npy_view(blob))
             except (ValueError, OSError, EOFError) as e:
                 raise CorruptCommit(f"array {i} of file {name} is not a valid array: {e}") from None
     return arrays, entry["meta"]
