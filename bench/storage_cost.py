@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -60,7 +61,7 @@ def import_base(commit: str, into: Path):
     return base_node, base_core
 
 
-def run(args) -> dict:
+def run(args, tmp: Path) -> dict:
     import engine_latency as el  # noqa: PLC0415
     from elasticsearch import helpers  # noqa: PLC0415
 
@@ -73,7 +74,6 @@ def run(args) -> dict:
         threadpool_limits(1)  # as engine_latency.py: one BLAS thread, for both
     except ImportError:  # pragma: no cover
         pass
-    tmp = Path(tempfile.mkdtemp(prefix="storage-cost-"))
     base_node, base_core = import_base(args.base, tmp / "code")
     corpus = el.Corpus(args.docs)
     queries = corpus.queries(args.queries)
@@ -158,7 +158,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=20)
     ap.add_argument("--base", default=BASE, help="git commit of the 'before' engine (default %(default)s)")
     args = ap.parse_args(argv)
-    report = run(args)
+    tmp = Path(tempfile.mkdtemp(prefix="storage-cost-"))
+    try:
+        report = run(args, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     print(markdown(report))
     out = REPO / "bench" / "results" / "storage_cost.json"
     out.parent.mkdir(parents=True, exist_ok=True)
