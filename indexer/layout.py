@@ -13,8 +13,10 @@ Which version is good is never guessed from version numbers:
   same ``_aliases`` request), so the rollback target is the last *published* version, never a
   half-built one;
 * a version that no alias names and whose state is ``building`` is the leftover of a run that
-  was killed (kill -9, power loss): the next run deletes it before it starts (so two rebuilds
-  of one prefix must not run at the same time);
+  was killed (kill -9, power loss) when the process that builds it (``_meta.builder``: host and
+  pid) is gone: the next run deletes it before it starts. A version whose builder still runs
+  (two runs started together on a fresh directory write into one ``-v1``), or runs on another
+  host, where its state cannot be seen, is left alone;
 * after a swap, unaliased versions older than the new one are deleted: the current and the
   previous version are all that is kept.
 """
@@ -23,7 +25,9 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import re
+import socket
 from importlib import resources
 
 from indexer.embedder import model_key
@@ -105,13 +109,35 @@ def check_meta(es, index: str, model: str, dims: int, chunking: str) -> None:
         )
 
 
+def building_meta(meta: dict) -> dict:
+    """``meta`` of a version this process starts filling: state building, and who builds it."""
+    return {**meta, "build_state": BUILDING, "builder": {"host": socket.gethostname(), "pid": os.getpid()}}
+
+
+def builder_gone(builder: object) -> bool:
+    """Whether the process recorded as a version's builder has ended (None: never recorded)."""
+    if not isinstance(builder, dict):
+        return True  # built before builders were recorded: only a killed run leaves one
+    if builder.get("host") != socket.gethostname():
+        return False  # another machine's run: its state cannot be seen from here
+    try:
+        os.kill(int(builder["pid"]), 0)
+    except ProcessLookupError:
+        return True
+    except (PermissionError, KeyError, TypeError, ValueError, OverflowError):
+        return False
+    return False
+
+
 def clean_leftovers(es, alias: str) -> list[str]:
-    """Delete the half-built versions of ``alias`` a killed run left (no alias, state building)."""
+    """Delete the half-built versions of ``alias`` a killed run left (no alias, state building,
+    builder process gone)."""
     deleted = []
     for name in sorted(versions(es, alias)):
         if _aliases_of(es, name):
             continue
-        if index_meta(es, name).get("build_state") == BUILDING:
+        meta = index_meta(es, name)
+        if meta.get("build_state") == BUILDING and builder_gone(meta.get("builder")):
             es.indices.delete(index=name)
             deleted.append(name)
     return deleted
@@ -144,11 +170,32 @@ def prepare(
             check_meta(es, current[0], model, dims, meta.get("chunking", "paragraph"))
             targets[kind] = current[0]
             continue
+        if not rebuild:
+            targets[kind] = f"{alias}-v1"
+            created = _create_or_join_first_version(es, alias, kind, model, dims, meta) or created
+            continue
         name = next_version(es, alias)
-        es.indices.create(index=name, **index_body(kind, dims, {**meta, "build_state": BUILDING}))
+        es.indices.create(index=name, **index_body(kind, dims, building_meta(meta)))
         targets[kind] = name
         created = True
     return targets, created, cleaned
+
+
+def _create_or_join_first_version(es, alias: str, kind: str, model: str, dims: int, meta: dict) -> bool:
+    """First run (no alias yet): create ``<alias>-v1``, or join it when another run created it
+    first, so two runs started together on a fresh directory write into one index and publish
+    the same alias target. True when this run created it."""
+    from elasticsearch import BadRequestError
+
+    name = f"{alias}-v1"
+    try:
+        es.indices.create(index=name, **index_body(kind, dims, building_meta(meta)))
+        return True
+    except BadRequestError as e:
+        if e.error != "resource_already_exists_exception":
+            raise
+    check_meta(es, name, model, dims, meta.get("chunking", "paragraph"))
+    return False
 
 
 def discard(es, targets: dict[str, str]) -> None:

@@ -201,3 +201,24 @@ def test_rebuilds_keep_exactly_current_and_previous(tmp_path, rebuilds):
         "previous": ["chunks-v3"],
         "versions": ["chunks-v3", "chunks-v4"],
     }
+
+
+def test_a_version_whose_builder_still_runs_is_not_a_leftover(tmp_engine):
+    """Two runs started together on a fresh directory share ``-v1``: the second must not delete the
+    first one's version as a leftover while the first is still filling it."""
+    body = layout.index_body("chunks", 16, layout.building_meta({"chunking": "paragraph"}))
+    tmp_engine.indices.create(index="chunks-v1", **body)  # built by this (live) process
+    assert layout.clean_leftovers(tmp_engine, "chunks") == []
+    assert tmp_engine.indices.exists(index="chunks-v1")
+
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    meta = {**layout.index_meta(tmp_engine, "chunks-v1")}
+    meta["builder"] = {**meta["builder"], "pid": int(dead.stdout)}  # a process that has ended
+    tmp_engine.indices.put_mapping(index="chunks-v1", meta=meta)
+    assert layout.clean_leftovers(tmp_engine, "chunks") == ["chunks-v1"]
+
+    other_host = layout.building_meta({})["builder"] | {"host": "another-machine"}
+    assert layout.builder_gone(other_host) is False  # cannot be seen from here: left alone
+    assert layout.builder_gone(None) is True  # versions from before builders were recorded

@@ -1,8 +1,14 @@
 """The embedded engine: indices, aliases and documents in one directory.
 
-:class:`Engine` owns the store and one :class:`IndexHandle` per index. Handles keep the
-searchable :class:`~engine.segment.Segment` in memory, bring it up to date with what other
-processes wrote (SQLite's ``data_version``), and save it as a cache on refresh and exit.
+:class:`Engine` owns the store and one :class:`IndexHandle` per index. A handle publishes
+immutable :class:`~engine.segment.Segment` snapshots: a search pins one read transaction of
+SQLite and the snapshot that reflects exactly that state (the index's write generation), so
+its hits and their ``_source`` come from one point in time; a write (serialized per handle)
+commits to SQLite and queues its parsed documents, and the next reader publishes a new
+snapshot from them -- or, when another process wrote in between, from SQLite itself. Refresh
+and exit save the snapshot as a checksummed generation with a commit point
+(:mod:`engine.commit`); a new process starts from the newest one that verifies. See
+docs/storage.md.
 """
 
 from __future__ import annotations
@@ -11,6 +17,8 @@ import atexit
 import contextlib
 import fnmatch
 import json
+import logging
+import sqlite3
 import threading
 import time
 import uuid
@@ -19,11 +27,17 @@ from pathlib import Path
 import numpy as np
 
 from scholar_es.engine import similarity as sim
+from scholar_es.engine.commit import read_commit, write_commit
 from scholar_es.engine.errors import EsError, illegal_argument, index_not_found
 from scholar_es.engine.mapping import Mapping, keyword_normalizer
-from scholar_es.engine.segment import Segment, parse_document
-from scholar_es.engine.store import Store, pack_vectors, unpack_vectors
+from scholar_es.engine.segment import ParsedDoc, Segment, parse_document
+from scholar_es.engine.store import Reader, Store, merge_mappings, pack_vectors, unpack_vectors
 
+log = logging.getLogger("scholar_es.engine")
+
+#: queued parsed documents that make a writer publish a snapshot itself (their token lists are
+#: larger than the arrays they become)
+PUBLISH_EVERY = 5_000
 MAX_ID_BYTES = 512  # IndexRequest: "id is too long, must be no longer than 512 bytes"
 _INDEX_SETTINGS = {
     "number_of_shards",
@@ -74,59 +88,146 @@ class IndexHandle:
         self.mapping = Mapping(meta["mappings"], check_limits=False)  # stored: reopen as it is
         #: per-field BM25 parameters; follow put_mapping (dynamic fields name no similarity)
         self.similarities = bm25_similarities(self.settings, self.mapping)
-        self._segment: Segment | None = None
-        self._saved = True
-        self._lock = threading.RLock()
+        #: the published snapshot: immutable once published, replaced by newer ones
+        self._snapshot: Segment | None = None
+        #: parsed documents of this process's writes not yet in a snapshot: (write gen, adds, deleted seqs)
+        self._pending: list[tuple[int, list[ParsedDoc], list[int]]] = []
+        self._lock = threading.RLock()  # writers and publishing; searches on a snapshot take none
+        self._save_lock = threading.Lock()
+        self._saved_gen = -1  # write generation of the newest commit point this process wrote or read
 
     @property
     def cache_dir(self) -> Path:
+        """Derived files of this index: named by the index's uuid, never by its name."""
         return self.engine.root / "segments" / self.uuid
 
-    # --- the searchable segment -------------------------------------------------------
-    def segment(self) -> Segment:
-        with self._lock:
-            self.engine.changed_elsewhere()  # polls; each handle compares its own generation
-            if self._segment is None:
-                self._generation = self.engine.generation
-                seg = Segment.load(self.cache_dir, self.mapping) or Segment(self.mapping)
-                self._segment = self._catch_up(seg)
-            elif self._generation != self.engine.generation:
-                self._generation = self.engine.generation
-                self._segment = self._catch_up(self._segment)
-            self._segment.ensure_built()
-            return self._segment
+    # --- snapshots ----------------------------------------------------------------------
+    @contextlib.contextmanager
+    def reading(self):
+        """``(segment, reader)``: a snapshot and an open SQLite read transaction of the same state.
 
-    def _catch_up(self, seg: Segment) -> Segment:
-        """Apply deletes and new documents that the store has and the segment lacks.
-
-        Returns the segment to use: a fresh one when another process committed rows older
-        than ours (a race), since the segment must keep seq order for tie-breaking.
+        Everything a search reads -- postings, doc values, ``_source`` -- comes from these two,
+        so concurrent writes (threads or processes) never show through half-way.
         """
-        seg.ensure_built()
-        live = self.store.live_seqs(self.name)
+        with self.store.reading() as rd:
+            for attempt in range(10_000):
+                seg = self._snapshot_at(rd, attempt)
+                if seg is not None:
+                    break
+                rd.restart()  # a newer snapshot is already published: read the newer state
+            else:  # pragma: no cover - needs a writer committing faster than a read can start
+                raise EsError(
+                    503, "search_phase_execution_exception", "no consistent snapshot could be taken"
+                )
+            yield seg, rd
+
+    def segment(self) -> Segment:
+        """The current snapshot (a consistent, immutable view of the index)."""
+        with self.reading() as (seg, _):
+            return seg
+
+    def _snapshot_at(self, rd: Reader, attempt: int = 0) -> Segment | None:
+        """The snapshot of exactly ``rd``'s state, published if new; None when a newer one is
+        already published (the caller restarts its read transaction)."""
+        want = rd.gen(self.name)
+        snap = self._snapshot
+        if snap is not None and snap.gen == want:
+            return snap  # lock-free: snapshots are immutable
+        with self._lock:
+            snap = self._snapshot
+            if snap is None:
+                snap = self._open_cache(want, wait_for_newer=attempt < 3)
+                if snap is None:
+                    return None
+            elif snap.gen > want:
+                if attempt < 3:
+                    return None
+                # SQLite went back (a restored file): never serve the newer snapshot, rebuild
+                log.warning("index [%s] is older in SQLite than in memory; rebuilding from SQLite", self.name)
+                snap, self._pending = Segment(self.mapping), []
+            if snap.gen != want:
+                snap = self._advance(snap, want, rd)
+            self._snapshot = snap
+            return snap
+
+    def _open_cache(self, want: int, wait_for_newer: bool) -> Segment | None:
+        """The segment of the newest commit point that verifies, or an empty one; None when the
+        commit point is newer than the caller's read transaction (another process committed
+        and saved since it began) and ``wait_for_newer``: the caller reads again."""
+        found = read_commit(self.cache_dir)
+        if found is not None:
+            _, arrays, meta = found
+            if wait_for_newer and isinstance(meta.get("write_gen"), int) and meta["write_gen"] > want:
+                return None
+            try:
+                if meta.get("index_uuid") != self.uuid or not 0 <= int(meta["write_gen"]) <= want:
+                    raise ValueError(
+                        f"it reflects write generation {meta.get('write_gen')}, SQLite has {want}"
+                    )
+                seg = Segment.from_arrays(arrays, meta["segment"], self.mapping)
+                seg.gen = self._saved_gen = int(meta["write_gen"])
+                return seg
+            except (ValueError, KeyError, TypeError) as e:
+                log.warning(
+                    "segment cache of index [%s] is unusable (%s); rebuilding from SQLite", self.name, e
+                )
+        return Segment(self.mapping)
+
+    def _advance(self, seg: Segment, want: int, rd: Reader) -> Segment:
+        """``seg`` brought to write generation ``want``: from this process's queued writes when
+        they cover every generation in between, else from SQLite (another process wrote)."""
+        adds: list[ParsedDoc] = []
+        deletes: list[int] = []
+        gen = seg.gen
+        for g, a, d in self._pending:
+            if g == gen + 1 and g <= want:
+                adds.extend(a)
+                deletes.extend(d)
+                gen = g
+        new = seg.with_changes(adds, deletes) if gen == want else self._catch_up(seg, rd)
+        new.gen = want
+        self._pending = [p for p in self._pending if p[0] > want]
+        return new
+
+    def _catch_up(self, seg: Segment, rd: Reader) -> Segment:
+        """Apply the deletes and new documents that SQLite (as ``rd`` sees it) has and ``seg``
+        lacks. Documents this process wrote are taken from its queue, already parsed; only the
+        others are read and parsed. Starts from an empty segment when rows older than ``seg``'s
+        newest are missing, since a segment keeps seq order (the score tie-break)."""
+        live = rd.live_seqs(self.name)
         dead = seg.seqs[~np.isin(seg.seqs, live)]
         missing = live[~np.isin(live, seg.seqs)]
-        last = int(seg.seqs.max()) if len(seg.seqs) else 0
-        if len(missing) and int(missing.min()) < last:
-            seg, dead, last = Segment(self.mapping), seg.seqs[:0], 0
-        for s in dead:
-            seg.delete(int(s))
-        for seq, doc_id, source, vectors in self.store.docs_after(self.name, last):
-            seg.add(
-                parse_document(
-                    self.mapping, self.analysis, seq, doc_id, json.loads(source), unpack_vectors(vectors)
-                )
+        if len(missing) and len(seg.seqs) and int(missing.min()) < int(seg.seqs.max()):
+            seg, dead, missing = Segment(self.mapping), seg.seqs[:0], live
+        mine = {d.seq: d for _, adds, _ in self._pending for d in adds}
+        foreign = {
+            seq: parse_document(
+                self.mapping, self.analysis, seq, doc_id, json.loads(source), unpack_vectors(vectors)
             )
-            self._saved = False
-        if len(dead):
-            self._saved = False
-        return seg
+            for seq, doc_id, source, vectors in rd.rows([s for s in missing.tolist() if s not in mine])
+        }
+        adds = [mine.get(s) or foreign[s] for s in missing.tolist()]
+        new = seg.with_changes(adds, [int(s) for s in dead])
+        if not np.array_equal(new.seqs, live):  # pragma: no cover - a bug, never an answer
+            raise EsError(500, "exception", f"snapshot of index [{self.name}] does not match its store")
+        return new
 
     def save(self) -> None:
-        with self._lock:
-            if self._segment is not None and (not self._saved or self._segment.dirty):
-                self._segment.save(self.cache_dir)
-                self._saved = True
+        """Write the current snapshot as a new checksummed generation (a Lucene commit)."""
+        with self._save_lock:
+            seg = self.segment()
+            if seg.gen == self._saved_gen:
+                return
+            arrays, desc = seg.to_arrays()
+            meta = {
+                "index_uuid": self.uuid,
+                "write_gen": seg.gen,
+                "docs": len(seg.seqs),
+                "max_seq": int(seg.seqs.max()) if len(seg.seqs) else 0,
+                "segment": desc,
+            }
+            write_commit(self.cache_dir, arrays, meta)
+            self._saved_gen = seg.gen
 
     # --- writes ---------------------------------------------------------------------------
     def write(self, ops: list[tuple]) -> list[dict]:
@@ -135,7 +236,10 @@ class IndexHandle:
         Documents are parsed against the mapping first; a document the mapping rejects
         gets its error item and the others are still written (bulk semantics).
         """
-        seg = self.segment()
+        with self._lock:  # writers are serialized; searches go on, on their snapshots
+            return self._write(ops)
+
+    def _write(self, ops: list[tuple]) -> list[dict]:
         results: list[dict | None] = [None] * len(ops)
         writes, parsed = [], []
         mapping_before = json.dumps(self.mapping.to_body(), sort_keys=True)
@@ -180,17 +284,15 @@ class IndexHandle:
             exists_in_batch[doc_id] = True
         mapping_after = json.dumps(self.mapping.to_body(), sort_keys=True)
         if mapping_after != mapping_before:  # dynamic fields or vector dims were added
-            self.store.update_mappings(self.name, self.mapping.to_body())
-        outcome = self.store.write(self.name, [w for _, w in writes]) if writes else []
+            self.sync_mapping(self.store.update_mappings(self.name, self.mapping.to_body()))
+        outcome, gen = self.store.write(self.name, [w for _, w in writes]) if writes else ([], 0)
         pdocs = dict(parsed)
-        batch: dict[str, int] = {}  # id -> seq written earlier in this same batch
-        for (i, w), (seq, version) in zip(writes, outcome, strict=True):
+        adds: list[ParsedDoc] = []
+        deletes: list[int] = []
+        for (i, w), (seq, version, previous) in zip(writes, outcome, strict=True):
             doc_id = w[1]
-            previous = batch.pop(doc_id, None)
-            if previous is None:
-                previous = seg.built_seq_of(doc_id)
             if previous is not None:
-                seg.delete(previous)
+                deletes.append(previous)
             if w[0] == "delete":
                 results[i] = {
                     "_index": self.name,
@@ -202,8 +304,7 @@ class IndexHandle:
             else:
                 pdoc = pdocs[i]
                 pdoc.seq = seq
-                seg.add(pdoc)
-                batch[doc_id] = seq
+                adds.append(pdoc)
                 results[i] = {
                     "_index": self.name,
                     "_id": doc_id,
@@ -219,7 +320,9 @@ class IndexHandle:
                 }
             )
         if writes:
-            self._saved = False
+            self._pending.append((gen, adds, deletes))
+            if sum(len(a) for _, a, _ in self._pending) >= PUBLISH_EVERY:
+                self.segment()  # bound the memory of parsed documents waiting for a reader
         for op, res in zip(ops, results, strict=True):
             if res is not None:
                 res.setdefault("_index", self.name)
@@ -268,10 +371,23 @@ class IndexHandle:
         similarities = bm25_similarities(self.settings, mapping)  # fails before anything changes
         for fs in mapping.fields.values():
             keyword_normalizer(fs, self.analysis)
-        self.store.update_mappings(self.name, mapping.to_body())
-        self.mapping, self.similarities = mapping, similarities
-        if self._segment is not None:
-            self._segment.mapping = mapping
+        with self._lock:
+            self.mapping, self.similarities = mapping, similarities
+            self.sync_mapping(self.store.update_mappings(self.name, mapping.to_body()))
+
+    def sync_mapping(self, stored: dict) -> None:
+        """Add the fields of the stored mapping that ours lacks (another process added them), so
+        documents it wrote are analyzed as its mapping says. Never drops a field: ``stored`` may
+        be older than what this process just added."""
+        with self._lock:
+            own = self.mapping.to_body()
+            merged = merge_mappings(stored, own)
+            if json.dumps(merged, sort_keys=True) != json.dumps(own, sort_keys=True):
+                mapping = Mapping(merged, check_limits=False)  # stored state: reopen as it is
+                self.similarities = bm25_similarities(self.settings, mapping)
+                self.mapping = mapping
+            if self._snapshot is not None:
+                self._snapshot.mapping = self.mapping
 
     def describe(self) -> dict:
         return {
@@ -301,20 +417,19 @@ class Engine:
         self.root = root
         self.store = Store(root)
         self._handles: dict[str, IndexHandle] = {}
-        self._version = self.store.data_version()
-        self.generation = 0
+        self._meta_gen = self.store.meta_gen()
         self._lock = threading.RLock()
 
     def changed_elsewhere(self) -> bool:
-        v = self.store.data_version()
-        if v != self._version:
-            self._version = v
-            self.generation += 1  # handles catch up when their generation is behind
+        """Whether index definitions or aliases changed since the last look (any process)."""
+        v = self.store.meta_gen()
+        if v != self._meta_gen:
+            self._meta_gen = v
             return True
         return False
 
     def close(self) -> None:
-        for h in self._handles.values():
+        for h in list(self._handles.values()):
             h.save()
 
     # --- indices --------------------------------------------------------------------------
@@ -325,13 +440,24 @@ class Engine:
         with self._lock:
             metas = self.store.indices() if (name not in self._handles or self.changed_elsewhere()) else None
             if metas is not None:
+                self._forget_gone(metas)
                 if name not in metas:
-                    self._handles.pop(name, None)
                     raise index_not_found(name)
                 h = self._handles.get(name)
                 if h is None or h.uuid != metas[name]["uuid"]:
                     self._handles[name] = IndexHandle(self, name, metas[name])
+                else:
+                    h.sync_mapping(metas[name]["mappings"])
             return self._handles[name]
+
+    def _forget_gone(self, metas: dict[str, dict]) -> None:
+        """Drop the handles (and so the snapshots and files) of indices deleted or recreated,
+        by this or another process: a long-running process does not keep dead versions."""
+        for old_name, h in list(self._handles.items()):
+            meta = metas.get(old_name)
+            if meta is None or meta["uuid"] != h.uuid:
+                del self._handles[old_name]
+                _remove_tree(h.cache_dir)
 
     def create_index(self, name: str, body: dict) -> dict:
         _validate_index_name(name)
@@ -361,7 +487,17 @@ class Engine:
                 get_analyzer(fs.analyzer, settings.get("analysis"))
                 get_analyzer(fs.query_analyzer, settings.get("analysis"))
             keyword_normalizer(fs, settings.get("analysis"))  # an unknown normalizer fails now
-        self.store.create_index(name, settings, mapping.to_body(), uuid.uuid4().hex, int(time.time() * 1000))
+        try:
+            self.store.create_index(
+                name, settings, mapping.to_body(), uuid.uuid4().hex, int(time.time() * 1000)
+            )
+        except sqlite3.IntegrityError:  # another process created it since the check above
+            raise EsError(
+                400,
+                "resource_already_exists_exception",
+                f"index [{name}/{uuid.uuid4().hex[:22]}] already exists",
+                index=name,
+            ) from None
         aliases = body.get("aliases") or {}
         if aliases:
             self.store.apply_alias_actions(
@@ -421,7 +557,11 @@ class Engine:
             )
         if not create:
             raise index_not_found(name)
-        self.create_index(name, {})  # auto-create, as action.auto_create_index allows by default
+        try:
+            self.create_index(name, {})  # auto-create, as action.auto_create_index allows by default
+        except EsError as e:
+            if e.type != "resource_already_exists_exception":  # another process created it just now
+                raise
         return name
 
     def update_aliases(self, actions: list) -> None:

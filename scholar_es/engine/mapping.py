@@ -194,7 +194,7 @@ class Mapping:
                     "illegal_argument_exception",
                     f"Limit of mapping depth [{DEPTH_LIMIT}] has been exceeded due to object field [{name}]",
                 )
-            self.objects.add(name)
+            self.objects = self.objects | {name}  # copy on write: searches may be iterating
             self._add_properties(spec.get("properties", {}), prefix=name + ".")
             return
         if ftype == VECTOR:
@@ -211,7 +211,8 @@ class Mapping:
                 normalizer=spec.get("normalizer") if ftype == KEYWORD else None,
                 raw=spec,
             )
-        self.fields[name] = fs
+        # copy on write: a dynamic field is added by a writer while searches iterate the old dict
+        self.fields = {**self.fields, name: fs}
         for sub, subspec in (spec.get("fields") or {}).items():
             self._add_field(f"{name}.{sub}", subspec)
 

@@ -123,8 +123,12 @@ class SearchRun:
                 f"was [{self.from_ + self.size}]. See the scroll api for a more efficient way to request large data "
                 "sets. This limit can be set by changing the [index.max_result_window] index level setting."
             )
-        self.seg = handle.segment()
-        self.ctx = Ctx(self.seg, handle.analysis, handle.name, default_k=self.size, bm25=handle.similarities)
+
+    def bind(self, seg, reader) -> None:
+        """Search ``seg`` and read ``_source`` through ``reader``: one snapshot, one SQLite state."""
+        handle = self.handle
+        self.seg, self.reader = seg, reader
+        self.ctx = Ctx(seg, handle.analysis, handle.name, default_k=self.size, bm25=handle.similarities)
         self.parser = QueryParser(self.ctx, parse_function_score, knn_query)
 
     # --- scoring ---------------------------------------------------------------------
@@ -153,6 +157,12 @@ class SearchRun:
         return mask, np.where(mask, scores.astype(np.float32).astype(np.float64), 0.0), nodes
 
     def run(self) -> dict:
+        """Run on a snapshot pinned for the whole search (hits and ``_source`` agree)."""
+        with self.handle.reading() as (seg, reader):
+            self.bind(seg, reader)
+            return self._run()
+
+    def _run(self) -> dict:
         start = time.perf_counter()
         body = self.body
         if "retriever" in body:
@@ -279,7 +289,7 @@ class SearchRun:
             highlight.parse_highlight(self.body["highlight"]) if "highlight" in self.body else None
         )
         terms_for = self._highlight_terms()
-        rows = self.handle.store.sources(seqs) if show_source or want_fields or highlight_fields else {}
+        rows = self.reader.sources(seqs) if show_source or want_fields or highlight_fields else {}
         hits = []
         for i, p in enumerate(page):
             hit: dict = {"_index": self.handle.name}
@@ -520,7 +530,9 @@ def count(handle, body: dict | None) -> int:
     if unknown:
         raise parsing_error(f"request does not support [{next(iter(unknown))}]")
     run = SearchRun(handle, {"query": body.get("query", {"match_all": {}}), "size": 0})
-    mask, scores, _ = run.score()
+    with handle.reading() as (seg, reader):
+        run.bind(seg, reader)
+        mask, scores, _ = run.score()
     if "min_score" in body:
         mask &= scores >= float(body["min_score"])
     return int(mask.sum())

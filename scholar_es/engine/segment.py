@@ -1,7 +1,9 @@
 """The searchable, in-memory form of one index: postings, doc values and vectors.
 
-Built from the documents in :mod:`engine.store` and cached on disk as ``.npy`` files so a
-new process opens a 100k-chunk index in well under a second. Documents are kept in
+Built from the documents in :mod:`engine.store` and saved as checksummed arrays
+(:meth:`Segment.to_arrays`, written by :mod:`engine.commit`) so a new process opens a
+100k-chunk index in well under a second. A published segment is an immutable snapshot:
+:meth:`Segment.with_changes` returns a new one and leaves it untouched. Documents are kept in
 ``seq`` order (Lucene's doc-id order on a single shard); deletions are applied by
 compacting, i.e. the engine always behaves like a force-merged index, so collection
 statistics count live documents only (a cluster also counts deleted-but-unmerged ones).
@@ -16,9 +18,8 @@ Columns by field type:
 
 from __future__ import annotations
 
-import json
+import copy
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
@@ -130,6 +131,12 @@ class _Postings:
         self.data = np.zeros(0, dtype=np.int32)
         self._csc: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
+    def copy(self) -> _Postings:
+        """A copy that can be appended to without touching this one (arrays are shared)."""
+        new = copy.copy(self)
+        new.vocab = dict(self.vocab)
+        return new
+
     def append(self, rows: list[list[str]]) -> None:
         vocab = self.vocab
         ind_parts, dat_parts, counts = [], [], []
@@ -196,6 +203,11 @@ class TextColumn:
         self.present = np.zeros(0, dtype=bool)
         self._norms: np.ndarray | None = None
 
+    def copy(self) -> TextColumn:
+        new = copy.copy(self)
+        new.postings = self.postings.copy()
+        return new
+
     def append(self, rows: list[list[str] | None]) -> None:
         self.postings.append([r or [] for r in rows])
         self.lengths = np.concatenate([self.lengths, np.array([len(r or []) for r in rows], dtype=np.int32)])
@@ -230,6 +242,11 @@ class KeywordColumn:
         self.postings = _Postings()
         self.first = np.zeros(0, dtype=np.int32)  # value id of the first value, -1 if none
         self._terms: list[str] | None = None
+
+    def copy(self) -> KeywordColumn:
+        new = copy.copy(self)
+        new.postings = self.postings.copy()
+        return new
 
     def append(self, rows: list[list[str] | None]) -> None:
         self.postings.append([list(dict.fromkeys(r)) if r else [] for r in rows])
@@ -269,6 +286,9 @@ class NumericColumn:
         self.values = np.zeros(0, dtype=np.float64)
         self.n = 0
         self._stats: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+
+    def copy(self) -> NumericColumn:
+        return copy.copy(self)  # every change rebinds its arrays
 
     def append(self, rows: list[list[float] | None]) -> None:
         docs, vals = [], []
@@ -312,6 +332,9 @@ class VectorColumn:
         self.matrix = np.zeros((0, dims or 0), dtype=np.float32)
         self.present = np.zeros(0, dtype=bool)
         self._norms: np.ndarray | None = None
+
+    def copy(self) -> VectorColumn:
+        return copy.copy(self)  # every change rebinds its arrays
 
     def append(self, rows: list[np.ndarray | None]) -> None:
         if self.dims is None:
@@ -360,6 +383,10 @@ class Segment:
         self._pending: list[ParsedDoc] = []
         self._deleted: set[int] = set()
         self._id_pos: dict[str, int] | None = None
+        #: the SQLite write generation of the index that this segment reflects (-1: none yet,
+        #: so a new segment is always brought up to date, even from a database whose index has
+        #: documents but no recorded generation)
+        self.gen = -1
 
     @property
     def n(self) -> int:
@@ -437,86 +464,128 @@ class Segment:
             self._id_pos = {d: i for i, d in enumerate(self.ids)}
         return self._id_pos.get(doc_id)
 
+    # --- snapshots -------------------------------------------------------------------
+    def with_changes(self, adds: list[ParsedDoc], deletes) -> Segment:
+        """A new, built segment: this one minus ``deletes`` (seqs) plus ``adds``.
+
+        ``self`` is not modified (it may be a published snapshot that searches are reading):
+        the copy shares the numpy arrays, which are never written in place, and copies the
+        containers that appending mutates (ids, vocabularies, column registries).
+        """
+        new = Segment(self.mapping)
+        new.seqs, new.ids, new.gen = self.seqs, list(self.ids), self.gen
+        for mine, theirs in (
+            (new.text, self.text),
+            (new.keyword, self.keyword),
+            (new.numeric, self.numeric),
+            (new.vectors, self.vectors),
+        ):
+            for name, col in theirs.items():
+                mine[name] = col.copy()
+        new._pending = list(self._pending) + list(adds)
+        new._deleted = set(self._deleted) | {int(s) for s in deletes}
+        new.ensure_built()
+        return new
+
     # --- persistence ---------------------------------------------------------------
-    def save(self, folder: Path) -> None:
-        """Write all columns as .npy files plus a manifest (written last, atomically)."""
+    def to_arrays(self) -> tuple[list[np.ndarray], dict]:
+        """All columns as a list of arrays plus a JSON description naming them by position
+        (file names are positions, never field names; see :mod:`engine.commit`)."""
         self.ensure_built()
-        folder.mkdir(parents=True, exist_ok=True)
-        arrays: dict[str, np.ndarray] = {"seqs": self.seqs}
-        manifest: dict = {"ids": self.ids, "text": {}, "keyword": {}, "numeric": [], "vectors": {}}
+        arrays: list[np.ndarray] = [self.seqs]
+        desc: dict = {
+            "ids": self.ids,
+            "n": len(self.seqs),
+            "text": [],
+            "keyword": [],
+            "numeric": [],
+            "vectors": [],
+        }
+
+        def put(*arrs: np.ndarray) -> list[int]:
+            arrays.extend(arrs)
+            return list(range(len(arrays) - len(arrs), len(arrays)))
+
         for name, col in self.text.items():
             p = col.postings
-            arrays.update(
-                {
-                    f"t.{name}.indptr": p.indptr,
-                    f"t.{name}.indices": p.indices,
-                    f"t.{name}.data": p.data,
-                    f"t.{name}.lengths": col.lengths,
-                    f"t.{name}.present": col.present,
-                }
+            desc["text"].append(
+                [name, list(p.vocab), put(p.indptr, p.indices, p.data, col.lengths, col.present)]
             )
-            manifest["text"][name] = list(p.vocab)
         for name, col in self.keyword.items():
             p = col.postings
-            arrays.update(
-                {
-                    f"k.{name}.indptr": p.indptr,
-                    f"k.{name}.indices": p.indices,
-                    f"k.{name}.data": p.data,
-                    f"k.{name}.first": col.first,
-                }
-            )
-            manifest["keyword"][name] = list(p.vocab)
+            desc["keyword"].append([name, list(p.vocab), put(p.indptr, p.indices, p.data, col.first)])
         for name, col in self.numeric.items():
-            arrays.update({f"n.{name}.doc": col.doc, f"n.{name}.values": col.values})
-            manifest["numeric"].append(name)
+            desc["numeric"].append([name, put(col.doc, col.values)])
         for name, col in self.vectors.items():
-            arrays.update({f"v.{name}.matrix": col.matrix, f"v.{name}.present": col.present})
-            manifest["vectors"][name] = col.dims
-        for key, arr in arrays.items():
-            np.save(folder / f"{key}.npy", arr, allow_pickle=False)
-        tmp = folder / "manifest.json.tmp"
-        tmp.write_text(json.dumps(manifest))
-        tmp.replace(folder / "manifest.json")
+            desc["vectors"].append([name, col.dims, put(col.matrix, col.present)])
+        return arrays, desc
 
     @classmethod
-    def load(cls, folder: Path, mapping: Mapping) -> Segment | None:
-        """The cached segment, or None when there is none (or it is unreadable)."""
+    def from_arrays(cls, arrays: list[np.ndarray], desc: dict, mapping: Mapping) -> Segment:
+        """The segment ``to_arrays`` described; raises ValueError when the arrays do not fit
+        together (a check beyond the checksums: wrong shapes or out-of-range ids never load)."""
         try:
-            manifest = json.loads((folder / "manifest.json").read_text())
-
-            def arr(key: str) -> np.ndarray:
-                return np.load(folder / f"{key}.npy", allow_pickle=False)
-
             seg = cls(mapping)
-            seg.seqs = arr("seqs")
-            seg.ids = manifest["ids"]
-            for name, vocab in manifest["text"].items():
+            seg.seqs = _check(arrays[0], np.int64, 1)
+            n = len(seg.seqs)
+            seg.ids = [str(i) for i in desc["ids"]]
+            if len(seg.ids) != n or desc["n"] != n or (n and np.any(np.diff(seg.seqs) <= 0)):
+                raise ValueError("ids and seqs do not match")
+            for name, vocab, refs in desc["text"]:
                 col = TextColumn()
-                _load_postings(col.postings, vocab, arr, f"t.{name}")
-                col.lengths = arr(f"t.{name}.lengths")
-                col.present = arr(f"t.{name}.present")
+                if len(refs) != 5:
+                    raise ValueError("text column of another layout")
+                _load_postings(col.postings, vocab, [arrays[i] for i in refs[:3]], n)
+                col.lengths = _check(arrays[refs[3]], np.int32, 1, n)
+                col.present = _check(arrays[refs[4]], np.bool_, 1, n)
                 seg.text[name] = col
-            for name, vocab in manifest["keyword"].items():
+            for name, vocab, refs in desc["keyword"]:
                 col = KeywordColumn()
-                _load_postings(col.postings, vocab, arr, f"k.{name}")
-                col.first = arr(f"k.{name}.first")
+                _load_postings(col.postings, vocab, [arrays[i] for i in refs[:3]], n)
+                col.first = _check(arrays[refs[3]], np.int32, 1, n)
+                if n and (col.first.max() >= len(vocab) or col.first.min() < -1):
+                    raise ValueError("keyword values out of range")
                 seg.keyword[name] = col
-            for name in manifest["numeric"]:
+            for name, refs in desc["numeric"]:
                 col = NumericColumn()
-                col.doc, col.values, col.n = arr(f"n.{name}.doc"), arr(f"n.{name}.values"), len(seg.seqs)
+                col.doc, col.values = (
+                    _check(arrays[refs[0]], np.int64, 1),
+                    _check(arrays[refs[1]], np.float64, 1),
+                )
+                col.n = n
+                if len(col.doc) != len(col.values) or (
+                    len(col.doc) and (col.doc.min() < 0 or col.doc.max() >= n)
+                ):
+                    raise ValueError("numeric doc ids out of range")
                 seg.numeric[name] = col
-            for name, dims in manifest["vectors"].items():
+            for name, dims, refs in desc["vectors"]:
                 col = VectorColumn(dims)
-                col.matrix, col.present = arr(f"v.{name}.matrix"), arr(f"v.{name}.present")
+                col.matrix, col.present = arrays[refs[0]], _check(arrays[refs[1]], np.bool_, 1, n)
+                if col.matrix.dtype != np.float32 or col.matrix.ndim != 2:
+                    raise ValueError("vector matrix has the wrong type")
+                if dims is not None and col.matrix.shape != (n, dims):
+                    raise ValueError("vector matrix has the wrong shape")
                 seg.vectors[name] = col
-        except (OSError, ValueError, KeyError):
-            return None
-        if len(seg.ids) != len(seg.seqs):
-            return None
+        except (IndexError, KeyError, TypeError) as e:
+            raise ValueError(f"segment description does not match its files: {e}") from None
         return seg
 
 
-def _load_postings(p: _Postings, vocab: list[str], arr, prefix: str) -> None:
-    p.vocab = {t: i for i, t in enumerate(vocab)}
-    p.indptr, p.indices, p.data = arr(f"{prefix}.indptr"), arr(f"{prefix}.indices"), arr(f"{prefix}.data")
+def _check(arr: np.ndarray, dtype, ndim: int, length: int | None = None) -> np.ndarray:
+    if arr.dtype != dtype or arr.ndim != ndim or (length is not None and len(arr) != length):
+        raise ValueError(
+            f"array of dtype {arr.dtype} and shape {arr.shape} where {np.dtype(dtype)} was expected"
+        )
+    return arr
+
+
+def _load_postings(p: _Postings, vocab: list[str], arrs: list[np.ndarray], n: int) -> None:
+    p.vocab = {str(t): i for i, t in enumerate(vocab)}
+    p.indptr = _check(arrs[0], np.int64, 1, n + 1)
+    p.indices, p.data = _check(arrs[1], np.int32, 1), _check(arrs[2], np.int32, 1)
+    if p.indptr[0] != 0 or np.any(np.diff(p.indptr) < 0) or p.indptr[-1] != len(p.indices):
+        raise ValueError("postings offsets are inconsistent")
+    if len(p.data) != len(p.indices) or (
+        len(p.indices) and (p.indices.min() < 0 or p.indices.max() >= len(vocab))
+    ):
+        raise ValueError("postings term ids out of range")

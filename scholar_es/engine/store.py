@@ -13,6 +13,7 @@ ties follows the last write, exactly as on a single-shard cluster.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import threading
@@ -33,6 +34,8 @@ CREATE TABLE IF NOT EXISTS docs (
     version INTEGER NOT NULL, source TEXT NOT NULL, vectors BLOB,
     UNIQUE (index_name, id));
 CREATE TABLE IF NOT EXISTS scripts (id TEXT PRIMARY KEY, body TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS write_gen (index_name TEXT PRIMARY KEY, gen INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS meta_gen (id INTEGER PRIMARY KEY CHECK (id = 0), gen INTEGER NOT NULL);
 """
 
 
@@ -55,127 +58,42 @@ def unpack_vectors(blob: bytes | None) -> dict[str, np.ndarray]:
     return out
 
 
-class Store:
-    """Thread-safe access to one engine directory's SQLite database."""
+class Reader:
+    """Reads inside one SQLite read transaction: every call sees the same committed state."""
 
-    def __init__(self, root: Path) -> None:
-        root.mkdir(parents=True, exist_ok=True)
-        self.path = root / "engine.sqlite3"
-        # several processes may write one engine: wait for the lock rather than fail at once
-        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=60)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.executescript(SCHEMA)
-        self._lock = threading.RLock()
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._db = db
 
-    def close(self) -> None:
-        self._db.close()
+    def restart(self) -> None:
+        """End the transaction and start a new one (to see later commits)."""
+        self._db.execute("COMMIT")
+        self._db.execute("BEGIN")
 
-    def data_version(self) -> int:
-        """Changes when another connection commits (PRAGMA data_version)."""
-        return self._db.execute("PRAGMA data_version").fetchone()[0]
-
-    # --- indices -------------------------------------------------------------------
-    def indices(self) -> dict[str, dict]:
-        rows = self._db.execute("SELECT name, settings, mappings, uuid, created FROM indices").fetchall()
-        return {
-            r[0]: {"settings": json.loads(r[1]), "mappings": json.loads(r[2]), "uuid": r[3], "created": r[4]}
-            for r in rows
-        }
-
-    def create_index(self, name: str, settings: dict, mappings: dict, uuid: str, created: int) -> None:
-        with self._lock:
-            self._db.execute(
-                "INSERT INTO indices VALUES (?, ?, ?, ?, ?)",
-                (name, json.dumps(settings), json.dumps(mappings), uuid, created),
-            )
-
-    def update_mappings(self, name: str, mappings: dict) -> None:
-        with self._lock:
-            self._db.execute("UPDATE indices SET mappings = ? WHERE name = ?", (json.dumps(mappings), name))
-
-    def delete_index(self, name: str) -> None:
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            self._db.execute("DELETE FROM docs WHERE index_name = ?", (name,))
-            self._db.execute("DELETE FROM aliases WHERE index_name = ?", (name,))
-            self._db.execute("DELETE FROM indices WHERE name = ?", (name,))
-            self._db.execute("COMMIT")
-
-    # --- aliases -------------------------------------------------------------------
-    def aliases(self) -> list[tuple[str, str, bool | None]]:
-        rows = self._db.execute("SELECT alias, index_name, is_write FROM aliases ORDER BY alias, index_name")
-        return [(a, i, None if w is None else bool(w)) for a, i, w in rows]
-
-    def apply_alias_actions(
-        self,
-        adds: Sequence[tuple[str, str, bool | None]],
-        removes: Sequence[tuple[str, str]],
-        remove_indices: Sequence[str],
-    ) -> None:
-        """All alias changes of one ``_aliases`` request in one transaction (atomic swap)."""
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                for alias, index in removes:
-                    self._db.execute("DELETE FROM aliases WHERE alias = ? AND index_name = ?", (alias, index))
-                for alias, index, is_write in adds:
-                    self._db.execute(
-                        "INSERT OR REPLACE INTO aliases VALUES (?, ?, ?)",
-                        (alias, index, None if is_write is None else int(is_write)),
-                    )
-                for index in remove_indices:
-                    self._db.execute("DELETE FROM docs WHERE index_name = ?", (index,))
-                    self._db.execute("DELETE FROM aliases WHERE index_name = ?", (index,))
-                    self._db.execute("DELETE FROM indices WHERE name = ?", (index,))
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-
-    # --- documents -----------------------------------------------------------------
-    def write(self, index: str, ops: Sequence[tuple]) -> list[tuple[int | None, int]]:
-        """Apply ("index", id, source_json, vectors_blob) and ("delete", id) ops in one
-        transaction; returns (new seq or None, version) per op (version 0: not found)."""
-        out: list[tuple[int | None, int]] = []
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                for op in ops:
-                    row = self._db.execute(
-                        "SELECT version FROM docs WHERE index_name = ? AND id = ?", (index, op[1])
-                    ).fetchone()
-                    if op[0] == "delete":
-                        if row:
-                            self._db.execute(
-                                "DELETE FROM docs WHERE index_name = ? AND id = ?", (index, op[1])
-                            )
-                        out.append((None, row[0] + 1 if row else 0))
-                        continue
-                    version = row[0] + 1 if row else 1
-                    if row:
-                        self._db.execute("DELETE FROM docs WHERE index_name = ? AND id = ?", (index, op[1]))
-                    cur = self._db.execute(
-                        "INSERT INTO docs (index_name, id, version, source, vectors) VALUES (?, ?, ?, ?, ?)",
-                        (index, op[1], version, op[2], op[3]),
-                    )
-                    out.append((cur.lastrowid, version))
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-        return out
+    def gen(self, index: str) -> int:
+        return _gen(self._db, index)
 
     def live_seqs(self, index: str) -> np.ndarray:
         rows = self._db.execute("SELECT seq FROM docs WHERE index_name = ? ORDER BY seq", (index,)).fetchall()
         return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
 
-    def docs_after(self, index: str, seq: int) -> Iterator[tuple[int, str, str, bytes | None]]:
+    def docs_after(self, index: str, seq: int) -> list[tuple[int, str, str, bytes | None]]:
         """(seq, id, source, vectors) of the documents written after ``seq``, in order."""
-        yield from self._db.execute(
+        return self._db.execute(
             "SELECT seq, id, source, vectors FROM docs WHERE index_name = ? AND seq > ? ORDER BY seq",
             (index, seq),
-        )
+        ).fetchall()
+
+    def rows(self, seqs: Sequence[int]) -> list[tuple[int, str, str, bytes | None]]:
+        """(seq, id, source, vectors) of the given rows that exist, in seq order."""
+        out: list[tuple[int, str, str, bytes | None]] = []
+        seqs = [int(s) for s in seqs]
+        for start in range(0, len(seqs), 500):
+            part = seqs[start : start + 500]
+            q = "SELECT seq, id, source, vectors FROM docs WHERE seq IN ({})".format(
+                ",".join("?" * len(part))
+            )
+            out.extend(self._db.execute(q, part))
+        return sorted(out)
 
     def sources(self, seqs: Sequence[int]) -> dict[int, tuple[str, str, int]]:
         """seq -> (id, source json, version) for the given rows."""
@@ -191,10 +109,204 @@ class Store:
         return out
 
     def get(self, index: str, doc_id: str) -> tuple[int, str, int] | None:
-        """(seq, source json, version) of one document, or None."""
         return self._db.execute(
             "SELECT seq, source, version FROM docs WHERE index_name = ? AND id = ?", (index, doc_id)
         ).fetchone()
+
+
+def merge_mappings(stored: dict, ours: dict) -> dict:
+    """``stored`` with ``ours`` laid over it, recursively: keys only one side has are kept."""
+    out = dict(stored)
+    for key, value in ours.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge_mappings(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _gen(db: sqlite3.Connection, index: str) -> int:
+    row = db.execute("SELECT gen FROM write_gen WHERE index_name = ?", (index,)).fetchone()
+    return int(row[0]) if row else 0
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    # several processes may write one engine: wait for the lock rather than fail at once
+    db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=60)
+    db.execute("PRAGMA busy_timeout = 60000")
+    db.execute("PRAGMA synchronous=NORMAL")
+    return db
+
+
+class Store:
+    """Thread-safe access to one engine directory's SQLite database."""
+
+    def __init__(self, root: Path) -> None:
+        root.mkdir(parents=True, exist_ok=True)
+        self.path = root / "engine.sqlite3"
+        from scholar_es.engine.commit import write_lock
+
+        # processes opening a fresh directory together: one sets WAL mode and creates the
+        # schema while the others wait (switching the journal mode does not wait on a busy lock)
+        with write_lock(root, "init.lock"):
+            self._db = _connect(self.path)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.executescript(SCHEMA)
+        self._lock = threading.RLock()
+        self._local = threading.local()
+
+    def close(self) -> None:
+        """Close the write connection and this thread's read connection (other threads' read
+        connections close when their thread ends: they live in thread-local storage only)."""
+        with self._lock:
+            self._db.close()
+            db = getattr(self._local, "db", None)
+            if db is not None:
+                self._local.db = None
+                with contextlib.suppress(sqlite3.Error):
+                    db.close()
+
+    def meta_gen(self) -> int:
+        """Bumped by every change of index definitions or aliases (by any process)."""
+        rows = self._query("SELECT gen FROM meta_gen WHERE id = 0")
+        return int(rows[0][0]) if rows else 0
+
+    @contextlib.contextmanager
+    def _meta_write(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction that changes index definitions or aliases."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+                self._db.execute(
+                    "INSERT INTO meta_gen VALUES (0, 1) ON CONFLICT(id) DO UPDATE SET gen = gen + 1"
+                )
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[Reader]:
+        """One read transaction on this thread's own connection; nested uses share it."""
+        local = self._local
+        if getattr(local, "depth", 0):
+            local.depth += 1
+            try:
+                yield local.reader
+            finally:
+                local.depth -= 1
+            return
+        db = getattr(local, "db", None)
+        if db is None:
+            db = local.db = _connect(self.path)
+        if db.in_transaction:  # a COMMIT that failed earlier must not make every later read fail
+            db.rollback()
+        db.execute("BEGIN")
+        local.reader, local.depth = Reader(db), 1
+        try:
+            yield local.reader
+        finally:
+            local.depth = 0
+            with contextlib.suppress(sqlite3.Error):
+                db.execute("COMMIT")
+
+    def _query(self, sql: str, args: tuple = ()) -> list[tuple]:
+        with self.reading() as rd:
+            return rd._db.execute(sql, args).fetchall()
+
+    # --- indices -------------------------------------------------------------------
+    def indices(self) -> dict[str, dict]:
+        rows = self._query("SELECT name, settings, mappings, uuid, created FROM indices")
+        return {
+            r[0]: {"settings": json.loads(r[1]), "mappings": json.loads(r[2]), "uuid": r[3], "created": r[4]}
+            for r in rows
+        }
+
+    def create_index(self, name: str, settings: dict, mappings: dict, uuid: str, created: int) -> None:
+        with self._meta_write() as db:
+            db.execute(
+                "INSERT INTO indices VALUES (?, ?, ?, ?, ?)",
+                (name, json.dumps(settings), json.dumps(mappings), uuid, created),
+            )
+
+    def update_mappings(self, name: str, mappings: dict) -> dict:
+        """Merge ``mappings`` into the stored mapping (in one transaction, so fields that another
+        process added meanwhile are kept) and return the result."""
+        with self._meta_write() as db:
+            row = db.execute("SELECT mappings FROM indices WHERE name = ?", (name,)).fetchone()
+            merged = merge_mappings(json.loads(row[0]), mappings) if row else mappings
+            db.execute("UPDATE indices SET mappings = ? WHERE name = ?", (json.dumps(merged), name))
+        return merged
+
+    def delete_index(self, name: str) -> None:
+        with self._meta_write() as db:
+            db.execute("DELETE FROM docs WHERE index_name = ?", (name,))
+            db.execute("DELETE FROM aliases WHERE index_name = ?", (name,))
+            db.execute("DELETE FROM indices WHERE name = ?", (name,))
+
+    # --- aliases -------------------------------------------------------------------
+    def aliases(self) -> list[tuple[str, str, bool | None]]:
+        rows = self._query("SELECT alias, index_name, is_write FROM aliases ORDER BY alias, index_name")
+        return [(a, i, None if w is None else bool(w)) for a, i, w in rows]
+
+    def apply_alias_actions(
+        self,
+        adds: Sequence[tuple[str, str, bool | None]],
+        removes: Sequence[tuple[str, str]],
+        remove_indices: Sequence[str],
+    ) -> None:
+        """All alias changes of one ``_aliases`` request in one transaction (atomic swap)."""
+        with self._meta_write() as db:
+            for alias, index in removes:
+                db.execute("DELETE FROM aliases WHERE alias = ? AND index_name = ?", (alias, index))
+            for alias, index, is_write in adds:
+                db.execute(
+                    "INSERT OR REPLACE INTO aliases VALUES (?, ?, ?)",
+                    (alias, index, None if is_write is None else int(is_write)),
+                )
+            for index in remove_indices:
+                db.execute("DELETE FROM docs WHERE index_name = ?", (index,))
+                db.execute("DELETE FROM aliases WHERE index_name = ?", (index,))
+                db.execute("DELETE FROM indices WHERE name = ?", (index,))
+
+    # --- documents -----------------------------------------------------------------
+    def write(self, index: str, ops: Sequence[tuple]) -> tuple[list[tuple[int | None, int, int | None]], int]:
+        """Apply ("index", id, source_json, vectors_blob) and ("delete", id) ops in one
+        transaction. Returns, per op, (new seq or None, version (0: not found), seq of the
+        row it replaced or None), and the index's write generation after the transaction
+        (the one before is that minus one)."""
+        out: list[tuple[int | None, int, int | None]] = []
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                for op in ops:
+                    row = self._db.execute(
+                        "SELECT version, seq FROM docs WHERE index_name = ? AND id = ?", (index, op[1])
+                    ).fetchone()
+                    if row:
+                        self._db.execute("DELETE FROM docs WHERE seq = ?", (row[1],))
+                    if op[0] == "delete":
+                        out.append((None, row[0] + 1 if row else 0, row[1] if row else None))
+                        continue
+                    version = row[0] + 1 if row else 1
+                    cur = self._db.execute(
+                        "INSERT INTO docs (index_name, id, version, source, vectors) VALUES (?, ?, ?, ?, ?)",
+                        (index, op[1], version, op[2], op[3]),
+                    )
+                    out.append((cur.lastrowid, version, row[1] if row else None))
+                gen = _gen(self._db, index) + 1
+                self._db.execute("INSERT OR REPLACE INTO write_gen VALUES (?, ?)", (index, gen))
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        return out, gen
+
+    def get(self, index: str, doc_id: str) -> tuple[int, str, int] | None:
+        """(seq, source json, version) of one document, or None."""
+        with self.reading() as rd:
+            return rd.get(index, doc_id)
 
     # --- stored scripts ------------------------------------------------------------
     def put_script(self, script_id: str, body: dict) -> None:
@@ -202,7 +314,8 @@ class Store:
             self._db.execute("INSERT OR REPLACE INTO scripts VALUES (?, ?)", (script_id, json.dumps(body)))
 
     def get_script(self, script_id: str) -> dict | None:
-        row = self._db.execute("SELECT body FROM scripts WHERE id = ?", (script_id,)).fetchone()
+        rows = self._query("SELECT body FROM scripts WHERE id = ?", (script_id,))
+        row = rows[0] if rows else None
         return json.loads(row[0]) if row else None
 
     def delete_script(self, script_id: str) -> bool:

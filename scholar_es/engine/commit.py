@@ -1,0 +1,249 @@
+"""Generation-numbered, checksummed segment files and the commit point that names them.
+
+Follows Lucene's commit protocol (``SegmentInfos`` / ``IndexWriter.commit``, see
+docs/storage.md): derived files are written once under new names and never modified; a
+commit point ``segments_<N>.json`` (a header line with the CRC32 and size of the JSON body
+that follows) -- written last, to a temporary file that is fsynced and
+then atomically renamed -- lists every file of generation ``N`` with its size and CRC32 (what
+Lucene's ``CodecUtil`` footer checks) and the SQLite state the files reflect. A reader takes
+the highest commit point whose own checksum and every listed file verify; anything missing,
+truncated or mismatching is reported as ``None`` so the caller rebuilds from SQLite.
+
+A generation's arrays are stored in one compound file ``_<N>.seg`` (Lucene's compound file
+format, ``.cfs``, has the same purpose: few files, few fsyncs), each array an ``.npy`` blob at
+an offset the commit point records with its size and CRC32. File names are numbers only,
+never field or index names. Writers of one
+folder (threads or processes) are serialized by an ``fcntl`` lock on ``write.lock``; a
+commit removes the files of older generations (readers load files fully into memory, so a
+loaded snapshot never needs them again; a reader that loses a race to the cleanup retries).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import logging
+import os
+import re
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+log = logging.getLogger("scholar_es.engine")
+
+FORMAT = "scholar-es-segments/1"
+_COMMIT_RE = re.compile(r"^segments_(\d+)\.json$")
+_FILE_RE = re.compile(r"^_(\d+)\.seg$")
+#: a commit point lists at most this many files, each at most this large (sanity bounds)
+MAX_FILES = 1_000_000
+
+
+def fault(point: str) -> None:
+    """Fault-injection hook: ``SCHOLAR_ES_CRASH_AT=<point>[:<n>]`` kills the process with SIGKILL
+    the n-th time (default 1st) the save reaches ``point``. Tests use it to crash a save at each
+    step; it costs one environment lookup when unset."""
+    spec = os.environ.get("SCHOLAR_ES_CRASH_AT")
+    if not spec:
+        return
+    name, _, nth = spec.partition(":")
+    if name != point:
+        return
+    count = _FAULT_COUNTS.get(point, 0) + 1
+    _FAULT_COUNTS[point] = count
+    if count >= int(nth or 1):
+        import signal
+
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+_FAULT_COUNTS: dict[str, int] = {}
+
+
+@contextlib.contextmanager
+def write_lock(folder: Path, name: str = "write.lock") -> Iterator[None]:
+    """Exclusive lock on ``folder/<name>`` (Lucene's ``write.lock``) across processes."""
+    folder.mkdir(parents=True, exist_ok=True)
+    fd = os.open(folder / name, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - non-POSIX: threads are still serialized by callers
+            yield
+            return
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+def _fsync_dir(folder: Path) -> None:
+    with contextlib.suppress(OSError):  # not every platform can open a directory
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _npy_bytes(arr: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    np.save(buf, np.ascontiguousarray(arr), allow_pickle=False)
+    return buf.getvalue()
+
+
+def generations(folder: Path) -> list[int]:
+    """Generation numbers of the commit points in ``folder``, highest first."""
+    return sorted((int(m.group(1)) for n in _names(folder) if (m := _COMMIT_RE.match(n))), reverse=True)
+
+
+def write_commit(folder: Path, arrays: list[np.ndarray], meta: dict) -> int:
+    """Write ``arrays`` as a new generation plus its commit point; returns the generation.
+
+    ``meta`` (JSON) is stored in the commit point: what the arrays mean and which SQLite
+    state they reflect. Steps, each a fault-injection point: files written and fsynced
+    (``files``), commit point written to a temporary name and fsynced (``commit_tmp``), renamed
+    into place (``commit``), older generations removed (``cleanup``).
+    """
+    with write_lock(folder):
+        gen = (generations(folder) or [0])[0] + 1
+        name = f"_{gen}.seg"
+        entries, offset = [], 0
+        with open(folder / name, "wb") as f:
+            for i, arr in enumerate(arrays):
+                data = _npy_bytes(arr)
+                f.write(data)
+                entries.append({"offset": offset, "size": len(data), "crc32": zlib.crc32(data)})
+                offset += len(data)
+                if i == len(arrays) // 2:
+                    f.flush()
+                    fault("file_half")
+            f.flush()
+            os.fsync(f.fileno())
+        files = [{"name": name, "size": offset, "arrays": entries}]
+        fault("files")
+        body = json.dumps({"format": FORMAT, "generation": gen, "files": files, "meta": meta}).encode()
+        header = json.dumps({"crc32": zlib.crc32(body), "size": len(body)}).encode()
+        doc = header + b"\n" + body
+        tmp = folder / f"segments_{gen}.json.tmp"
+        with open(tmp, "wb") as f:
+            f.write(doc)
+            f.flush()
+            os.fsync(f.fileno())
+        fault("commit_tmp")
+        os.replace(tmp, folder / f"segments_{gen}.json")
+        _fsync_dir(folder)
+        fault("commit")
+        _remove_older(folder, gen)
+        fault("cleanup")
+        return gen
+
+
+def _remove_older(folder: Path, keep: int) -> None:
+    """Delete every commit point, data file and temporary file not of generation ``keep``."""
+    for name in os.listdir(folder):
+        m = _COMMIT_RE.match(name) or _FILE_RE.match(name)
+        stale = (m is not None and int(m.group(1)) != keep) or name.endswith(".tmp")
+        if stale or name == "manifest.json" or name.endswith(".npy"):  # .npy, manifest.json: the old cache
+            with contextlib.suppress(OSError):
+                os.remove(folder / name)
+
+
+class CorruptCommit(Exception):
+    """A commit point or one of its files is missing, truncated or fails its checksum."""
+
+
+def read_commit(folder: Path) -> tuple[int, list[np.ndarray], dict] | None:
+    """(generation, arrays, meta) of the newest commit point that verifies, else None.
+
+    Every file is read whole and checked against the size and CRC32 its commit point
+    records before it is parsed; a failure is logged and the next older commit point (if
+    any survived) is tried. ``None`` means: rebuild from SQLite.
+    """
+    tried: set[int] = set()
+    for _ in range(3):  # a concurrent commit may remove what was being read: look again
+        gens = [g for g in generations(folder) if g not in tried]
+        if not gens:
+            break
+        for gen in gens:
+            tried.add(gen)
+            try:
+                return gen, *_read_generation(folder, gen)
+            except (CorruptCommit, KeyError, TypeError, ValueError) as e:  # the last three: malformed entries
+                log.warning(
+                    "segment cache %s generation %d is unusable (%s); rebuilding from SQLite", folder, gen, e
+                )
+    if not tried and any(_FILE_RE.match(n) for n in _names(folder)):
+        log.warning("segment cache %s has data files but no commit point; rebuilding from SQLite", folder)
+    return None
+
+
+def _npy_view(blob: memoryview) -> np.ndarray:
+    """The array of an ``.npy`` blob as a read-only view of the bytes already read (no copy:
+    opening is one read and one CRC pass; read-only suits an immutable segment)."""
+    head = io.BytesIO(bytes(blob[: 65536 + 16]))
+    version = np.lib.format.read_magic(head)
+    if version == (1, 0):
+        shape, fortran, dtype = np.lib.format.read_array_header_1_0(head)
+    else:
+        shape, fortran, dtype = np.lib.format.read_array_header_2_0(head)
+    if dtype.hasobject:
+        raise ValueError("object arrays are never stored")
+    count = int(np.prod(shape, dtype=np.int64))
+    if count * dtype.itemsize != len(blob) - head.tell():
+        raise ValueError(f"{len(blob) - head.tell()} bytes of data for shape {shape} of {dtype}")
+    arr = np.frombuffer(blob, dtype=dtype, count=count, offset=head.tell())
+    return arr.reshape(shape, order="F" if fortran else "C")
+
+
+def _names(folder: Path) -> list[str]:
+    try:
+        return os.listdir(folder)
+    except OSError:
+        return []
+
+
+def _read_generation(folder: Path, gen: int) -> tuple[list[np.ndarray], dict]:
+    try:
+        header, _, body = (folder / f"segments_{gen}.json").read_bytes().partition(b"\n")
+        check = json.loads(header)
+        if len(body) != check["size"] or zlib.crc32(body) != check["crc32"]:
+            raise CorruptCommit("commit point checksum mismatch")
+        entry = json.loads(body)
+        if entry.get("format") != FORMAT or entry.get("generation") != gen:
+            raise CorruptCommit("commit point of another format or generation")
+        files = entry["files"]
+        if not isinstance(files, list) or len(files) > MAX_FILES:
+            raise CorruptCommit("commit point file list is malformed")
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise CorruptCommit(f"commit point unreadable: {type(e).__name__}: {e}") from None
+    arrays = []
+    for f in files:
+        name = f.get("name", "") if isinstance(f, dict) else ""
+        m = _FILE_RE.match(name)
+        if m is None or int(m.group(1)) != gen:
+            raise CorruptCommit(f"commit point names an unexpected file [{name}]")
+        try:
+            with open(folder / name, "rb") as fh:
+                data = memoryview(fh.read(int(f["size"]) + 1))
+        except OSError as e:
+            raise CorruptCommit(f"file {name} unreadable: {e.strerror or e}") from None
+        if len(data) != f["size"]:
+            raise CorruptCommit(f"file {name} has {len(data)} bytes, the commit point says {f['size']}")
+        for i, a in enumerate(f["arrays"]):
+            blob = data[a["offset"] : a["offset"] + a["size"]]
+            if len(blob) != a["size"] or zlib.crc32(blob) != a["crc32"]:
+                raise CorruptCommit(f"array {i} of file {name} fails its CRC32 checksum")
+            try:
+                arrays.append(_npy_view(blob))
+            except (ValueError, OSError, EOFError) as e:
+                raise CorruptCommit(f"array {i} of file {name} is not a valid array: {e}") from None
+    return arrays, entry["meta"]
+
+
+__all__ = ["CorruptCommit", "fault", "generations", "read_commit", "write_commit", "write_lock"]
