@@ -15,6 +15,7 @@ import sqlite3
 import threading
 from collections.abc import Sequence
 from pathlib import Path
+from typing import overload
 
 import numpy as np
 
@@ -28,6 +29,10 @@ def default_cache_dir() -> Path:
     return Path(os.environ.get("SCHOLAR_ES_CACHE", Path.home() / ".cache" / "scholar-es"))
 
 
+@overload
+def model_key(name: str) -> str: ...
+@overload
+def model_key(name: None) -> None: ...
 def model_key(name: str | None) -> str | None:
     """The name two spellings of one model share ("sentence-transformers/x" and "x")."""
     return None if name is None else re.sub(r"^sentence-transformers/", "", str(name))
@@ -159,4 +164,6 @@ class Embedder:
                 self._cache.put_many(
                     [(EmbeddingCache.key(model_key(self.name), t), v) for t, v in by_text.items()]
                 )
-        return np.vstack(out).astype(np.float32)
+        rows = [v for v in out if v is not None]
+        assert len(rows) == len(texts)  # the cache's rows and the encoded ones fill every slot
+        return np.vstack(rows).astype(np.float32)

@@ -78,18 +78,18 @@ def handle(engine: Engine, method: str, path: str, params: dict, body) -> tuple[
             except EsError as e:
                 return e.status, e.to_body()
             except RecursionError:
-                e = parsing_error(
+                err = parsing_error(
                     f"[{method} {path}]: the request is nested too deeply for the embedded engine"
                 )
-                return e.status, e.to_body()
+                return err.status, err.to_body()
             except sqlite3.OperationalError as exc:  # another process holds the write lock
-                e = EsError(
+                err = EsError(
                     429, "es_rejected_execution_exception", f"the engine store is busy ({exc}); retry"
                 )
-                return e.status, e.to_body()
+                return err.status, err.to_body()
             except Exception as exc:  # noqa: BLE001
-                e = internal_error(method, path, exc)
-                return e.status, e.to_body()
+                err = internal_error(method, path, exc)
+                return err.status, err.to_body()
     if allowed:
         return 405, {
             "error": f"Incorrect HTTP method for uri [{path}] and method [{method}], allowed: "

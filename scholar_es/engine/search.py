@@ -145,7 +145,7 @@ class SearchRun:
         body = self.body
         if "retriever" in body:
             ranked, scores, total = self.retrieve(body["retriever"], window=None)
-            self.nodes = []
+            self.nodes: list[Node] = []
             page = ranked[self.from_ : self.from_ + self.size]
             hits = self.render(page, scores, sort_values=None)
             max_score = float(scores[ranked[0]]) if len(ranked) else None
@@ -169,7 +169,7 @@ class SearchRun:
             index_of = {int(p): i for i, p in enumerate(ordered)} if collapse else None
             picks = (
                 [index_of[int(p)] for p in page]
-                if collapse
+                if index_of is not None
                 else list(range(self.from_, self.from_ + len(page)))
             )
             sort_values = [[_json_value(vals[i]) for vals in sort_values] for i in picks]

@@ -72,9 +72,9 @@ def parse_document(
         elif values:
             doc.numeric[name] = [float(v) for v in values]
     for name, vec in (vectors or {}).items():  # vectors excluded from _source live beside it
-        fs = mapping.get(name)
-        if fs is not None and fs.type == VECTOR and name not in doc.vectors:
-            doc.vectors[name] = _vector_value(fs, vec)
+        spec = mapping.get(name)
+        if spec is not None and spec.type == VECTOR and name not in doc.vectors:
+            doc.vectors[name] = _vector_value(spec, vec)
     return doc
 
 
@@ -439,6 +439,7 @@ class Segment:
         folder.mkdir(parents=True, exist_ok=True)
         arrays: dict[str, np.ndarray] = {"seqs": self.seqs}
         manifest: dict = {"ids": self.ids, "text": {}, "keyword": {}, "numeric": [], "vectors": {}}
+        col: TextColumn | KeywordColumn | NumericColumn | VectorColumn  # one loop per column type
         for name, col in self.text.items():
             p = col.postings
             arrays.update(
@@ -483,6 +484,7 @@ class Segment:
                 return np.load(folder / f"{key}.npy", allow_pickle=False)
 
             seg = cls(mapping)
+            col: TextColumn | KeywordColumn | NumericColumn | VectorColumn  # one loop per column type
             seg.seqs = arr("seqs")
             seg.ids = manifest["ids"]
             for name, vocab in manifest["text"].items():

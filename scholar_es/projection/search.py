@@ -17,6 +17,7 @@ the heads: a mismatch raises :class:`~scholar_es.errors.ModelMismatchError`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -24,6 +25,9 @@ from querybuilder.strategies import EvalContext, Needs, PlanStrategy, Prepared, 
 from scholar_es.errors import ConfigError, choices
 from scholar_es.projection.heads import DEFAULT_NAME, Heads
 from scholar_es.projection.routing import Routing
+
+if TYPE_CHECKING:
+    from querybuilder.run import SearchResult
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -190,7 +194,7 @@ def project_vectors(
 class ProjectedSearch:
     """The query builder's :class:`~querybuilder.run.SearchResult` plus how the vector was routed."""
 
-    result: object  # querybuilder.run.SearchResult (strategy = the heads strategy's name)
+    result: SearchResult  # strategy = the heads strategy's name
     routing: Routing | None  # None for ``direct``
     heads: str | None
 
