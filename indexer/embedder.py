@@ -15,11 +15,14 @@ import sqlite3
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import overload
+from typing import TYPE_CHECKING, overload
 
 import numpy as np
 
 from scholar_es.errors import ConfigError
+
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 _PACKAGED_ALIASES = {"all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"}
@@ -98,7 +101,7 @@ class Embedder:
         self.name = model
         self.batch_size = batch_size
         self.device = device
-        self._model = None
+        self._model: SentenceTransformer | None = None
         self._cache = (
             EmbeddingCache((cache_dir or default_cache_dir()) / "embeddings.sqlite3") if use_cache else None
         )

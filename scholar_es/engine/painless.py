@@ -464,7 +464,7 @@ class _Eval:
             zero, neg1 = y == 0, y == -1
             if (m & zero).any():
                 raise self.rt(node, "arithmetic_exception", "/ by zero")
-            ys = np.where(zero | neg1, 1, y).astype(_DT[t])
+            ys: np.ndarray = np.where(zero | neg1, 1, y).astype(_DT[t])
             r = np.fmod(x, ys).astype(_DT[t])
             if op == "%":
                 return t, r

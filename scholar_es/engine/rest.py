@@ -260,7 +260,7 @@ def _alias_view(engine, index_filter: list[str] | None, name_filter: str | None)
 @route("GET", "/_alias")
 @route("GET", "/_aliases")
 def get_all_aliases(engine, params, body):
-    out = {n: {"aliases": {}} for n in engine.index_names()}
+    out: dict[str, dict] = {n: {"aliases": {}} for n in engine.index_names()}
     out.update(_alias_view(engine, None, None))
     return 200, out
 
@@ -276,7 +276,7 @@ def get_alias(engine, params, body, name):
 @route("GET", "/{index}/_alias")
 def get_index_aliases(engine, params, body, index):
     names = engine.resolve(index, allow_aliases=False)
-    out = {n: {"aliases": {}} for n in names}
+    out: dict[str, dict] = {n: {"aliases": {}} for n in names}
     out.update(_alias_view(engine, names, None))
     return 200, out
 
@@ -356,7 +356,7 @@ def bulk(engine, params, body, index=None):
     lines = body if isinstance(body, list) else []
     items: list[dict] = []
     groups: dict[str, list] = {}
-    order: list[tuple[str | None, int, str, dict | None]] = []
+    order: list[tuple[str, int, str, dict | None]] = []
     i = 0
     while i < len(lines):
         action = lines[i]
@@ -397,7 +397,7 @@ def bulk(engine, params, body, index=None):
         try:
             name = engine.write_index(target)
             handle_ = engine.handle(name)
-            wire = []
+            wire: list[tuple] = []
             for op, doc_id, source in ops:
                 if op == "delete":
                     wire.append(("delete", doc_id))

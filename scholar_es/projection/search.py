@@ -27,6 +27,7 @@ from scholar_es.projection.heads import DEFAULT_NAME, Heads
 from scholar_es.projection.routing import Routing
 
 if TYPE_CHECKING:
+    from querybuilder.plan import QueryPlan
     from querybuilder.run import SearchResult
 
 
@@ -251,7 +252,7 @@ def execute(es, plan, vector: np.ndarray, strategy_name: str, explain: bool = Fa
 class ProjectedRequest:
     """What ``strategy`` would send: the query builder's plan, the vector and how it was routed."""
 
-    plan: object  # querybuilder.plan.QueryPlan (strategy = the base strategy, dense or hybrid)
+    plan: QueryPlan  # strategy = the base strategy, dense or hybrid
     vector: np.ndarray
     routing: Routing | None
     heads: str | None
