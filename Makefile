@@ -26,6 +26,7 @@ test: install
 	$(PY) -m pytest -q
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 	PYTHON=$(PY) bash scripts/wheel_smoke.sh
 
 # Build the wheel, install it into a fresh venv, index and search the demo from a foreign project.
@@ -35,6 +36,7 @@ smoke: install
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 
 bench: install
 	$(PY) bench/engine_latency.py --quick

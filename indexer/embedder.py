@@ -15,10 +15,14 @@ import sqlite3
 import threading
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, overload
 
 import numpy as np
 
 from scholar_es.errors import ConfigError
+
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 _PACKAGED_ALIASES = {"all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"}
@@ -28,6 +32,10 @@ def default_cache_dir() -> Path:
     return Path(os.environ.get("SCHOLAR_ES_CACHE", Path.home() / ".cache" / "scholar-es"))
 
 
+@overload
+def model_key(name: str) -> str: ...
+@overload
+def model_key(name: None) -> None: ...
 def model_key(name: str | None) -> str | None:
     """The name two spellings of one model share ("sentence-transformers/x" and "x")."""
     return None if name is None else re.sub(r"^sentence-transformers/", "", str(name))
@@ -93,7 +101,7 @@ class Embedder:
         self.name = model
         self.batch_size = batch_size
         self.device = device
-        self._model = None
+        self._model: SentenceTransformer | None = None
         self._cache = (
             EmbeddingCache((cache_dir or default_cache_dir()) / "embeddings.sqlite3") if use_cache else None
         )
@@ -159,4 +167,6 @@ class Embedder:
                 self._cache.put_many(
                     [(EmbeddingCache.key(model_key(self.name), t), v) for t, v in by_text.items()]
                 )
-        return np.vstack(out).astype(np.float32)
+        rows = [v for v in out if v is not None]
+        assert len(rows) == len(texts)  # the cache's rows and the encoded ones fill every slot
+        return np.vstack(rows).astype(np.float32)

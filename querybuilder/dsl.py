@@ -212,6 +212,14 @@ def build_search(
     return strategy.build(plan, vector)
 
 
+def build_one(plan: QueryPlan, query_vector: Sequence[float] | np.ndarray | None = None) -> Search:
+    """:func:`build_search` for a strategy that sends one search (every strategy but ``rrf-client``)."""
+    search = build_search(plan, query_vector)
+    if isinstance(search, tuple):
+        raise ConfigError(f"strategy {plan.strategy!r} sends two searches; this step needs one search")
+    return search
+
+
 def build_body(
     plan: QueryPlan, query_vector: Sequence[float] | np.ndarray | None = None
 ) -> dict | list[dict]:

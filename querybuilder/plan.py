@@ -106,7 +106,7 @@ class Filters(BaseModel):
             if v is not None
         }
         try:
-            return cls(**data)
+            return cls.model_validate(data)
         except ValidationError as e:
             err = e.errors()[0]
             raise ConfigError(

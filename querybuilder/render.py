@@ -83,7 +83,7 @@ def template_id(plan: QueryPlan) -> str:
 
 def _placeholders(obj: object, text: str, top: bool = True) -> object:
     if isinstance(obj, dict):
-        out = {}
+        out: dict[str, object] = {}
         for k, v in obj.items():
             if k == "query_vector":
                 out[k] = _VECTOR_SENTINEL

@@ -23,7 +23,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from indexer.embedder import model_key
-from querybuilder.dsl import INNER_HITS_NAME, build_search
+from querybuilder.dsl import INNER_HITS_NAME, build_one, build_search
 from querybuilder.plan import Filters, QueryPlan, get_strategy
 from querybuilder.profiles import Profile
 from scholar_es.errors import ConfigError, ModelMismatchError, ScholarEsError
@@ -395,7 +395,7 @@ def run_single(
     """One ``_search`` for ``plan``; the per-paper cap from ``collapse`` or applied here."""
     if explain and plan.collapse:  # Elasticsearch explains only each group's top hit: cap client-side
         plan = plan.with_changes(collapse=False)
-    built = build_search(plan, vector)
+    built = build_one(plan, vector)
     body = built.extra(explain=True).to_dict() if explain else built.to_dict()
     resp = es.search(index=plan.index, body=body).body
     raw_hits = resp["hits"]["hits"]

@@ -28,7 +28,7 @@ import importlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from scholar_es.errors import ConfigError, choices
 
@@ -247,7 +247,7 @@ class PlanStrategy(Strategy):
     def requires(self) -> str:
         return self.needs.describe()
 
-    def build(self, plan: QueryPlan, vector: list[float]) -> Search | tuple[Search, ...]:
+    def build(self, plan: QueryPlan, vector: list[float]) -> Search | tuple[Search, Search]:
         """The ``elasticsearch.dsl`` search(es) for ``plan`` (``vector``: checked, JSON-ready)."""
         raise NotImplementedError  # pragma: no cover - every PlanStrategy builds
 
@@ -283,7 +283,7 @@ class PlanStrategy(Strategy):
         plan, vector = prepared.state
         return to_template(plan, vector)
 
-    def execute(self, es, prepared: Prepared) -> SearchResult:
+    def execute(self, es, prepared: Prepared) -> Any:  # a SearchResult (HeadsStrategy: its own)
         plan, vector = prepared.state
         return self.run(es, plan, vector, explain=prepared.request.explain)
 
@@ -297,9 +297,9 @@ class PlanStrategy(Strategy):
 
     def fetch(self, es, plan: QueryPlan, vector, fields: Sequence[str]) -> tuple[list[dict], float]:
         """(the hits' ``_source`` restricted to ``fields``, seconds in the search call alone)."""
-        from querybuilder.dsl import build_search
+        from querybuilder.dsl import build_one
 
-        body = build_search(plan, vector).source(list(fields)).to_dict()
+        body = build_one(plan, vector).source(list(fields)).to_dict()
         t0 = time.perf_counter()
         resp = es.search(index=plan.index, body=body).body
         seconds = time.perf_counter() - t0
@@ -521,7 +521,10 @@ ENTRIES: dict[str, str] = {
 _REGISTERED: dict[str, Strategy] = {}
 
 
-def register(strategy: Strategy) -> Strategy:
+_S = TypeVar("_S", bound="Strategy")
+
+
+def register(strategy: _S) -> _S:
     """Add ``strategy`` to the registry (modules call this at import; registering again replaces)."""
     if not isinstance(strategy, Strategy):
         raise ConfigError(

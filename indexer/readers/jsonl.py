@@ -106,6 +106,7 @@ def to_paper(record: dict[str, Any]) -> Paper:
         raise InputError(
             "the record has both 'sections' and 'body_text'; keep one of them", field="body_text"
         )
+    parts: list[tuple[str, list[str], SectionType | None]]
     if raw.body_text is not None:
         parts = [(heading, texts, None) for heading, texts in _group_body_text(raw.body_text)]
     else:

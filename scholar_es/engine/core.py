@@ -241,7 +241,8 @@ class IndexHandle:
 
     def _write(self, ops: list[tuple]) -> list[dict]:
         results: list[dict | None] = [None] * len(ops)
-        writes, parsed = [], []
+        writes: list[tuple[int, tuple]] = []  # (op position, store op)
+        parsed = []
         mapping_before = json.dumps(self.mapping.to_body(), sort_keys=True)
         exists_in_batch: dict[str, bool] = {}  # ids written/deleted by earlier ops of this request
         for i, op in enumerate(ops):
@@ -303,6 +304,7 @@ class IndexHandle:
                 }
             else:
                 pdoc = pdocs[i]
+                assert seq is not None  # an index op always gets a new seq (Store.write)
                 pdoc.seq = seq
                 adds.append(pdoc)
                 results[i] = {
@@ -312,7 +314,9 @@ class IndexHandle:
                     "result": "updated" if version > 1 else "created",
                     "status": 200 if version > 1 else 201,
                 }
-            results[i].update(
+            done = results[i]
+            assert done is not None  # both branches above set it
+            done.update(
                 {
                     "_shards": {"total": 1, "successful": 1, "failed": 0},
                     "_seq_no": int(seq or 0),

@@ -36,6 +36,7 @@ class SortSpec:
     def __init__(self, spec) -> None:
         items = spec if isinstance(spec, list) else [spec]
         self.keys: list[tuple[str, str, bool, bool]] = []
+        opts: object
         for item in items:
             if isinstance(item, str):
                 name, opts = item, {}
@@ -146,6 +147,7 @@ def filter_source(source: dict, spec) -> dict | None:
         return source
     if spec is False:
         return None
+    excludes: list
     if isinstance(spec, str):
         includes, excludes = [spec], []
     elif isinstance(spec, list):

@@ -273,7 +273,8 @@ class Mapping:
         rejected (``strict``), as Elasticsearch does.
         """
         out: dict[str, list] = {}
-        n_fields, new_objects = len(self.fields), []
+        n_fields = len(self.fields)
+        new_objects: list[str] = []
         self._total_before = self.total_fields
         self._new_fields: list[str] = []
         self._new_objects = new_objects

@@ -68,6 +68,7 @@ class EmbeddedNode(BaseNode):
         parts = urlsplit(target)
         params = dict(parse_qsl(parts.query, keep_blank_values=True))
         content_type = (headers or {}).get("content-type", "") if headers else ""
+        out: object
         try:
             payload = _decode_body(body, content_type)
         except EsError as e:

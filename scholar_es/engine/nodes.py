@@ -51,7 +51,7 @@ class Node:
         return type(self).__name__
 
 
-def expl(value: float, description: str, details: list | None = None) -> dict:
+def expl(value: float | np.floating, description: str, details: list | None = None) -> dict:
     return {"value": float(np.float32(value)), "description": description, "details": details or []}
 
 
@@ -78,10 +78,10 @@ class TermNode(Node):
             doc_count, sttf = col.doc_count, col.sum_total_term_freq
             norm_bytes = col.norms()
         elif self.field in seg.keyword:
-            col = seg.keyword[self.field]
-            found = col.postings.postings(self.term)
+            kcol = seg.keyword[self.field]
+            found = kcol.postings.postings(self.term)
             # keyword: norms and freqs omitted -> freq 1, norm byte 1, sumTotalTermFreq = sumDocFreq
-            doc_count, sttf = col.doc_count, col.sum_doc_freq
+            doc_count, sttf = kcol.doc_count, kcol.sum_doc_freq
             norm_bytes = None
         else:
             return mask, scores

@@ -28,6 +28,7 @@ sums by a float ulp.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import lru_cache
 from typing import Any, Protocol
 
@@ -147,7 +148,7 @@ def _ld(fn):
     return lambda *xs: fn(*(np.asarray(x, np.longdouble) for x in xs)).astype(np.float64)
 
 
-def _jpow(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+def _jpow(x: np.ndarray | np.floating, y: np.ndarray | np.floating) -> np.ndarray:
     r = np.where(y == 2.0, x * x, np.power(x, y))  # HotSpot computes pow(x, 2.0) as x * x
     r = np.where(np.isinf(y) & (np.abs(x) == 1.0), np.nan, r)  # Java: |x| == 1 and y infinite -> NaN
     return np.where(np.isnan(y), np.nan, r)
@@ -167,7 +168,7 @@ def _jround(x: np.ndarray) -> np.ndarray:
     return _f2i(r + ((x - r) >= 0.5), 64)
 
 
-_MATH1 = {
+_MATH1: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "abs": np.abs,
     "acos": np.arccos,
     "asin": np.arcsin,
@@ -192,7 +193,7 @@ _MATH1 = {
     "toRadians": lambda x: x * 0.017453292519943295,
     "signum": lambda x: np.where(x > 0, 1.0, np.where(x < 0, -1.0, x)),
 }
-_MATH2 = {
+_MATH2: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
     "atan2": np.arctan2,
     "hypot": np.hypot,
     "pow": _jpow,
@@ -233,7 +234,7 @@ class _Eval:
 
     def combos(self, vals: list, nodes: list[Node], mask: np.ndarray) -> list:
         """Every combination of the operands' parts that has live documents (at least one combo)."""
-        combos = [((), (), mask)]
+        combos: list[tuple[tuple, tuple, np.ndarray]] = [((), (), mask)]
         for v, node in zip(vals, nodes, strict=True):
             combos = [
                 (ts + (t,), ds + (d,), m if pm is None else m & pm)
@@ -259,7 +260,7 @@ class _Eval:
         return Num([(t, m, d) for t, (m, d) in groups.items()])
 
     def map_parts(self, vals: list, nodes: list[Node], mask: np.ndarray, fn) -> Num:
-        out = []
+        out: list[tuple[str, np.ndarray, np.ndarray]] = []
         for ts, ds, m in self.combos(vals, nodes, mask):
             t, d = fn(ts, ds, m)
             out.append((t, m, np.asarray(d, _DT[t])))
@@ -463,7 +464,7 @@ class _Eval:
             zero, neg1 = y == 0, y == -1
             if (m & zero).any():
                 raise self.rt(node, "arithmetic_exception", "/ by zero")
-            ys = np.where(zero | neg1, 1, y).astype(_DT[t])
+            ys: np.ndarray = np.where(zero | neg1, 1, y).astype(_DT[t])
             r = np.fmod(x, ys).astype(_DT[t])
             if op == "%":
                 return t, r
@@ -531,7 +532,7 @@ class _Eval:
     def _or(self, node: Node, mask: np.ndarray) -> Num:
         return self._and(node, mask, is_and=False)
 
-    def _cond(self, node: Node, mask: np.ndarray) -> Num | Obj:
+    def _cond(self, node: Node, mask: np.ndarray) -> Num | Obj | DocRef:
         c, a, b = node.a
         cv = self.truth(c, mask)
         if cv.ndim == 0:  # same branch for every document: only that one runs
@@ -689,8 +690,11 @@ class CompiledScript:
         return np.array(np.broadcast_to(out, (n,)), dtype=np.float64)
 
 
-def compile_script(script: dict | str) -> CompiledScript:
-    """Compile a DSL script object (or bare source); parsing is cached by source text."""
+def compile_script(script: object) -> CompiledScript:
+    """Compile a DSL script object (or bare source); parsing is cached by source text. Anything
+    else (a missing script: None) is a parsing error."""
+    source: object
+    params: dict[str, Any]
     if isinstance(script, str):
         source, params = script, {}
     elif isinstance(script, dict):

@@ -641,8 +641,8 @@ def min_should_match(optional: int, spec) -> int:
             calc = np.float32(optional * percent) * np.float32(1 / 100)  # Java float arithmetic
             result = optional + int(calc) if calc < 0 else int(calc)
         else:
-            calc = int(spec)
-            result = optional + calc if calc < 0 else calc
+            count = int(spec)
+            result = optional + count if count < 0 else count
     except ValueError:
         raise parsing_error(f"[minimum_should_match] invalid value [{spec}]") from None
     return max(result, 0)

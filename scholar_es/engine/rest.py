@@ -79,18 +79,18 @@ def handle(engine: Engine, method: str, path: str, params: dict, body) -> tuple[
             except EsError as e:
                 return e.status, e.to_body()
             except RecursionError:
-                e = parsing_error(
+                err = parsing_error(
                     f"[{method} {path}]: the request is nested too deeply for the embedded engine"
                 )
-                return e.status, e.to_body()
+                return err.status, err.to_body()
             except sqlite3.OperationalError as exc:  # another process holds the write lock
-                e = EsError(
+                err = EsError(
                     429, "es_rejected_execution_exception", f"the engine store is busy ({exc}); retry"
                 )
-                return e.status, e.to_body()
+                return err.status, err.to_body()
             except Exception as exc:  # noqa: BLE001
-                e = internal_error(method, path, exc)
-                return e.status, e.to_body()
+                err = internal_error(method, path, exc)
+                return err.status, err.to_body()
     if allowed:
         return 405, {
             "error": f"Incorrect HTTP method for uri [{path}] and method [{method}], allowed: "
@@ -261,7 +261,7 @@ def _alias_view(engine, index_filter: list[str] | None, name_filter: str | None)
 @route("GET", "/_alias")
 @route("GET", "/_aliases")
 def get_all_aliases(engine, params, body):
-    out = {n: {"aliases": {}} for n in engine.index_names()}
+    out: dict[str, dict] = {n: {"aliases": {}} for n in engine.index_names()}
     out.update(_alias_view(engine, None, None))
     return 200, out
 
@@ -277,7 +277,7 @@ def get_alias(engine, params, body, name):
 @route("GET", "/{index}/_alias")
 def get_index_aliases(engine, params, body, index):
     names = engine.resolve(index, allow_aliases=False)
-    out = {n: {"aliases": {}} for n in names}
+    out: dict[str, dict] = {n: {"aliases": {}} for n in names}
     out.update(_alias_view(engine, names, None))
     return 200, out
 
@@ -357,7 +357,7 @@ def bulk(engine, params, body, index=None):
     lines = body if isinstance(body, list) else []
     items: list[dict] = []
     groups: dict[str, list] = {}
-    order: list[tuple[str | None, int, str, dict | None]] = []
+    order: list[tuple[str, int, str, dict | None]] = []
     i = 0
     while i < len(lines):
         action = lines[i]
@@ -398,7 +398,7 @@ def bulk(engine, params, body, index=None):
         try:
             name = engine.write_index(target)
             handle_ = engine.handle(name)
-            wire = []
+            wire: list[tuple] = []
             for op, doc_id, source in ops:
                 if op == "delete":
                     wire.append(("delete", doc_id))

@@ -168,7 +168,7 @@ class SearchRun:
         if "retriever" in body:
             self._leaf_masks: list[np.ndarray] = []
             ranked, scores, total = self.retrieve(body["retriever"], window=None, top=True)
-            self.nodes = []
+            self.nodes: list[Node] = []
             # aggregations see every document a leaf retriever matched (its query with the pushed-down
             # filters; a knn leg's top k), not only the fused top window (rrf/700_rrf_retriever_aggs)
             leaves = (
@@ -199,7 +199,7 @@ class SearchRun:
             index_of = {int(p): i for i, p in enumerate(ordered)} if collapse else None
             picks = (
                 [index_of[int(p)] for p in page]
-                if collapse
+                if index_of is not None
                 else list(range(self.from_, self.from_ + len(page)))
             )
             sort_values = [[_json_value(vals[i]) for vals in sort_values] for i in picks]

@@ -73,9 +73,9 @@ def parse_document(
         elif values:
             doc.numeric[name] = [float(v) for v in values]
     for name, vec in (vectors or {}).items():  # vectors excluded from _source live beside it
-        fs = mapping.get(name)
-        if fs is not None and fs.type == VECTOR and name not in doc.vectors:
-            doc.vectors[name] = _vector_value(fs, vec)
+        spec = mapping.get(name)
+        if spec is not None and spec.type == VECTOR and name not in doc.vectors:
+            doc.vectors[name] = _vector_value(spec, vec)
     return doc
 
 

@@ -82,7 +82,7 @@ def _parse(template: str) -> list:
                     "mustache_exception",
                     f"Sections nested more than [{MAX_SECTION_DEPTH}] deep at [{name}]; flatten the template",
                 )
-            node = ("section", name, sigil == "^", [])
+            node: tuple[str, str, bool, list] = ("section", name, sigil == "^", [])
             stack[-1][1].append(node)
             stack.append((name, node[3]))
         elif sigil == "/":

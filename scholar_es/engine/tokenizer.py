@@ -375,7 +375,9 @@ def _scan(text: str, n: int) -> list[str]:
             pos = r if r >= size or not pat.emoji_base.match(text, r) else max(pos, r - n + 1)
         elif pat.enl.match(ch):
             if start >= run_end:
-                run_end = pat.enl_run.match(text, start).end()
+                run = pat.enl_run.match(text, start)
+                assert run is not None  # text[start] is an ExtendNumLet: the run holds at least that
+                run_end = run.end()
             r = run_end
             # a later ExtendNumLet of the run fails too unless its window reaches a block start at r
             reachable = r < size and pat.block_start.match(text, r) is not None

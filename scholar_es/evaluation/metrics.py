@@ -1,17 +1,23 @@
-"""Ranking metrics (via ``ranx``) and latency percentiles.
+"""Ranking metrics (trec_eval's own code, through ``ir-measures``' pytrec_eval) and latency percentiles.
 
 Metric names (:data:`METRICS`, :data:`LATENCY_METRICS`) are the keys of every result dict and
 of the JSON report: ``ndcg@10, mrr@10, p@1, p@3, p@10, recall@10, recall@100, latency_p50_ms,
-latency_p95_ms``. Definitions (ranx's, which are trec_eval's):
+latency_p95_ms``. Definitions (trec_eval's; ranx's are the same):
 
 * ``ndcg@10``: DCG@10 / ideal DCG@10 with gain = relevance and discount log2(rank + 1)
   (Järvelin & Kekäläinen; trec_eval's and BEIR's ``ndcg_cut_10``);
-* ``mrr@10``: 1 / rank of the first relevant hit in the top 10 (0 if none);
+* ``mrr@10``: 1 / rank of the first relevant hit in the top 10 (0 if none; MS MARCO's
+  evaluation code, as trec_eval's recip_rank has no cut-off);
 * ``p@k``: relevant hits in the top k / k (k, not the number of hits returned);
 * ``recall@k``: relevant hits in the top k / relevant documents judged.
 
 Every judged query counts in every mean: a query whose search returned nothing scores 0 on all
-metrics (ranx itself would refuse such a run, or drop the query with ``make_comparable``).
+metrics (trec_eval itself would leave the query out of the run's mean).
+
+Why trec_eval and not ranx: ranx's metrics are numba functions compiled on first use (about
+40-60 s of CPU in every fresh environment); pytrec_eval is compiled C. Both give bit-identical
+values on our runs (scores strictly decreasing, so neither breaks ties its own way): checked on
+10,500 per-query values, binary and graded (``bench/metrics_trec_eval_vs_ranx.py``).
 
 A ranking handed to :func:`score_rankings` is a list of document ids, best first. How hits
 become those ids depends on the dataset's level:
@@ -40,15 +46,15 @@ from scholar_es.errors import ConfigError
 METRICS: tuple[str, ...] = ("ndcg@10", "mrr@10", "p@1", "p@3", "p@10", "recall@10", "recall@100")
 LATENCY_METRICS: tuple[str, ...] = ("latency_p50_ms", "latency_p95_ms")
 ALL_METRICS: tuple[str, ...] = METRICS + LATENCY_METRICS
-#: our names -> ranx's
-RANX_NAMES: dict[str, str] = {
-    "ndcg@10": "ndcg@10",
-    "mrr@10": "mrr@10",
-    "p@1": "precision@1",
-    "p@3": "precision@3",
-    "p@10": "precision@10",
-    "recall@10": "recall@10",
-    "recall@100": "recall@100",
+#: our names -> ir-measures' (trec_eval's ndcg_cut_10, recip_rank over the top 10, P_k, recall_k)
+TREC_NAMES: dict[str, str] = {
+    "ndcg@10": "nDCG@10",
+    "mrr@10": "RR@10",
+    "p@1": "P@1",
+    "p@3": "P@3",
+    "p@10": "P@10",
+    "recall@10": "R@10",
+    "recall@100": "R@100",
 }
 #: hits retrieved per query: the deepest cut-off of :data:`METRICS`
 RUN_DEPTH = 100
@@ -85,11 +91,11 @@ def score_rankings(
     ``qrels`` missing from ``rankings`` or with an empty ranking scores 0. Queries of
     ``rankings`` without judgments are ignored (they have no relevant documents to find).
     """
-    from ranx import Qrels, Run, evaluate
+    import ir_measures
 
-    unknown = [m for m in metrics if m not in RANX_NAMES]
+    unknown = [m for m in metrics if m not in TREC_NAMES]
     if unknown:
-        raise ConfigError(f"unknown metric {unknown[0]!r}; valid metrics: {', '.join(RANX_NAMES)}")
+        raise ConfigError(f"unknown metric {unknown[0]!r}; valid metrics: {', '.join(TREC_NAMES)}")
     judged = {q: {d: int(r) for d, r in docs.items() if r > 0} for q, docs in qrels.items()}
     empty = [q for q, docs in judged.items() if not docs]
     if empty:
@@ -102,13 +108,17 @@ def score_rankings(
     scored = [q for q, docs in ranked.items() if docs]
     if not scored:
         return out
-    # strictly decreasing scores keep our rank order whatever ranx does with ties
-    run = Run({q: {d: float(len(ranked[q]) - i) for i, d in enumerate(ranked[q])} for q in scored})
-    qr = Qrels({q: judged[q] for q in scored})
-    evaluate(qr, run, [RANX_NAMES[m] for m in metrics], threads=1, save_results_in_run=True)
-    for m in metrics:
-        for q, v in run.scores[RANX_NAMES[m]].items():
-            out[m][q] = float(v)
+    # strictly decreasing scores keep our rank order (trec_eval breaks ties by doc id)
+    run = {q: {d: float(len(ranked[q]) - i) for i, d in enumerate(ranked[q])} for q in scored}
+    ours = {ir_measures.parse_measure(TREC_NAMES[m]): m for m in metrics}
+    qrels_scored = {q: judged[q] for q in scored}
+    # pytrec_eval has no cut-off for recip_rank: RR@10 is MS MARCO's own evaluation code's
+    trec = [m for m in ours if ir_measures.pytrec_eval.supports(m)]
+    marco = [m for m in ours if m not in trec]
+    for provider, measures in ((ir_measures.pytrec_eval, trec), (ir_measures.msmarco, marco)):
+        if measures:
+            for found in provider.evaluator(measures, qrels_scored).iter_calc(run):
+                out[ours[found.measure]][found.query_id] = float(found.value)
     return out
 
 

@@ -84,7 +84,7 @@ def plot(results: Results, path: str | Path, title: str = "") -> None:
     if not strategies:
         raise ConfigError("nothing to plot: no strategy was evaluated")
     n = len(strategies)
-    colors = plt.get_cmap("tab10").colors
+    colors = matplotlib.color_sequences["tab10"]  # the colours of the tab10 colormap, typed
     fig, (ax, lat) = plt.subplots(1, 2, figsize=(13, 5), gridspec_kw={"width_ratios": [4, 1.3]})
     width = 0.8 / n
     for i, s in enumerate(strategies):

@@ -48,7 +48,7 @@ EMBED_BATCH = 64
 
 #: ``(query, filters) -> (hits, seconds)``: a search under test, for callers that bring their own
 #: (hits are dicts with ``chunk_id``, ``paper_id`` and optionally ``paragraph_ids``)
-SearchFn = Callable[[str, dict], tuple[list[dict], float]]
+SearchFn = Callable[[str, dict | None], tuple[list[dict], float]]
 
 
 @dataclass

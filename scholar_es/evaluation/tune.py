@@ -46,6 +46,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import product
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -61,6 +62,9 @@ from scholar_es.evaluation.runner import (
     eval_profile,
     run_evaluation,
 )
+
+if TYPE_CHECKING:
+    from querybuilder.profiles import Profile
 
 BM25_WEIGHTS = (0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0)
 SATURATION_KS = (1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0)
@@ -112,7 +116,7 @@ def collect_candidates(
     from elasticsearch.dsl import Q
     from tqdm import tqdm
 
-    from querybuilder.dsl import build_search
+    from querybuilder.dsl import build_one
     from querybuilder.plan import make_plan
 
     vectors = embed_questions(dataset, embedder, progress=progress)
@@ -144,13 +148,13 @@ def collect_candidates(
         knn: dict[str, float] = {}
         if text_plan.has_text:
             resp = es.search(
-                index=text_plan.index, body=build_search(text_plan).source(FIELDS).to_dict()
+                index=text_plan.index, body=build_one(text_plan).source(list(FIELDS)).to_dict()
             ).body
             for h in resp["hits"]["hits"]:
                 found[h["_id"]] = h["_source"]
                 bm25[h["_id"]] = float(h["_score"])
         resp = es.search(
-            index=knn_plan.index, body=build_search(knn_plan, vector).source(FIELDS).to_dict()
+            index=knn_plan.index, body=build_one(knn_plan, vector).source(list(FIELDS)).to_dict()
         ).body
         for h in resp["hits"]["hits"]:
             found.setdefault(h["_id"], h["_source"])
@@ -158,10 +162,7 @@ def collect_candidates(
         missing = [d for d in knn if d not in bm25]
         if text_plan.has_text and missing:
             search = (
-                build_search(text_plan)
-                .source(False)
-                .filter(Q("ids", values=missing))
-                .extra(size=len(missing))
+                build_one(text_plan).source(False).filter(Q("ids", values=missing)).extra(size=len(missing))
             )
             resp = es.search(index=text_plan.index, body=search.to_dict()).body
             for h in resp["hits"]["hits"]:
@@ -203,7 +204,7 @@ def simulate(dataset: Dataset, cands: dict[str, Candidates], p: Params) -> dict[
         score = text + p.knn_weight * c.knn
         rule = mults.get(c.rule, {})
         if rule:
-            score = score * np.array([rule.get(h.get("section_type"), 1.0) for h in c.hits])
+            score = score * np.array([rule.get(h.get("section_type", ""), 1.0) for h in c.hits])
         top = np.lexsort((c.order, -score))[:DEPTH]
         out[qid] = _ranking(dataset, [c.hits[i] for i in top], dataset.qrels.get(qid, {}))
     return out
@@ -411,7 +412,7 @@ def cross_validate_sections(
 
 @dataclass
 class TuneResult:
-    profile: object  # querybuilder.profiles.Profile
+    profile: Profile
     weights: GridPoint
     baseline: GridPoint
     sections: GridPoint | None

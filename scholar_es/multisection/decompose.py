@@ -536,7 +536,7 @@ def call_with_timeout(llm: LLM, prompt: str, timeout: float) -> str:
         raise TimeoutError(f"the LLM did not answer within {timeout:g} s")
     if "error" in box:
         raise box["error"]
-    return box.get("value")
+    return box["value"]  # set: the thread finished without an error
 
 
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.S)

@@ -295,13 +295,13 @@ def execute(
         msearch_console=msearch_console(prepared.searches) if show_plan else "",
     )
     hits = [to_hit({"_id": s.chunk_id, "_source": s.source}, score=s.score) for s in scored]
-    took = (
+    total_ms = (
         prepared.timings_ms.get("breakdown", 0.0)
         + prepared.timings_ms.get("embed", 0.0)
         + _ms(time.perf_counter() - start)
     )
     return MultiSectionResult(
-        question=b.question, papers=paper_results, hits=hits, plan=plan, took_ms=round(took, 1)
+        question=b.question, papers=paper_results, hits=hits, plan=plan, took_ms=round(total_ms, 1)
     )
 
 

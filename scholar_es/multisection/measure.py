@@ -89,7 +89,8 @@ def main(argv: list[str] | None = None) -> int:
         for name, fn in searchers.items()
     }
     multi = {q.id for q, p in zip(ds.queries, plans, strict=True) if len(p.sections) > 2}
-    paper_qrels = {q.id: {q.paper_id: 1} for q in ds.queries}
+    # every kept question names an indexed paper (the filter above), so none is skipped here
+    paper_qrels = {q.id: {q.paper_id: 1} for q in ds.queries if q.paper_id is not None}
     report: dict = {
         "questions": len(ds.queries),
         "papers": len(indexed),

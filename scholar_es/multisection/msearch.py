@@ -1,6 +1,6 @@
 """Stage 2: the keyword query and every section title, searched in ONE ``_msearch``.
 
-Every search is built by :mod:`querybuilder` (``make_plan`` + ``build_search``, so
+Every search is built by :mod:`querybuilder` (``make_plan`` + ``build_one``, so
 ``elasticsearch.dsl`` objects) on ``<prefix>chunks``:
 
 * **keyword** -- the breakdown's keyword query, strategy ``bm25`` with the *keyword* field boosts
@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from elasticsearch.dsl import Search
 
-from querybuilder.dsl import build_search
+from querybuilder.dsl import build_one
 from querybuilder.plan import Filters, QueryPlan, make_plan
 from querybuilder.profiles import Profile
 from querybuilder.render import to_console
@@ -109,7 +109,7 @@ def keyword_search(
         search_type="keyword",
     )
     plan = plan.with_changes(cap=0, collapse=False)  # one hit per paper: collapse without inner hits
-    search = build_search(plan).collapse("paper_id")
+    search = build_one(plan).collapse("paper_id")
     return SubSearch(KEYWORD, KEYWORD, breakdown.keywords, plan, search)
 
 
@@ -135,7 +135,7 @@ def section_search(
         search_type=search_type,
     )
     plan = plan.with_changes(cap=0, collapse=False)
-    return SubSearch(name, section.kind, section.title, plan, build_search(plan, vector))
+    return SubSearch(name, section.kind, section.title, plan, build_one(plan, vector))
 
 
 def embed_texts(es, texts: list[str], *, index: str, embedder=None) -> np.ndarray:

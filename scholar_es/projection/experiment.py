@@ -155,7 +155,11 @@ def tune(data: Data, train_qids: Sequence[str], doc_index: dict[str, int], inner
     """Inner cross-validation on the training folds: the fallback (threshold, α) at τ = 0.1 -- once
     under the no-harm constraint on the inner novel questions (:mod:`projection.tuning`), once for
     the best mean MRR alone -- and the ridge of each linear projection (mean MRR)."""
-    best_sims, novel, rr_proj, rr_blend, rr_lin = [], [], [], {a: [] for a in ALPHAS}, {}
+    best_sims: list[np.ndarray] = []
+    novel: list[np.ndarray] = []
+    rr_proj: list[np.ndarray] = []
+    rr_blend: dict[float, list[np.ndarray]] = {a: [] for a in ALPHAS}
+    rr_lin: dict[tuple[str, float], list[np.ndarray]] = {}
     for inner_train, inner_test in split_folds(train_qids, inner, seed + 1):
         heads, Qp, Ap = fit_fold(data, inner_train, doc_index)
         known = set(heads.answer_ids)
@@ -182,7 +186,7 @@ def tune(data: Data, train_qids: Sequence[str], doc_index: dict[str, int], inner
     ridges = {}
     for anchor in ("identity", "zero"):
         scores = {lam: float(np.concatenate(rr_lin[(anchor, lam)]).mean()) for lam in RIDGES}
-        ridges[anchor] = max(scores, key=scores.get)
+        ridges[anchor] = max(scores, key=scores.__getitem__)
     return {
         "fallback": {k: asdict(v) for k, v in choices.items()},
         "ridge": ridges,
@@ -248,7 +252,8 @@ def bootstrap(
 
 def run(data: Data, folds: int = 5, seed: int = 0, inner: int = 4, log=print) -> dict:
     doc_index = {d: i for i, d in enumerate(data.doc_ids)}
-    settings = {"paraphrase": {}, "novel": {}}  # setting -> method -> qid -> {doc: score}
+    settings: dict[str, dict[str, dict[str, dict[str, float]]]] = {"paraphrase": {}, "novel": {}}
+    # setting -> method -> qid -> {doc: score}
     fold_of: dict[str, int] = {}
     tuned_per_fold, counts = [], []
     for f, (train_qids, test_qids) in enumerate(split_folds(data.qids, folds, seed)):
@@ -367,17 +372,14 @@ def verify_engine(
         "multihead": P,
         "multihead+fallback": with_fallback(Qh, P, best, heads.threshold, heads.alpha),
     }
-    report = {}
+    report: dict[str, object] = {}
     t0 = time.perf_counter()
     for label, V in expected.items():
-        strategy, kw = (
-            ("direct", {})
-            if label == "direct"
-            else ("multihead", {} if label.endswith("fallback") else {"threshold": NO_THRESHOLD})
-        )
+        strategy = "direct" if label == "direct" else "multihead"
+        threshold = NO_THRESHOLD if label == "multihead" else None  # None: the heads' own threshold
         idx, _ = top_k(V, data.D, 10)
         same_order = same_set = 0
-        diffs = []
+        diffs: list[dict[str, object]] = []
         for q, ii in zip(qids, idx, strict=True):
             got = search(
                 es,
@@ -387,7 +389,7 @@ def verify_engine(
                 prefix=prefix,
                 embedder=embedder,
                 size=10,
-                **kw,
+                threshold=threshold,
             ).ranked_ids("paper")
             want = [data.doc_ids[i] for i in ii]
             same_order += got == want

@@ -17,6 +17,7 @@ the heads: a mismatch raises :class:`~scholar_es.errors.ModelMismatchError`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -24,6 +25,10 @@ from querybuilder.strategies import EvalContext, Needs, PlanStrategy, Prepared, 
 from scholar_es.errors import ConfigError, choices
 from scholar_es.projection.heads import DEFAULT_NAME, Heads
 from scholar_es.projection.routing import Routing
+
+if TYPE_CHECKING:
+    from querybuilder.plan import QueryPlan
+    from querybuilder.run import SearchResult
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -190,7 +195,7 @@ def project_vectors(
 class ProjectedSearch:
     """The query builder's :class:`~querybuilder.run.SearchResult` plus how the vector was routed."""
 
-    result: object  # querybuilder.run.SearchResult (strategy = the heads strategy's name)
+    result: SearchResult  # strategy = the heads strategy's name
     routing: Routing | None  # None for ``direct``
     heads: str | None
 
@@ -247,7 +252,7 @@ def execute(es, plan, vector: np.ndarray, strategy_name: str, explain: bool = Fa
 class ProjectedRequest:
     """What ``strategy`` would send: the query builder's plan, the vector and how it was routed."""
 
-    plan: object  # querybuilder.plan.QueryPlan (strategy = the base strategy, dense or hybrid)
+    plan: QueryPlan  # strategy = the base strategy, dense or hybrid
     vector: np.ndarray
     routing: Routing | None
     heads: str | None

@@ -103,6 +103,7 @@ def save_heads(es, heads: Heads, prefix: str = "") -> str:
         raise_on_error=False,
         chunk_size=200,
     )
+    assert isinstance(errors, list)  # without stats_only, bulk gives the failed items themselves
     if errors:
         es.indices.delete(index=index)
         raise ScholarEsError(f"storing heads {heads.name!r} failed for {len(errors)} heads: {errors[0]}")

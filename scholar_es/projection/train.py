@@ -385,13 +385,14 @@ def train_heads(
             es, used, Qv, answer_vectors, prefix=prefix, level=level, tau=tau, on_progress=on_progress
         )
         threshold, alpha = choice.threshold, choice.alpha
+    questions = len({p.question_id for p in used})
     info = {
         "dataset": str(dataset),
         "format": fmt,
         "split": split,
         "prefix": prefix,
         "pairs": len(used),
-        "questions": len({p.question_id for p in used}),
+        "questions": questions,
         "answer_level": level,
         "trained_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     }
@@ -415,7 +416,7 @@ def train_heads(
         name=name,
         index=index,
         pairs=len(used),
-        questions=info["questions"],
+        questions=questions,
         heads=len(heads),
         missing_answers=len(missing),
         multi_question_heads=int((heads.n_questions >= 2).sum()),

@@ -68,7 +68,8 @@ def choose_fallback(
             use_fb = sims < t
             rr = np.where(use_fb, fb, proj)
             loss = direct_novel - float(rr[mask].mean()) if mask.any() else float("nan")
-            if constrained and mask.any() and loss > max_novel_loss + 1e-12:
+            # constrained implies max_novel_loss is not None; said again so the type narrows
+            if constrained and max_novel_loss is not None and mask.any() and loss > max_novel_loss + 1e-12:
                 continue
             score = float(rr.mean())
             if best is None or score > best.mrr + 1e-12:
