@@ -119,15 +119,13 @@ def test_unsupported_multi_match_types(es, mtype):
     )
 
 
-@pytest.mark.parametrize("key", ["aggs", "aggregations", "highlight", "rescore", "suggest", "search_after"])
+@pytest.mark.parametrize("key", ["aggs", "aggregations", "highlight", "suggest", "search_after"])
 def test_unsupported_search_sections(es, key):
     value = {"terms_agg": {"terms": {"field": "tag"}}} if key.startswith("agg") else {"fields": {"title": {}}}
     if key == "search_after":
         value = [1]
-    elif key in ("rescore", "suggest"):
-        value = (
-            {"window_size": 10} if key == "rescore" else {"s": {"text": "helo", "term": {"field": "title"}}}
-        )
+    elif key == "suggest":
+        value = {"s": {"text": "helo", "term": {"field": "title"}}}
     with pytest.raises(BadRequestError) as e:
         es.search(index="e", body={"query": {"match_all": {}}, key: value})
     check(e.value, 400, "parsing_exception", f"[{key}]")
