@@ -73,12 +73,16 @@ def qasper(tmp_path) -> Path:
     return root
 
 
+@pytest.mark.parametrize("window", [100, 0])  # the default rescore, and none (the union alone)
 @pytest.mark.parametrize("scope", ["paper", "corpus"])
-def test_simulated_hybrid_and_sections_equal_the_engine(qasper, tmp_engine, scope):
+def test_simulated_hybrid_and_sections_equal_the_engine(qasper, tmp_engine, scope, window):
     ds = load_dataset(qasper, "qasper", "train")
     emb = FakeEmbedder()
-    prof = eval_profile(None)
-    ev = run_evaluation(ds, ["hybrid", "sections"], tmp_engine, emb, scope=scope, progress=False)
+    # kNN k 1: the union leaves most BM25 hits without a vector score, which the rescore adds
+    prof = eval_profile(None).with_changes(rescore_window=window, knn_k=1, num_candidates=1)
+    ev = run_evaluation(
+        ds, ["hybrid", "sections"], tmp_engine, emb, scope=scope, profile=prof, progress=False
+    )
     cands = collect_candidates(
         tmp_engine, ds, emb, scope=scope, profile=prof, prefix=ev.index.prefix, progress=False
     )
