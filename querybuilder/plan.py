@@ -214,6 +214,15 @@ def text_fields(profile: Profile, search_type: str, filters: Filters) -> tuple[d
     return dict(profile.field_boosts[search_type]), "best_fields"
 
 
+def section_multipliers(profile: Profile, filters: Filters) -> dict[str, dict[str, float]]:
+    """The profile's section multipliers for a search: inside one paper (a single ``paper_ids``
+    filter, as in :func:`text_fields`) ``paper_scope_section_multipliers``, else
+    ``section_multipliers``."""
+    if len(filters.paper_ids) == 1:
+        return profile.paper_scope_section_multipliers
+    return profile.section_multipliers
+
+
 def make_plan(
     question: str,
     *,
@@ -250,7 +259,7 @@ def make_plan(
         search_type=stype,
         field_boosts=boosts,
         match_type=match_type,
-        section_multipliers=dict(prof.section_multipliers[intent.rule]) if strat.sections else {},
+        section_multipliers=dict(section_multipliers(prof, parsed)[intent.rule]) if strat.sections else {},
         expansions=expand(text, synonyms) if expand_now else (),
         filters=parsed,
         size=size,

@@ -89,7 +89,10 @@ def test_simulated_hybrid_and_sections_equal_the_engine(qasper, tmp_engine, scop
     plain = Params(prof.bm25_weight, prof.knn_weight, prof.saturation_k)
     assert simulate(ds, cands, plain) == ev.runs["hybrid"].rankings
     with_mults = Params(
-        prof.bm25_weight, prof.knn_weight, prof.saturation_k, _freeze(prof.section_multipliers)
+        prof.bm25_weight,
+        prof.knn_weight,
+        prof.saturation_k,
+        _freeze(prof.paper_scope_section_multipliers if scope == "paper" else prof.section_multipliers),
     )
     assert simulate(ds, cands, with_mults) == ev.runs["sections"].rankings
     assert cands["a"].rule == "how"

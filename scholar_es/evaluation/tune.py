@@ -543,9 +543,10 @@ def tune(
     lifts: dict[str, dict[str, float]] = {}
     chosen_mults: dict[str, dict[str, float]] = {}
     types = {h.get("section_type") for c in cands.values() for h in c.hits}
+    mult_key = "paper_scope_section_multipliers" if scope == "paper" else "section_multipliers"
     if sections and len(types) > 1:
         w = weights.params
-        hand = base.section_multipliers
+        hand = getattr(base, mult_key)
         counts = (
             candidate_section_counts(data, cands)
             if lift_source is None
@@ -612,7 +613,7 @@ def tune(
     if variants[weights.variant] is not None:
         changes[boost_key] = variants[weights.variant]
     if sect is not None:
-        changes["section_multipliers"] = {r: chosen_mults.get(r, {}) for r in RULES}
+        changes[mult_key] = {r: chosen_mults.get(r, {}) for r in RULES}
     tuned = base.with_changes(**changes)
     result = TuneResult(
         profile=tuned,
