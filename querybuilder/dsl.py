@@ -156,7 +156,7 @@ def saturated_text(plan: QueryPlan) -> Query:
         query=text_query(plan),
         script={
             "source": SATURATION_SCRIPT,
-            "params": {"k": plan.profile.saturation_k, "w": plan.profile.bm25_weight},
+            "params": {"k": plan.saturation_k, "w": plan.bm25_weight},
         },
     )
 

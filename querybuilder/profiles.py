@@ -184,6 +184,10 @@ class Profile(BaseModel):
     knn_weight: float = Field(default=1.0, ge=0)
     #: BM25 score at which the saturated text part reaches half of bm25_weight
     saturation_k: float = Field(default=10.0, gt=0)
+    #: bm25_weight and saturation_k of a search inside one paper (they replace those two there):
+    #: chosen on QASPER train, scope paper (docs/evaluation.md, "Tuning")
+    paper_scope_bm25_weight: float = Field(default=1.0, ge=0)
+    paper_scope_saturation_k: float = Field(default=20.0, gt=0)
     tie_breaker: float = Field(default=0.3, ge=0, le=1)
     #: leave the question words (querybuilder/intents.json) out of the text query
     drop_question_words: bool = True

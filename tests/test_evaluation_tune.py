@@ -86,12 +86,16 @@ def test_simulated_hybrid_and_sections_equal_the_engine(qasper, tmp_engine, scop
     cands = collect_candidates(
         tmp_engine, ds, emb, scope=scope, profile=prof, prefix=ev.index.prefix, progress=False
     )
-    plain = Params(prof.bm25_weight, prof.knn_weight, prof.saturation_k)
+    if scope == "paper":  # inside one paper the profile's paper_scope_* weights apply
+        w, k = prof.paper_scope_bm25_weight, prof.paper_scope_saturation_k
+    else:
+        w, k = prof.bm25_weight, prof.saturation_k
+    plain = Params(w, prof.knn_weight, k)
     assert simulate(ds, cands, plain) == ev.runs["hybrid"].rankings
     with_mults = Params(
-        prof.bm25_weight,
+        w,
         prof.knn_weight,
-        prof.saturation_k,
+        k,
         _freeze(prof.paper_scope_section_multipliers if scope == "paper" else prof.section_multipliers),
     )
     assert simulate(ds, cands, with_mults) == ev.runs["sections"].rankings

@@ -106,3 +106,16 @@ def test_sections_inside_one_paper_use_the_paper_scope_multipliers():
     ).section_multipliers == {"method": 1.2}
     with pytest.raises(ConfigError, match="paper_scope_section_multipliers"):
         Profile(paper_scope_section_multipliers={"how": {"methods": 1.2}})
+
+
+def test_hybrid_inside_one_paper_uses_the_paper_scope_weights():
+    prof = Profile(
+        bm25_weight=1.5, saturation_k=200.0, paper_scope_bm25_weight=1.0, paper_scope_saturation_k=20.0
+    )
+    one = make_plan(QUESTION, strategy="hybrid", profile=prof, filters=PAPER)
+    many = make_plan(QUESTION, strategy="hybrid", profile=prof)
+    for plan, params in ((one, {"k": 20.0, "w": 1.0}), (many, {"k": 200.0, "w": 1.5})):
+        body = build_body(plan, [1.0, 0.0, 0.0, 0.0])
+        text = body["query"]["bool"]["should"][0]["script_score"]["script"]["params"]
+        rescored = body["rescore"]["query"]["rescore_query"]["bool"]["should"][0]["script_score"]
+        assert text == params and rescored["script"]["params"] == params

@@ -466,6 +466,7 @@ class TuneResult:
     section_points: list[GridPoint] = field(default_factory=list)  # stage 2
     #: held-out means of: no multipliers, the hand-set ones, learned (lifts and b from the other folds)
     section_cv: dict[str, dict[str, float]] = field(default_factory=dict)
+    paper: bool = False  # tuned with --scope paper: the weights are the profile's paper_scope_* ones
 
 
 def tune(
@@ -502,7 +503,12 @@ def tune(
     log: list[str] = []
 
     # 1. field boosts x hybrid weights x saturation, no multipliers
-    default = Params(bm25_weight=base.bm25_weight, knn_weight=base.knn_weight, saturation_k=base.saturation_k)
+    paper = scope == "paper"  # inside one paper the profile's paper_scope_* weights apply
+    default = Params(
+        bm25_weight=base.paper_scope_bm25_weight if paper else base.bm25_weight,
+        knn_weight=base.knn_weight,
+        saturation_k=base.paper_scope_saturation_k if paper else base.saturation_k,
+    )
     grid = [
         (
             f"bm25_weight={w:g} saturation_k={k:g}",
@@ -605,9 +611,9 @@ def tune(
                 else ""
             )
         ),
-        "bm25_weight": weights.params.bm25_weight,
+        ("paper_scope_bm25_weight" if paper else "bm25_weight"): weights.params.bm25_weight,
         "knn_weight": weights.params.knn_weight,
-        "saturation_k": weights.params.saturation_k,
+        ("paper_scope_saturation_k" if paper else "saturation_k"): weights.params.saturation_k,
         "per_paper_cap": (profile_cap(profile)),
     }
     if variants[weights.variant] is not None:
@@ -628,6 +634,7 @@ def tune(
         points=points,
         section_points=mpoints,
         section_cv=section_cv,
+        paper=paper,
     )
     if verify:  # the real thing, on the same (train) queries: must agree with the simulation
         strategies = ["hybrid", "sections"] if sect else ["hybrid"]
@@ -670,7 +677,8 @@ def report_lines(result: TuneResult, top: int = 5) -> list[str]:
             f"folds); MRR@10 {cv['cv_base_mrr@10']:.4f} -> {cv['cv_tuned_mrr@10']:.4f}"
         )
     lines.append(
-        f"tuned profile {result.profile.name!r}: bm25_weight {result.profile.bm25_weight:g}, knn_weight "
-        f"{result.profile.knn_weight:g}, saturation_k {result.profile.saturation_k:g}"
+        f"tuned profile {result.profile.name!r}: bm25_weight {result.weights.params.bm25_weight:g}, knn_weight "
+        f"{result.profile.knn_weight:g}, saturation_k {result.weights.params.saturation_k:g}"
+        + (" (its paper_scope_* weights)" if result.paper else "")
     )
     return lines
