@@ -179,11 +179,12 @@ class Profile(BaseModel):
     paper_scope_section_multipliers: dict[str, dict[str, float]] = Field(
         default_factory=lambda: DEFAULT_PAPER_SCOPE_SECTION_MULTIPLIERS
     )
-    #: hybrid: final = bm25_weight * saturation(bm25, saturation_k) + knn_weight * knn_score
-    bm25_weight: float = Field(default=1.0, ge=0)
+    #: hybrid: final = bm25_weight * saturation(bm25, saturation_k) + knn_weight * knn_score;
+    #: 0.75 and 100 chosen on SciFact train with the rescore (docs/evaluation.md, "Issue 15")
+    bm25_weight: float = Field(default=0.75, ge=0)
     knn_weight: float = Field(default=1.0, ge=0)
     #: BM25 score at which the saturated text part reaches half of bm25_weight
-    saturation_k: float = Field(default=10.0, gt=0)
+    saturation_k: float = Field(default=100.0, gt=0)
     #: bm25_weight and saturation_k of a search inside one paper (they replace those two there):
     #: chosen on QASPER train, scope paper (docs/evaluation.md, "Tuning")
     paper_scope_bm25_weight: float = Field(default=1.0, ge=0)

@@ -22,7 +22,7 @@ MM = {"multi_match": {"query": TEXT, "fields": FIELDS, "type": "best_fields", "t
 FILTERS = [{"range": {"year": {"gte": 2018, "lte": 2020}}}, {"terms": {"venue": ["ACL"]}}]
 COLLAPSE = {"field": "paper_id", "inner_hits": {"name": "best_chunks", "size": 5, "_source": SRC}}
 SATURATED = {
-    "script_score": {"query": MM, "script": {"source": SATURATION_SCRIPT, "params": {"k": 10.0, "w": 1.0}}}
+    "script_score": {"query": MM, "script": {"source": SATURATION_SCRIPT, "params": {"k": 100.0, "w": 0.75}}}
 }
 KNN = {"knn": {"field": "vector", "query_vector": VEC, "k": 50, "num_candidates": 100, "boost": 1.0}}
 # the filters also go into the knn clause: Elasticsearch only pre-filters kNN with the clause's own filter
@@ -82,7 +82,7 @@ EXPANDED_TEXT = {
                 ]
             }
         },
-        "script": {"source": SATURATION_SCRIPT, "params": {"k": 10.0, "w": 1.0}},
+        "script": {"source": SATURATION_SCRIPT, "params": {"k": 100.0, "w": 0.75}},
     }
 }
 RETRIEVER_KNN = {
