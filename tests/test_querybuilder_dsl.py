@@ -180,7 +180,7 @@ EXPECTED = {
         "retriever": {
             "linear": {
                 "retrievers": [
-                    {"retriever": RETRIEVER_STD, "weight": 1.0, "normalizer": "minmax"},
+                    {"retriever": RETRIEVER_STD, "weight": 0.75, "normalizer": "minmax"},  # bm25_weight
                     {"retriever": RETRIEVER_KNN, "weight": 1.0, "normalizer": "minmax"},
                 ],
                 "rank_window_size": 100,
