@@ -283,3 +283,13 @@ def test_field_collapsing_and_rescore_with_window_size(products):
     hits = resp["hits"]
     assert hits["total"]["value"] == 5
     assert [(h["_id"], h["_score"], h["fields"]["product_id"]) for h in hits["hits"]] == [("3", 50.0, ["10"])]
+
+
+def test_a_bad_rescore_query_is_an_error_even_without_hits(es):
+    with pytest.raises(BadRequestError) as e:
+        es.search(
+            index="r",
+            query={"term": {"tag": "nothing-has-this"}},
+            rescore={"query": {"rescore_query": {"no_such_query": {}}}},
+        )
+    assert "no_such_query" in e.value.body["error"]["reason"]

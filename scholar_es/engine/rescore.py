@@ -80,8 +80,10 @@ def _float(key: str, value) -> float:
         raise EsError(400, "x_content_parse_exception", f"[query] failed to parse field [{key}]") from None
 
 
-def parse_rescore(spec) -> list[QueryRescorer]:
-    """The body's ``rescore`` (an object or a list of objects) -> rescorers, validated."""
+def parse_rescore(spec, parser=None) -> list[QueryRescorer]:
+    """The body's ``rescore`` (an object or a list of objects) -> rescorers, validated; with
+    ``parser`` (the request's query parser) each rescore query is parsed here, so a bad one is a
+    400 whether or not the search finds anything (Elasticsearch parses it with the request)."""
     items = spec if isinstance(spec, list) else [spec]
     out: list[QueryRescorer] = []
     for item in items:
@@ -138,6 +140,7 @@ def parse_rescore(spec) -> list[QueryRescorer]:
                 query_weight=_float("query_weight", q.get("query_weight", 1.0)),
                 rescore_query_weight=_float("rescore_query_weight", q.get("rescore_query_weight", 1.0)),
                 score_mode=mode.lower(),
+                node=parser.parse(q["rescore_query"]) if parser is not None else None,
             )
         )
     return out
@@ -169,7 +172,7 @@ def rescore(
             break
         window = ordered[: r.window_size]
         r.rescored = window
-        node = run.parser.parse(r.query)
+        node = r.node if r.node is not None else run.parser.parse(r.query)
         r.node = node
         in_window = np.zeros(run.ctx.n, dtype=bool)
         in_window[window] = True

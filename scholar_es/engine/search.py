@@ -118,7 +118,7 @@ class SearchRun:
         self.seg = handle.segment()
         self.ctx = Ctx(self.seg, handle.analysis, handle.name, default_k=self.size, bm25=handle.similarities)
         self.parser = QueryParser(self.ctx, parse_function_score, knn_query)
-        self.rescorers = parse_rescore(body["rescore"]) if "rescore" in body else []
+        self.rescorers = parse_rescore(body["rescore"], self.parser) if "rescore" in body else []
 
     # --- scoring ---------------------------------------------------------------------
     def score(self) -> tuple[np.ndarray, np.ndarray, list[Node]]:
