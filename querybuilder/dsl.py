@@ -20,6 +20,12 @@ reference pages named in the comments; "Basic" = the free default license):
   filtered-knn-search; auto pre-filtering, elastic/elasticsearch#138989, covers semantic_text
   only), which would leave within-paper searches with no kNN hits at all.
 * ``function_score`` with ``filter`` + ``weight`` functions, score_mode ``max``: 7.x+.
+* ``rescore`` (query rescorer: ``window_size``, ``query_weight``, ``rescore_query_weight``):
+  every version (reference/search/search-your-data/filter-search-results.html#rescore); with
+  ``collapse`` 8.15+ (elastic/elasticsearch rest-api-spec ``112_field_collapsing_with_rescore``).
+  Its ``script_score`` uses the Painless vector function ``cosineSimilarity(params.query_vector,
+  'vector')`` on the dense_vector field (7.6+; reference/query-dsl-script-score-query.html,
+  "Vector functions"; an int8_hnsw field keeps its float vectors, which the function reads).
 * ``collapse`` on a keyword field with ``inner_hits``: 7.x+ (reference/collapse-search-results.html).
 * ``retriever`` with ``rrf``/``standard``/``knn``: 8.14 technical preview, GA 8.16
   (docs/solutions/search/retrievers-overview); RRF needs an Enterprise license.
@@ -55,6 +61,9 @@ SOURCE_FIELDS = (
 INNER_HITS_NAME = "best_chunks"
 #: The BM25 part of hybrid, bounded to [0, w): ``w * _score / (_score + k)``.
 SATURATION_SCRIPT = "saturation(_score, params.k) * params.w"
+#: The vector part of hybrid for a rescored hit: ``w`` x the score a knn query gives a cosine
+#: field, ``(1 + cos) / 2`` (reference/mapping-types/dense-vector.html, ``similarity: cosine``).
+VECTOR_SCRIPT = "(cosineSimilarity(params.query_vector, 'vector') + 1.0) / 2.0 * params.w"
 
 
 def as_query_vector(vector: Sequence[float] | np.ndarray) -> list[float]:
@@ -140,22 +149,25 @@ def bm25_query(plan: QueryPlan) -> Query:
     return Q("bool", must=[text], filter=filters) if filters else text
 
 
+def saturated_text(plan: QueryPlan) -> Query:
+    """The text part of hybrid: ``bm25_weight * s / (s + saturation_k)`` of the text query."""
+    return Q(
+        "script_score",
+        query=text_query(plan),
+        script={
+            "source": SATURATION_SCRIPT,
+            "params": {"k": plan.saturation_k, "w": plan.bm25_weight},
+        },
+    )
+
+
 def hybrid_query(plan: QueryPlan, vector: list[float]) -> Query:
     """``bool.should = [saturated BM25, knn]``; filters in ``bool.filter`` (for the text part) and
     in the knn clause (its pre-filter). minimum_should_match 1 is explicit: with a filter clause
     Elasticsearch's default would be 0 (every filtered doc would match with score 0)."""
     should: list[Query] = []
     if plan.has_text:
-        should.append(
-            Q(
-                "script_score",
-                query=text_query(plan),
-                script={
-                    "source": SATURATION_SCRIPT,
-                    "params": {"k": plan.profile.saturation_k, "w": plan.profile.bm25_weight},
-                },
-            )
-        )
+        should.append(saturated_text(plan))
     should.append(knn_clause(plan, vector, boost=plan.profile.knn_weight, with_filter=True))
     filters = filter_clauses(plan)
     return (
@@ -163,6 +175,46 @@ def hybrid_query(plan: QueryPlan, vector: list[float]) -> Query:
         if filters
         else Q("bool", should=should, minimum_should_match=1)
     )
+
+
+def both_signals_query(plan: QueryPlan, vector: list[float]) -> Query:
+    """The rescore query of hybrid: the same formula as :func:`hybrid_query`, but with the vector
+    part computed for EVERY hit (``script_score`` over ``match_all``) instead of only for the kNN
+    top k, so a chunk BM25 found gets its vector similarity and a chunk kNN found gets its BM25
+    score (0 where it does not match the text). A bool of two should clauses: the second always
+    matches, so every rescored hit matches."""
+    vector_part = Q(
+        "script_score",
+        query=Q("match_all"),
+        script={
+            "source": VECTOR_SCRIPT,
+            "params": {"query_vector": vector, "w": plan.profile.knn_weight},
+        },
+    )
+    return Q("bool", should=[saturated_text(plan), vector_part])
+
+
+def hybrid_rescore(plan: QueryPlan, vector: list[float]) -> dict | None:
+    """The ``rescore`` section of hybrid: the top ``rescore_window`` hits of the ``bool.should``
+    union (at least the hits asked for) are scored again by both signals,
+    ``m(section) * (bm25_weight * s/(s + k) + knn_weight * (1 + cos)/2)``, which replaces their
+    first-pass score (``query_weight`` 0). None when the profile's ``rescore_window`` is 0 or the
+    question has no text (kNN alone already scores every candidate by its similarity).
+
+    The window bounds the cost: Elasticsearch runs the rescore query on the window's hits only
+    (per shard). A window at least as large as the page keeps every returned hit rescored: hits
+    beyond the window would keep ``query_weight`` x their first-pass score, here 0."""
+    window = plan.profile.rescore_window
+    if window == 0 or not plan.has_text:
+        return None
+    return {
+        "window_size": min(max(window, plan.fetch_size), MAX_RESULT_WINDOW),
+        "query": {
+            "rescore_query": with_section_multipliers(plan, both_signals_query(plan, vector)),
+            "query_weight": 0,
+            "rescore_query_weight": 1,
+        },
+    }
 
 
 def with_section_multipliers(plan: QueryPlan, query: Query) -> Query:

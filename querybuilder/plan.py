@@ -129,6 +129,10 @@ class QueryPlan(BaseModel):
     field_boosts: dict[str, float]
     match_type: str = "best_fields"  # multi_match type of the text query (see text_fields)
     section_multipliers: dict[str, float]  # empty unless the strategy applies them
+    #: hybrid's text part, bm25_weight * s / (s + saturation_k): the profile's, or inside one
+    #: paper its paper_scope_* ones (see hybrid_weights)
+    bm25_weight: float = 1.0
+    saturation_k: float = 10.0
     expansions: tuple[str, ...]
     filters: Filters
     size: int = Field(ge=1, le=MAX_RESULT_WINDOW)
@@ -214,6 +218,23 @@ def text_fields(profile: Profile, search_type: str, filters: Filters) -> tuple[d
     return dict(profile.field_boosts[search_type]), "best_fields"
 
 
+def section_multipliers(profile: Profile, filters: Filters) -> dict[str, dict[str, float]]:
+    """The profile's section multipliers for a search: inside one paper (a single ``paper_ids``
+    filter, as in :func:`text_fields`) ``paper_scope_section_multipliers``, else
+    ``section_multipliers``."""
+    if len(filters.paper_ids) == 1:
+        return profile.paper_scope_section_multipliers
+    return profile.section_multipliers
+
+
+def hybrid_weights(profile: Profile, filters: Filters) -> tuple[float, float]:
+    """(bm25_weight, saturation_k) of a search: inside one paper (a single ``paper_ids`` filter)
+    the profile's ``paper_scope_*`` ones, else ``bm25_weight`` and ``saturation_k``."""
+    if len(filters.paper_ids) == 1:
+        return profile.paper_scope_bm25_weight, profile.paper_scope_saturation_k
+    return profile.bm25_weight, profile.saturation_k
+
+
 def make_plan(
     question: str,
     *,
@@ -242,6 +263,7 @@ def make_plan(
     expand_now = strat.uses_text and bool(text) and (strat.expansion or prof.expansion)
     parsed = Filters.parse(filters)
     boosts, match_type = text_fields(prof, stype, parsed)
+    bm25_weight, saturation_k = hybrid_weights(prof, parsed)
     return QueryPlan(
         question=cleaned,
         text=text,
@@ -250,7 +272,9 @@ def make_plan(
         search_type=stype,
         field_boosts=boosts,
         match_type=match_type,
-        section_multipliers=dict(prof.section_multipliers[intent.rule]) if strat.sections else {},
+        bm25_weight=bm25_weight,
+        saturation_k=saturation_k,
+        section_multipliers=dict(section_multipliers(prof, parsed)[intent.rule]) if strat.sections else {},
         expansions=expand(text, synonyms) if expand_now else (),
         filters=parsed,
         size=size,

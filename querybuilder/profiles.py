@@ -50,6 +50,77 @@ DEFAULT_SECTION_MULTIPLIERS: dict[str, dict[str, float]] = {
     "default": {"introduction": 1.08, "related_work": 1.08, "abstract": 1.05},
 }
 
+#: Section multipliers of a search inside one paper (``sections``): learned from the judgments of
+#: all 2,098 QASPER train questions (``scholar-es tune --scope paper``: lift of each section type per
+#: intent rule, shrunk toward 1, tempered ``lift ** 0.25``; scholar_es/evaluation/profiles/
+#: tuned-qasper-train.json). Cross-validated on QASPER train they beat the hand-set ones (MRR@10
+#: 0.4548 vs 0.4247, docs/evaluation.md), so they are the default for that scope.
+DEFAULT_PAPER_SCOPE_SECTION_MULTIPLIERS: dict[str, dict[str, float]] = {
+    "what_method": {
+        "abstract": 0.8849,
+        "background": 0.9618,
+        "conclusion": 0.8951,
+        "discussion": 0.9035,
+        "experiments": 1.053,
+        "introduction": 0.9941,
+        "limitations": 0.9923,
+        "method": 1.0126,
+        "other": 1.0036,
+        "related_work": 1.0536,
+        "results": 0.9744,
+    },
+    "how": {
+        "abstract": 0.8497,
+        "background": 0.9482,
+        "conclusion": 0.8789,
+        "discussion": 0.9119,
+        "experiments": 1.0143,
+        "introduction": 1.0561,
+        "limitations": 0.9962,
+        "method": 1.0441,
+        "other": 1.0266,
+        "related_work": 0.8766,
+        "results": 0.9226,
+    },
+    "evaluation": {
+        "abstract": 0.7021,
+        "background": 0.8371,
+        "conclusion": 0.8173,
+        "discussion": 0.8159,
+        "experiments": 1.2796,
+        "introduction": 0.9053,
+        "limitations": 1.0182,
+        "method": 0.8598,
+        "other": 0.8579,
+        "related_work": 0.7245,
+        "results": 1.1531,
+    },
+    "which_overview": {
+        "abstract": 0.9952,
+        "background": 0.9845,
+        "conclusion": 0.9875,
+        "experiments": 1.0068,
+        "introduction": 0.9716,
+        "method": 1.0705,
+        "other": 0.9697,
+        "related_work": 0.9921,
+        "results": 1.0053,
+    },
+    "default": {
+        "abstract": 0.7625,
+        "background": 0.9322,
+        "conclusion": 0.9865,
+        "discussion": 1.0158,
+        "experiments": 1.0809,
+        "introduction": 1.0947,
+        "limitations": 1.0562,
+        "method": 1.0296,
+        "other": 0.9037,
+        "related_work": 0.8664,
+        "results": 0.9717,
+    },
+}
+
 
 def _checked_boosts(where: str, boosts: dict[str, float]) -> dict[str, float]:
     """One field -> boost dict of a profile, checked: known text fields, boosts above 0."""
@@ -68,6 +139,28 @@ def _checked_boosts(where: str, boosts: dict[str, float]) -> dict[str, float]:
     return dict(boosts)
 
 
+def _checked_multipliers(
+    where: str, v: dict[str, dict[str, float]], defaults: dict[str, dict[str, float]]
+) -> dict[str, dict[str, float]]:
+    """Rule -> section type -> multiplier, checked; rules left out keep ``defaults``."""
+    out = {k: dict(m) for k, m in defaults.items()}
+    for rule, mults in v.items():
+        if rule not in RULES:
+            raise ConfigError(f"profile {where}: unknown intent rule {rule!r}; valid rules: {choices(RULES)}")
+        for section, m in mults.items():
+            if section not in SECTION_TYPES:
+                raise ConfigError(
+                    f"profile {where}[{rule!r}]: unknown section type {section!r}; "
+                    f"valid section types: {choices(SECTION_TYPES)}"
+                )
+            if not m > 0:
+                raise ConfigError(
+                    f"profile {where}[{rule!r}][{section!r}] = {m!r}; multipliers must be greater than 0"
+                )
+        out[rule] = dict(mults)
+    return out
+
+
 class Profile(BaseModel):
     """All ranking parameters. Frozen: derive variants with :meth:`with_changes`."""
 
@@ -82,17 +175,30 @@ class Profile(BaseModel):
     section_multipliers: dict[str, dict[str, float]] = Field(
         default_factory=lambda: DEFAULT_SECTION_MULTIPLIERS
     )
-    #: hybrid: final = bm25_weight * saturation(bm25, saturation_k) + knn_weight * knn_score
-    bm25_weight: float = Field(default=1.0, ge=0)
+    #: the section multipliers of a search inside one paper (they replace section_multipliers there)
+    paper_scope_section_multipliers: dict[str, dict[str, float]] = Field(
+        default_factory=lambda: DEFAULT_PAPER_SCOPE_SECTION_MULTIPLIERS
+    )
+    #: hybrid: final = bm25_weight * saturation(bm25, saturation_k) + knn_weight * knn_score;
+    #: 0.75 and 100 chosen on SciFact train with the rescore (docs/evaluation.md, "Issue 15")
+    bm25_weight: float = Field(default=0.75, ge=0)
     knn_weight: float = Field(default=1.0, ge=0)
     #: BM25 score at which the saturated text part reaches half of bm25_weight
-    saturation_k: float = Field(default=10.0, gt=0)
+    saturation_k: float = Field(default=100.0, gt=0)
+    #: bm25_weight and saturation_k of a search inside one paper (they replace those two there):
+    #: chosen on QASPER train, scope paper (docs/evaluation.md, "Tuning")
+    paper_scope_bm25_weight: float = Field(default=1.0, ge=0)
+    paper_scope_saturation_k: float = Field(default=20.0, gt=0)
     tie_breaker: float = Field(default=0.3, ge=0, le=1)
     #: leave the question words (querybuilder/intents.json) out of the text query
     drop_question_words: bool = True
     #: expand acronyms/synonyms in every text strategy (the ``expanded`` strategy always does)
     expansion: bool = False
     expansion_weight: float = Field(default=0.4, ge=0)
+    #: hybrid: how many top hits of the bool.should union are rescored with BOTH signals (BM25
+    #: and vector similarity; at least the hits asked for); 0 = no rescore (each hit keeps the
+    #: signals that found it)
+    rescore_window: int = Field(default=100, ge=0, le=10_000)
     knn_k: int = Field(default=50, ge=1, le=10_000)
     num_candidates: int = Field(default=100, ge=1, le=10_000)
     #: most chunks per paper in the results; 0 = no cap
@@ -130,26 +236,14 @@ class Profile(BaseModel):
     @field_validator("section_multipliers")
     @classmethod
     def _multipliers(cls, v: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
-        out = {k: dict(m) for k, m in DEFAULT_SECTION_MULTIPLIERS.items()}
-        for rule, mults in v.items():
-            if rule not in RULES:
-                raise ConfigError(
-                    f"profile section_multipliers: unknown intent rule {rule!r}; valid rules: "
-                    f"{choices(RULES)}"
-                )
-            for section, m in mults.items():
-                if section not in SECTION_TYPES:
-                    raise ConfigError(
-                        f"profile section_multipliers[{rule!r}]: unknown section type {section!r}; "
-                        f"valid section types: {choices(SECTION_TYPES)}"
-                    )
-                if not m > 0:
-                    raise ConfigError(
-                        f"profile section_multipliers[{rule!r}][{section!r}] = {m!r}; "
-                        "multipliers must be greater than 0"
-                    )
-            out[rule] = dict(mults)
-        return out
+        return _checked_multipliers("section_multipliers", v, DEFAULT_SECTION_MULTIPLIERS)
+
+    @field_validator("paper_scope_section_multipliers")
+    @classmethod
+    def _paper_multipliers(cls, v: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+        return _checked_multipliers(
+            "paper_scope_section_multipliers", v, DEFAULT_PAPER_SCOPE_SECTION_MULTIPLIERS
+        )
 
     @field_validator("num_candidates")
     @classmethod

@@ -192,6 +192,11 @@ def parse_explanation(expl: dict) -> ScoreParts:
         if desc.startswith("within top k"):
             parts.knn = (parts.knn or 0.0) + value
             return
+        if any(d.get("description") == "primaryWeight" and not d.get("value") for d in details):
+            return  # a rescored hit's first pass, weighted 0 (hybrid's rescore replaces it)
+        if desc.startswith("script score function") and "cosineSimilarity" in desc:
+            parts.knn = (parts.knn or 0.0) + value  # the rescore's vector part
+            return
         if desc.startswith("script score function") and parts.text is None:
             parts.text = value
         if desc.startswith("min of") and any(str(d.get("description")) == "maxBoost" for d in details):

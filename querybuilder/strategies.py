@@ -367,10 +367,12 @@ class Hybrid(PlanStrategy):
     def build(self, plan, vector):
         from elasticsearch.dsl import Search
 
-        from querybuilder.dsl import hybrid_query, page, with_section_multipliers
+        from querybuilder.dsl import hybrid_query, hybrid_rescore, page, with_section_multipliers
 
         query = with_section_multipliers(plan, hybrid_query(plan, vector))
-        return page(plan, Search(index=plan.index).query(query))
+        search = page(plan, Search(index=plan.index).query(query))
+        rescore = hybrid_rescore(plan, vector)
+        return search.extra(rescore=rescore) if rescore is not None else search
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -472,7 +474,8 @@ BUILDER_STRATEGIES: dict[str, PlanStrategy] = {
         ),
         Hybrid(
             name="hybrid",
-            description="bool.should of saturated BM25 (script_score) and a knn query",
+            description="bool.should of saturated BM25 (script_score) and a knn query, its top hits "
+            "rescored with both signals",
             needs=Needs(vector=True),
         ),
         Hybrid(

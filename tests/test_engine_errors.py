@@ -119,14 +119,12 @@ def test_unsupported_multi_match_types(es, mtype):
     )
 
 
-@pytest.mark.parametrize("key", ["rescore", "suggest", "search_after"])
+@pytest.mark.parametrize("key", ["suggest", "search_after"])
 def test_unsupported_search_sections(es, key):
     if key == "search_after":
         value = [1]
-    elif key in ("rescore", "suggest"):
-        value = (
-            {"window_size": 10} if key == "rescore" else {"s": {"text": "helo", "term": {"field": "title"}}}
-        )
+    elif key == "suggest":
+        value = {"s": {"text": "helo", "term": {"field": "title"}}}
     with pytest.raises(BadRequestError) as e:
         es.search(index="e", body={"query": {"match_all": {}}, key: value})
     check(e.value, 400, "parsing_exception", f"[{key}]")

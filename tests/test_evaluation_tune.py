@@ -73,19 +73,30 @@ def qasper(tmp_path) -> Path:
     return root
 
 
+@pytest.mark.parametrize("window", [100, 0])  # the default rescore, and none (the union alone)
 @pytest.mark.parametrize("scope", ["paper", "corpus"])
-def test_simulated_hybrid_and_sections_equal_the_engine(qasper, tmp_engine, scope):
+def test_simulated_hybrid_and_sections_equal_the_engine(qasper, tmp_engine, scope, window):
     ds = load_dataset(qasper, "qasper", "train")
     emb = FakeEmbedder()
-    prof = eval_profile(None)
-    ev = run_evaluation(ds, ["hybrid", "sections"], tmp_engine, emb, scope=scope, progress=False)
+    # kNN k 1: the union leaves most BM25 hits without a vector score, which the rescore adds
+    prof = eval_profile(None).with_changes(rescore_window=window, knn_k=1, num_candidates=1)
+    ev = run_evaluation(
+        ds, ["hybrid", "sections"], tmp_engine, emb, scope=scope, profile=prof, progress=False
+    )
     cands = collect_candidates(
         tmp_engine, ds, emb, scope=scope, profile=prof, prefix=ev.index.prefix, progress=False
     )
-    plain = Params(prof.bm25_weight, prof.knn_weight, prof.saturation_k)
+    if scope == "paper":  # inside one paper the profile's paper_scope_* weights apply
+        w, k = prof.paper_scope_bm25_weight, prof.paper_scope_saturation_k
+    else:
+        w, k = prof.bm25_weight, prof.saturation_k
+    plain = Params(w, prof.knn_weight, k)
     assert simulate(ds, cands, plain) == ev.runs["hybrid"].rankings
     with_mults = Params(
-        prof.bm25_weight, prof.knn_weight, prof.saturation_k, _freeze(prof.section_multipliers)
+        w,
+        prof.knn_weight,
+        k,
+        _freeze(prof.paper_scope_section_multipliers if scope == "paper" else prof.section_multipliers),
     )
     assert simulate(ds, cands, with_mults) == ev.runs["sections"].rankings
     assert cands["a"].rule == "how"

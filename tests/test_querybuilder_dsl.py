@@ -22,7 +22,7 @@ MM = {"multi_match": {"query": TEXT, "fields": FIELDS, "type": "best_fields", "t
 FILTERS = [{"range": {"year": {"gte": 2018, "lte": 2020}}}, {"terms": {"venue": ["ACL"]}}]
 COLLAPSE = {"field": "paper_id", "inner_hits": {"name": "best_chunks", "size": 5, "_source": SRC}}
 SATURATED = {
-    "script_score": {"query": MM, "script": {"source": SATURATION_SCRIPT, "params": {"k": 10.0, "w": 1.0}}}
+    "script_score": {"query": MM, "script": {"source": SATURATION_SCRIPT, "params": {"k": 100.0, "w": 0.75}}}
 }
 KNN = {"knn": {"field": "vector", "query_vector": VEC, "k": 50, "num_candidates": 100, "boost": 1.0}}
 # the filters also go into the knn clause: Elasticsearch only pre-filters kNN with the clause's own filter
@@ -32,6 +32,59 @@ HOW_FUNCTIONS = [
     {"filter": {"term": {"section_type": "method"}}, "weight": 1.10},
     {"filter": {"term": {"section_type": "experiments"}}, "weight": 1.05},
 ]
+# the rescore of hybrid (reference: search-your-data/filter-search-results.html#rescore): the top 100
+# hits of the union get BOTH signals; the vector part is what a knn query scores a cosine field,
+# (1 + cos) / 2, computed by the Painless vector function for every rescored hit
+VECTOR_PART = {
+    "script_score": {
+        "query": {"match_all": {}},
+        "script": {
+            "source": "(cosineSimilarity(params.query_vector, 'vector') + 1.0) / 2.0 * params.w",
+            "params": {"query_vector": VEC, "w": 1.0},
+        },
+    }
+}
+
+
+def rescore_of(text_part, functions=None):
+    query = {"bool": {"should": [text_part, VECTOR_PART]}}
+    if functions:
+        query = {
+            "function_score": {
+                "query": query,
+                "functions": functions,
+                "score_mode": "max",
+                "boost_mode": "multiply",
+            }
+        }
+    return {
+        "window_size": 100,
+        "query": {"rescore_query": query, "query_weight": 0, "rescore_query_weight": 1},
+    }
+
+
+EXPANDED_TEXT = {
+    "script_score": {
+        "query": {
+            "bool": {
+                "should": [
+                    MM,
+                    {
+                        "multi_match": {
+                            "query": "large language model",
+                            "fields": FIELDS,
+                            "type": "best_fields",
+                            "operator": "and",
+                            "tie_breaker": 0.3,
+                            "boost": 0.4,
+                        }
+                    },
+                ]
+            }
+        },
+        "script": {"source": SATURATION_SCRIPT, "params": {"k": 100.0, "w": 0.75}},
+    }
+}
 RETRIEVER_KNN = {
     "knn": {"field": "vector", "query_vector": VEC, "k": 100, "num_candidates": 100, "filter": FILTERS}
 }
@@ -52,7 +105,13 @@ EXPECTED = {
         "size": 10,
         "_source": SRC,
     },
-    "hybrid": {"query": HYBRID, "collapse": COLLAPSE, "size": 10, "_source": SRC},
+    "hybrid": {
+        "query": HYBRID,
+        "collapse": COLLAPSE,
+        "size": 10,
+        "_source": SRC,
+        "rescore": rescore_of(SATURATED),
+    },
     "sections": {
         "query": {
             "function_score": {
@@ -65,6 +124,7 @@ EXPECTED = {
         "collapse": COLLAPSE,
         "size": 10,
         "_source": SRC,
+        "rescore": rescore_of(SATURATED, HOW_FUNCTIONS),
     },
     "expanded": {
         "query": {
@@ -72,28 +132,7 @@ EXPECTED = {
                 "query": {
                     "bool": {
                         "should": [
-                            {
-                                "script_score": {
-                                    "query": {
-                                        "bool": {
-                                            "should": [
-                                                MM,
-                                                {
-                                                    "multi_match": {
-                                                        "query": "large language model",
-                                                        "fields": FIELDS,
-                                                        "type": "best_fields",
-                                                        "operator": "and",
-                                                        "tie_breaker": 0.3,
-                                                        "boost": 0.4,
-                                                    }
-                                                },
-                                            ]
-                                        }
-                                    },
-                                    "script": {"source": SATURATION_SCRIPT, "params": {"k": 10.0, "w": 1.0}},
-                                }
-                            },
+                            EXPANDED_TEXT,
                             KNN_FILTERED,
                         ],
                         "filter": FILTERS,
@@ -108,6 +147,7 @@ EXPECTED = {
         "collapse": COLLAPSE,
         "size": 10,
         "_source": SRC,
+        "rescore": rescore_of(EXPANDED_TEXT, HOW_FUNCTIONS),
     },
     "rrf": {
         "retriever": {
@@ -140,7 +180,7 @@ EXPECTED = {
         "retriever": {
             "linear": {
                 "retrievers": [
-                    {"retriever": RETRIEVER_STD, "weight": 1.0, "normalizer": "minmax"},
+                    {"retriever": RETRIEVER_STD, "weight": 0.75, "normalizer": "minmax"},  # bm25_weight
                     {"retriever": RETRIEVER_KNN, "weight": 1.0, "normalizer": "minmax"},
                 ],
                 "rank_window_size": 100,

@@ -81,3 +81,41 @@ def test_question_words_can_be_kept():
 def test_bad_paper_scope_boosts(boosts, message):
     with pytest.raises(ConfigError, match=message):
         Profile.from_dict({"paper_scope_boosts": boosts})
+
+
+def test_sections_inside_one_paper_use_the_paper_scope_multipliers():
+    q = "How is the tagger trained?"  # intent rule "how"
+    one = make_plan(q, strategy="sections", filters={"paper_ids": ["p1"]})
+    two = make_plan(q, strategy="sections", filters={"paper_ids": ["p1", "p2"]})
+    assert one.section_multipliers == DEFAULT_PROFILE.paper_scope_section_multipliers["how"]
+    assert (
+        two.section_multipliers
+        == DEFAULT_PROFILE.section_multipliers["how"]
+        == {
+            "method": 1.10,
+            "experiments": 1.05,
+        }
+    )
+    # the learned ones: evidence of "how" questions is less often in the abstract than its share
+    assert one.section_multipliers["abstract"] < 1 < one.section_multipliers["method"]
+    functions = build_body(one, [1.0, 0.0])["query"]["function_score"]["functions"]
+    assert {f["filter"]["term"]["section_type"]: f["weight"] for f in functions} == one.section_multipliers
+    mine = Profile(paper_scope_section_multipliers={"how": {"method": 1.2}})
+    assert make_plan(
+        q, strategy="sections", profile=mine, filters={"paper_ids": ["p1"]}
+    ).section_multipliers == {"method": 1.2}
+    with pytest.raises(ConfigError, match="paper_scope_section_multipliers"):
+        Profile(paper_scope_section_multipliers={"how": {"methods": 1.2}})
+
+
+def test_hybrid_inside_one_paper_uses_the_paper_scope_weights():
+    prof = Profile(
+        bm25_weight=1.5, saturation_k=200.0, paper_scope_bm25_weight=1.0, paper_scope_saturation_k=20.0
+    )
+    one = make_plan(QUESTION, strategy="hybrid", profile=prof, filters=PAPER)
+    many = make_plan(QUESTION, strategy="hybrid", profile=prof)
+    for plan, params in ((one, {"k": 20.0, "w": 1.0}), (many, {"k": 200.0, "w": 1.5})):
+        body = build_body(plan, [1.0, 0.0, 0.0, 0.0])
+        text = body["query"]["bool"]["should"][0]["script_score"]["script"]["params"]
+        rescored = body["rescore"]["query"]["rescore_query"]["bool"]["should"][0]["script_score"]
+        assert text == params and rescored["script"]["params"] == params

@@ -266,8 +266,10 @@ class ScriptScoreNode(Node):
 
     def _run(self, ctx: Ctx):
         qmask, qscore = self.query.run(ctx)
+        if ctx.window is not None:  # a rescore query: the script runs on the window's documents only
+            qmask = qmask & ctx.window
         sub = qscore.astype(np.float32).astype(np.float64)
-        values = np.asarray(self.script.evaluate(SegmentScriptContext(ctx, sub)), dtype=np.float64)
+        values = np.asarray(self.script.evaluate(SegmentScriptContext(ctx, sub), qmask), dtype=np.float64)
         values = np.where(qmask, values, 0.0).astype(np.float32).astype(np.float64)
         bad = qmask & ((values < 0) | np.isnan(values))
         if bad.any():

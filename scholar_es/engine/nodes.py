@@ -25,6 +25,8 @@ class Ctx:
     default_k: int = 10
     #: BM25 parameters per field (index.similarity)
     bm25: sim.FieldSimilarities = sim.FieldSimilarities()
+    #: while a rescore query runs: the documents of its window (scripts are evaluated on those only)
+    window: np.ndarray | None = None
 
     @property
     def n(self) -> int:

@@ -681,9 +681,11 @@ class CompiledScript:
     def uses_score(self) -> bool:
         return any(node.op == "score" for node in self._root.walk())
 
-    def evaluate(self, ctx: ScriptContext) -> np.ndarray:
+    def evaluate(self, ctx: ScriptContext, mask: np.ndarray | None = None) -> np.ndarray:
+        """The script's value for every document; ``mask``: the documents it runs on (the others
+        get a value that is never read), like a script that Lucene calls for matching docs only."""
         n = int(ctx.n)
-        mask = np.ones(n, dtype=bool)
+        mask = np.ones(n, dtype=bool) if mask is None else mask
         with np.errstate(all="ignore"):
             ev = _Eval(self, ctx, n)
             out = ev.as_type(ev.ev(self._root, mask), self._root, mask, "double")

@@ -124,6 +124,10 @@ class QueryParser:
             )
 
     def parse(self, body) -> Node:
+        if self._depth == 0:
+            # a top-level query (the query, a rescore query, a post_filter) is rewritten on its own
+            # in Lucene, so its clauses are counted on their own (IndexSearcher.rewrite)
+            self._leaves = 0
         self._depth += 1
         try:
             if self._depth > MAX_NESTED_DEPTH:

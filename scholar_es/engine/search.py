@@ -26,6 +26,8 @@ from scholar_es.engine.hits import (
 from scholar_es.engine.knn import knn_query, parse_knn
 from scholar_es.engine.nodes import Ctx, Node, expl
 from scholar_es.engine.queries import QueryParser
+from scholar_es.engine.rescore import check_sort, collect_size, parse_rescore, rescore
+from scholar_es.engine.rescore import explain as explain_rescore
 
 SEARCH_KEYS = {
     "query",
@@ -53,9 +55,9 @@ SEARCH_KEYS = {
     "fields",
     "docvalue_fields",
     "stored_fields",
+    "rescore",
 }
 _UNSUPPORTED_KEYS = {
-    "rescore",
     "search_after",
     "suggest",
     "rank",
@@ -93,6 +95,8 @@ def validate_body(body: dict) -> None:
             "collapse with a retriever",
             "put collapse inside a standard retriever on a cluster, or collapse client-side",
         )
+    if "retriever" in body and "rescore" in body:
+        raise unsupported("rescore with a retriever", "put the rescore in a standard retriever on a cluster")
     if "retriever" in body and ("query" in body or "knn" in body):
         raise parsing_error(
             "cannot specify [retriever] and [query]"
@@ -130,6 +134,7 @@ class SearchRun:
         self.seg, self.reader = seg, reader
         self.ctx = Ctx(seg, handle.analysis, handle.name, default_k=self.size, bm25=handle.similarities)
         self.parser = QueryParser(self.ctx, parse_function_score, knn_query)
+        self.rescorers = parse_rescore(self.body["rescore"], self.parser) if "rescore" in self.body else []
 
     # --- scoring ---------------------------------------------------------------------
     def score(self) -> tuple[np.ndarray, np.ndarray, list[Node]]:
@@ -188,12 +193,19 @@ class SearchRun:
         sort = SortSpec(body["sort"]) if "sort" in body else None
         sort_values = None
         collapse = body.get("collapse")
+        rescorers = self.rescorers if self.size > 0 else []  # RescorePhase: nothing to do for size 0
+        if self.rescorers:
+            check_sort(sort)
+        limit = collect_size(rescorers, self.from_ + self.size)
         if sort is not None and not sort.by_score_only:
             ordered, sort_values = sort.order(self.seg, cand, scores)
         else:
-            ordered = order_by_score(cand, scores, None if collapse else self.from_ + self.size)
+            ordered = order_by_score(cand, scores, None if collapse else limit)
         if collapse:
-            ordered, keys = self.collapse(ordered, collapse)
+            ordered, keys = self.collapse(ordered, collapse, limit)
+        first_scores = scores
+        if rescorers:
+            ordered, scores = rescore(self, rescorers, ordered, scores)
         page = ordered[self.from_ : self.from_ + self.size]
         if sort_values is not None:
             index_of = {int(p): i for i, p in enumerate(ordered)} if collapse else None
@@ -206,9 +218,11 @@ class SearchRun:
         show_scores = sort is None or sort.by_score_only or sort.tracks_score or body.get("track_scores")
         hits = self.render(page, scores if show_scores else None, sort_values)
         if collapse:
-            self.add_collapse(hits, page, collapse, mask, scores)
+            self.add_collapse(hits, page, collapse, mask, first_scores)
         # size 0 collects no top docs: Elasticsearch answers "max_score": null
         max_score = float(np.float32(scores[cand].max())) if len(cand) and show_scores and self.size else None
+        if rescorers and len(ordered) and max_score is not None:
+            max_score = float(np.float32(scores[ordered[0]]))
         return self.response(hits, total, max_score, start)
 
     def response(self, hits: list[dict], total: int, max_score, start: float) -> dict:
@@ -349,11 +363,15 @@ class SearchRun:
 
     def explain(self, pos: int, scores) -> dict:
         parts = [nd.explain(pos) for nd in self.nodes if nd.mask[pos]]
+        if self.rescorers:
+            value = float(sum(p["value"] for p in parts))
+            first = parts[0] if len(parts) == 1 else expl(value, "sum of:", parts)
+            return explain_rescore(self.rescorers, pos, first)
         value = float(scores[pos]) if scores is not None else 0.0
         return parts[0] if len(parts) == 1 else expl(value, "sum of:", parts)
 
     # --- collapse ------------------------------------------------------------------------
-    def collapse(self, ordered: np.ndarray, spec: dict) -> tuple[np.ndarray, list]:
+    def collapse(self, ordered: np.ndarray, spec: dict, limit: int | None = None) -> tuple[np.ndarray, list]:
         if not isinstance(spec, dict) or "field" not in spec:
             raise parsing_error("[collapse] requires [field]")
         unknown = set(spec) - {"field", "inner_hits", "max_concurrent_group_searches"}
@@ -363,7 +381,7 @@ class SearchRun:
         self._collapse_values = values
         seen: set = set()
         keep, keys = [], []
-        limit = self.from_ + self.size
+        limit = self.from_ + self.size if limit is None else limit
         for p in ordered:
             key = values[p]
             if key in seen:

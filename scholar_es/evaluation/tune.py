@@ -20,17 +20,21 @@ What is tuned (everything else stays the base profile's):
      cross-validation: lifts learned and b chosen on the other folds, scored on the held-out one.
 
 How it stays fast without cutting corners: the hybrid score of a chunk is a closed formula of
-two numbers the engine computes once per query -- its BM25 score ``s`` and its kNN similarity
-``v`` -- and the multiplier of its section type::
+two numbers the engine computes once per query -- its BM25 score ``s`` and its vector
+similarity ``v`` = (1 + cos) / 2 -- and the multiplier of its section type::
 
     score = m(section_type, rule) * (bm25_weight * s / (s + saturation_k) + knn_weight * v)
 
-(``v`` = 0 outside the kNN top k, the text part 0 when the chunk does not match the text;
-:mod:`querybuilder.dsl` builds exactly this). :func:`collect_candidates` fetches, per query, the
-BM25 top 100, the kNN top k and the BM25 scores of the kNN-only chunks (an ``ids`` filter), so
-every grid point is re-ranked in numpy. The result is exact for the top 100 when no multiplier
-exceeds 1 (a chunk outside both lists scores below every BM25-top-100 chunk); with larger
-multipliers only the tail of the top 100 can differ. The chosen profile is then run for real by
+(the text part 0 when the chunk does not match the text; :mod:`querybuilder.dsl` builds exactly
+this). With the profile's ``rescore_window`` 0, ``v`` counts only inside the kNN top k (the
+``bool.should`` union alone); otherwise the first pass (that union) picks the top
+``max(rescore_window, 100)`` chunks and those are scored by the formula with ``v`` for every
+one of them (the rescore). :func:`collect_candidates` fetches, per query, the BM25 top 100, the
+kNN top k, the BM25 scores of the kNN-only chunks (an ``ids`` filter) and, for the rescore, the
+vector similarity of every candidate (a ``script_score`` on an ``ids`` filter), so every grid
+point is re-ranked in numpy. The result is exact for the top 100 when no multiplier exceeds 1
+(a chunk outside both lists scores below every BM25-top-100 chunk in the first pass); with
+larger multipliers only the tail of the top 100 can differ. The chosen profile is then run for real by
 :func:`evaluation.runner.evaluate` on the train split (the ``check`` numbers must agree with
 the simulated ones) before anyone looks at another split.
 
@@ -108,6 +112,9 @@ class Candidates:
     knn: np.ndarray  # kNN similarity (0: outside the kNN top k)
     rule: str  # the intent rule of the question
     order: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=int))  # engine order (ties)
+    #: the vector similarity (1 + cos) / 2 of every candidate (the rescore's); None: no rescore
+    vec: np.ndarray | None = None
+    rescore_window: int = 0
 
 
 def collect_candidates(
@@ -168,6 +175,9 @@ def collect_candidates(
             for h in resp["hits"]["hits"]:
                 bm25[h["_id"]] = float(h["_score"])
         ids = list(found)
+        vec = None
+        if profile_window(profile) > 0 and ids:
+            vec = vector_scores(es, knn_plan.index, ids, vector)
         out[q.id] = Candidates(
             hits=[{**found[d], "chunk_id": found[d].get("chunk_id", d)} for d in ids],
             bm25=np.array([bm25.get(d, 0.0) for d in ids]),
@@ -175,8 +185,34 @@ def collect_candidates(
             knn=np.array([knn.get(d, 0.0) for d in ids]),
             rule=hybrid_plan.intent.rule,
             order=np.arange(len(ids)),
+            vec=vec,
+            rescore_window=profile_window(profile),
         )
     return out
+
+
+def profile_window(profile) -> int:
+    from querybuilder.profiles import Profile, load_profile
+
+    prof = profile if isinstance(profile, Profile) else load_profile(profile)
+    return prof.rescore_window
+
+
+def vector_scores(es, index: str, ids: list[str], vector) -> np.ndarray:
+    """(1 + cos) / 2 of each of ``ids`` with the question's vector, by the rescore's own script
+    (:data:`querybuilder.dsl.VECTOR_SCRIPT`, weight 1) on an ``ids`` query."""
+    from elasticsearch.dsl import Q, Search
+
+    from querybuilder.dsl import VECTOR_SCRIPT, as_query_vector
+
+    query = Q(
+        "script_score",
+        query=Q("ids", values=ids),
+        script={"source": VECTOR_SCRIPT, "params": {"query_vector": as_query_vector(vector), "w": 1.0}},
+    )
+    body = Search().query(query).source(False).extra(size=len(ids)).to_dict()
+    got = {h["_id"]: float(h["_score"]) for h in es.search(index=index, body=body).body["hits"]["hits"]}
+    return np.array([got.get(d, 0.0) for d in ids])
 
 
 @dataclass(frozen=True)
@@ -203,9 +239,13 @@ def simulate(dataset: Dataset, cands: dict[str, Candidates], p: Params) -> dict[
         text = np.where(c.matched, p.bm25_weight * c.bm25 / (c.bm25 + p.saturation_k), 0.0)
         score = text + p.knn_weight * c.knn
         rule = mults.get(c.rule, {})
-        if rule:
-            score = score * np.array([rule.get(h.get("section_type", ""), 1.0) for h in c.hits])
+        m = np.array([rule.get(h.get("section_type", ""), 1.0) for h in c.hits]) if rule else 1.0
+        score = score * m
         top = np.lexsort((c.order, -score))[:DEPTH]
+        if c.vec is not None:  # the rescore: the first pass's window, scored with both signals
+            window = np.lexsort((c.order, -score))[: max(c.rescore_window, DEPTH)]
+            both = ((text + p.knn_weight * c.vec) * m)[window]
+            top = window[np.lexsort((c.order[window], -both))][:DEPTH]
         out[qid] = _ranking(dataset, [c.hits[i] for i in top], dataset.qrels.get(qid, {}))
     return out
 
@@ -427,6 +467,7 @@ class TuneResult:
     section_points: list[GridPoint] = field(default_factory=list)  # stage 2
     #: held-out means of: no multipliers, the hand-set ones, learned (lifts and b from the other folds)
     section_cv: dict[str, dict[str, float]] = field(default_factory=dict)
+    paper: bool = False  # tuned with --scope paper: the weights are the profile's paper_scope_* ones
 
 
 def tune(
@@ -463,7 +504,12 @@ def tune(
     log: list[str] = []
 
     # 1. field boosts x hybrid weights x saturation, no multipliers
-    default = Params(bm25_weight=base.bm25_weight, knn_weight=base.knn_weight, saturation_k=base.saturation_k)
+    paper = scope == "paper"  # inside one paper the profile's paper_scope_* weights apply
+    default = Params(
+        bm25_weight=base.paper_scope_bm25_weight if paper else base.bm25_weight,
+        knn_weight=base.knn_weight,
+        saturation_k=base.paper_scope_saturation_k if paper else base.saturation_k,
+    )
     grid = [
         (
             f"bm25_weight={w:g} saturation_k={k:g}",
@@ -504,9 +550,10 @@ def tune(
     lifts: dict[str, dict[str, float]] = {}
     chosen_mults: dict[str, dict[str, float]] = {}
     types = {h.get("section_type") for c in cands.values() for h in c.hits}
+    mult_key = "paper_scope_section_multipliers" if scope == "paper" else "section_multipliers"
     if sections and len(types) > 1:
         w = weights.params
-        hand = base.section_multipliers
+        hand = getattr(base, mult_key)
         counts = (
             candidate_section_counts(data, cands)
             if lift_source is None
@@ -565,15 +612,15 @@ def tune(
                 else ""
             )
         ),
-        "bm25_weight": weights.params.bm25_weight,
+        ("paper_scope_bm25_weight" if paper else "bm25_weight"): weights.params.bm25_weight,
         "knn_weight": weights.params.knn_weight,
-        "saturation_k": weights.params.saturation_k,
+        ("paper_scope_saturation_k" if paper else "saturation_k"): weights.params.saturation_k,
         "per_paper_cap": (profile_cap(profile)),
     }
     if variants[weights.variant] is not None:
         changes[boost_key] = variants[weights.variant]
     if sect is not None:
-        changes["section_multipliers"] = {r: chosen_mults.get(r, {}) for r in RULES}
+        changes[mult_key] = {r: chosen_mults.get(r, {}) for r in RULES}
     tuned = base.with_changes(**changes)
     result = TuneResult(
         profile=tuned,
@@ -588,6 +635,7 @@ def tune(
         points=points,
         section_points=mpoints,
         section_cv=section_cv,
+        paper=paper,
     )
     if verify:  # the real thing, on the same (train) queries: must agree with the simulation
         strategies = ["hybrid", "sections"] if sect else ["hybrid"]
@@ -630,7 +678,8 @@ def report_lines(result: TuneResult, top: int = 5) -> list[str]:
             f"folds); MRR@10 {cv['cv_base_mrr@10']:.4f} -> {cv['cv_tuned_mrr@10']:.4f}"
         )
     lines.append(
-        f"tuned profile {result.profile.name!r}: bm25_weight {result.profile.bm25_weight:g}, knn_weight "
-        f"{result.profile.knn_weight:g}, saturation_k {result.profile.saturation_k:g}"
+        f"tuned profile {result.profile.name!r}: bm25_weight {result.weights.params.bm25_weight:g}, knn_weight "
+        f"{result.profile.knn_weight:g}, saturation_k {result.weights.params.saturation_k:g}"
+        + (" (its paper_scope_* weights)" if result.paper else "")
     )
     return lines

@@ -1,0 +1,163 @@
+"""The default hybrid's rescore: every hit scored by BOTH signals, and its DSL as Elasticsearch's
+specification defines it.
+
+Expected scores come from the formula written out here, with the BM25 score of each chunk from a
+plain BM25 search and the cosine from the test embedder's vectors in numpy:
+``bm25_weight * s / (s + saturation_k) + knn_weight * (1 + cos) / 2`` (a knn query's score for a
+cosine field, reference/mapping-types/dense-vector.html).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from querybuilder.dsl import VECTOR_SCRIPT, build_body, build_search
+from querybuilder.plan import make_plan
+from querybuilder.profiles import DEFAULT_PROFILE
+from querybuilder.render import to_console
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_querybuilder_engine import CORPUS, EMB, build_index  # noqa: E402
+
+QUESTION = "How is the named entity tagger trained?"
+
+# elastic/elasticsearch-specification, specification/_global/search/_types/rescoring.ts (8.x-9.x):
+# Rescore { window_size?: integer; query?: RescoreQuery; learning_to_rank?; script? (9.1) }
+# RescoreQuery { rescore_query: QueryContainer; query_weight?: double; rescore_query_weight?: double;
+#                score_mode?: ScoreMode }  ScoreMode = avg | max | min | multiply | total
+# specification/_types/query_dsl/specialized.ts: ScriptScoreQuery { query: QueryContainer;
+#   script: Script; min_score?: float } + QueryBase { boost?, _name? }
+SPEC_RESCORE = {"window_size": int, "query": dict, "learning_to_rank": dict, "script": dict}
+SPEC_RESCORE_QUERY = {
+    "rescore_query": dict,
+    "query_weight": (int, float),
+    "rescore_query_weight": (int, float),
+}
+SPEC_SCORE_MODES = {"avg", "max", "min", "multiply", "total"}
+SPEC_SCRIPT_SCORE = {"query", "script", "min_score", "boost", "_name"}
+
+
+def _check(obj: dict, spec: dict) -> None:
+    for key, value in obj.items():
+        assert key in spec, key
+        assert isinstance(value, spec[key]) and not isinstance(value, bool), (key, value)
+
+
+def _script_scores(query):
+    if isinstance(query, dict):
+        for key, value in query.items():
+            if key == "script_score":
+                yield value
+            yield from _script_scores(value)
+    elif isinstance(query, list):
+        for item in query:
+            yield from _script_scores(item)
+
+
+@pytest.mark.parametrize("strategy", ["hybrid", "sections", "expanded"])
+@pytest.mark.parametrize("filters", [None, {"paper_ids": ["p1"]}])
+def test_rescore_follows_the_specification(strategy, filters):
+    vec = [0.5, -0.25, 0.125, 1.0]
+    body = build_body(make_plan(QUESTION, strategy=strategy, filters=filters), vec)
+    rescore = body["rescore"]
+    _check(rescore, SPEC_RESCORE)
+    query = rescore["query"]
+    _check({k: v for k, v in query.items() if k != "score_mode"}, SPEC_RESCORE_QUERY)
+    assert query.get("score_mode", "total") in SPEC_SCORE_MODES
+    assert query["query_weight"] == 0 and query["rescore_query_weight"] == 1
+    assert rescore["window_size"] == DEFAULT_PROFILE.rescore_window
+    for script_score in _script_scores(query["rescore_query"]):
+        assert set(script_score) <= SPEC_SCRIPT_SCORE and {"query", "script"} <= set(script_score)
+    vector_parts = [
+        s for s in _script_scores(query["rescore_query"]) if s["script"]["source"] == VECTOR_SCRIPT
+    ]
+    assert vector_parts == [
+        {
+            "query": {"match_all": {}},
+            "script": {
+                "source": VECTOR_SCRIPT,
+                "params": {"query_vector": vec, "w": DEFAULT_PROFILE.knn_weight},
+            },
+        }
+    ]
+    assert "sort" not in body  # Elasticsearch refuses a sort other than _score with a rescore
+
+
+def test_window_is_at_least_the_page_and_zero_turns_it_off():
+    big = make_plan(QUESTION, strategy="hybrid", size=300)
+    assert build_body(big, [1.0, 0, 0, 0])["rescore"]["window_size"] == 300
+    off = make_plan(QUESTION, strategy="hybrid", profile=DEFAULT_PROFILE.with_changes(rescore_window=0))
+    assert "rescore" not in build_body(off, [1.0, 0, 0, 0])
+    no_text = make_plan(QUESTION, strategy="hybrid").with_changes(text="")  # kNN alone: nothing to add
+    assert not no_text.has_text and "rescore" not in build_body(no_text, [1.0, 0, 0, 0])
+
+
+@pytest.fixture(scope="module")
+def es(tmp_path_factory):
+    from scholar_es.engine.node import embedded_client
+
+    client = embedded_client(tmp_path_factory.mktemp("hybrid-rescore"))
+    build_index(client, CORPUS)
+    yield client
+    client.close()
+
+
+def _scores(es, plan, vec):
+    body = build_search(plan, vec).extra(size=100).to_dict()
+    body.pop("collapse", None)
+    return {h["_id"]: h["_score"] for h in es.search(index="chunks", body=body)["hits"]["hits"]}
+
+
+def _cosines(es, vec):
+    hits = es.search(
+        index="chunks", query={"match_all": {}}, size=100, _source=["chunk_text", "section_heading"]
+    )
+    out = {}
+    for h in hits["hits"]["hits"]:
+        src = h["_source"]
+        d = EMB.encode([f"{src['section_heading']}\n{src['chunk_text']}"])[0].astype(np.float64)
+        out[h["_id"]] = float(d @ vec / (np.linalg.norm(d) * np.linalg.norm(vec)))
+    return out
+
+
+@pytest.mark.parametrize("window", [100, 0])
+def test_every_hit_carries_both_signals(es, window):
+    # kNN k 1 (size 1): the union gives the vector score to ONE chunk only; the rescore to all
+    prof = DEFAULT_PROFILE.with_changes(knn_k=1, num_candidates=1, rescore_window=window, per_paper_cap=0)
+    vec = EMB.encode([QUESTION])[0].astype(np.float64)
+    plan = make_plan(QUESTION, strategy="hybrid", profile=prof, size=1)
+    bm25 = _scores(es, make_plan(QUESTION, strategy="bm25", profile=prof), vec)
+    cos = _cosines(es, vec)
+    got = _scores(es, plan, vec)
+    k, w = prof.saturation_k, prof.bm25_weight
+    both = {d: (w * s / (s + k) if (s := bm25.get(d, 0.0)) else 0.0) + (1 + cos[d]) / 2 for d in cos}
+    if window:
+        # every candidate of the union (the BM25 matches and the kNN top 1) gets the formula
+        assert set(got) == set(bm25) | {max(cos, key=cos.get)}
+        assert got == pytest.approx({d: both[d] for d in got}, rel=1e-5)
+        assert list(got) == sorted(got, key=lambda d: (-got[d], list(cos).index(d)))
+    else:
+        # without the rescore only the kNN top 1 has its vector part; the others their BM25 alone
+        top = max(cos, key=cos.get)
+        text_only = {d: w * bm25[d] / (bm25[d] + k) for d in bm25 if d != top}
+        assert {d: s for d, s in got.items() if d != top} == pytest.approx(text_only, rel=1e-5)
+
+
+def test_console_text_of_the_default_hybrid_runs(es):
+    from scholar_es.engine.console import run_console
+
+    vec = EMB.encode([QUESTION])[0]
+    for strategy in ("hybrid", "sections"):
+        plan = make_plan(QUESTION, strategy=strategy)
+        text = to_console(build_search(plan, vec))
+        assert '"rescore"' in text and "cosineSimilarity" in text
+        out = io.StringIO()
+        assert run_console(es, io.StringIO(text), out) == 0, out.getvalue()
+        hits = json.loads(out.getvalue())["hits"]["hits"]
+        assert hits and all(h["_score"] > 0 for h in hits)
