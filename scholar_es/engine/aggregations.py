@@ -459,12 +459,15 @@ def _terms(agg: Agg, ctx: AggContext, mask: np.ndarray) -> dict:
         return _subs(agg, ctx, sub_mask)
 
     # sub-aggregations are computed for every bucket only when the order needs them
-    rendered = [(key, count, subs_of(d) if by_sub else d) for key, count, d in rows]
-    rendered.sort(key=_order_key(agg, order, vs))
-    top, rest = rendered[:size], rendered[size:]
-    if not by_sub:
-        top = [(key, count, subs_of(d)) for key, count, d in top]
-    return _terms_result(agg, vs, top, int(sum(c for _, c, _ in rest)))
+    order_key = _order_key(agg, order, vs)
+    if by_sub:
+        rendered = sorted(((key, count, subs_of(d)) for key, count, d in rows), key=order_key)
+        top, rest = rendered[:size], [count for _, count, _ in rendered[size:]]
+    else:
+        rows.sort(key=order_key)
+        top = [(key, count, subs_of(d)) for key, count, d in rows[:size]]
+        rest = [count for _, count, _ in rows[size:]]
+    return _terms_result(agg, vs, top, int(sum(rest)))
 
 
 def _terms_result(agg: Agg, vs: _Values, top: list, other: int) -> dict:
@@ -535,7 +538,7 @@ def _grouped(keys: np.ndarray, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return k[starts], starts, d
 
 
-def _groups(keys: np.ndarray, docs: np.ndarray) -> list[tuple[object, np.ndarray]]:
+def _groups(keys: np.ndarray, docs: np.ndarray) -> list[tuple[np.number, np.ndarray]]:
     """(key, distinct docs holding it) for every key, keys ascending."""
     k, starts, d = _grouped(keys, docs)
     return list(zip(k, np.split(d, starts[1:]), strict=True)) if len(k) else []
@@ -639,7 +642,7 @@ class _Desc:
 def _order_key(agg: Agg, order: list[tuple[str, bool]], vs: _Values | None):
     def key(row):
         k, count, subs = row
-        parts = []
+        parts: list[object] = []
         for path, asc in order:
             if path == "_key":
                 v = k
@@ -716,7 +719,7 @@ def _stats(agg: Agg, ctx: AggContext, mask: np.ndarray) -> dict:
     vs, _, vals = _metric_values(agg, ctx, mask)
     vals = vals.astype(np.float64)
     n = len(vals)
-    out = {
+    out: dict[str, float | str | None] = {
         "count": n,
         "min": _f(vals.min()) if n else None,
         "max": _f(vals.max()) if n else None,
@@ -724,9 +727,10 @@ def _stats(agg: Agg, ctx: AggContext, mask: np.ndarray) -> dict:
         "sum": _f(math.fsum(vals)) if n else 0.0,
     }
     if vs.kind == "date" and n:
-        for k in ("min", "max", "avg"):
-            out[f"{k}_as_string"] = format_date(out[k])
-        out["sum_as_string"] = format_date(out["sum"])
+        for k in ("min", "max", "avg", "sum"):
+            v = out[k]
+            assert isinstance(v, float)  # every stat of a non-empty set is a number
+            out[f"{k}_as_string"] = format_date(v)
     return out
 
 
@@ -807,9 +811,7 @@ def _histogram(agg: Agg, ctx: AggContext, mask: np.ndarray) -> dict:
         if hard.get("max") is not None:
             keep &= keys <= _num(agg, hard["max"])
         idx, docs = idx[keep], docs[keep]
-    buckets: dict[int, np.ndarray] = {}
-    for i, d in _groups(idx, docs):
-        buckets[int(i)] = d
+    buckets: dict[int, np.ndarray] = {int(i): d for i, d in _groups(idx, docs)}
     if min_doc_count == 0:
         lo = min(buckets) if buckets else None
         hi = max(buckets) if buckets else None

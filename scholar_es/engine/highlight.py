@@ -190,7 +190,7 @@ def _analyze(seg, analysis, field: str, text) -> list[str]:
 
 
 def _fields_of(seg, patterns) -> list[str]:
-    out = []
+    out: list[str] = []
     for p in patterns or ["*"]:
         name = str(p).split("^", 1)[0]
         if any(c in name for c in "*?"):
@@ -201,6 +201,14 @@ def _fields_of(seg, patterns) -> list[str]:
         else:
             out.append(name)
     return out
+
+
+def _starts_with(prefix: str) -> Matcher:
+    return lambda t: t.startswith(prefix)
+
+
+def _wildcard(rx: re.Pattern[str]) -> Matcher:
+    return lambda t: rx.match(t) is not None
 
 
 def _walk(q, seg, analysis, out: _Terms) -> None:
@@ -214,16 +222,14 @@ def _walk(q, seg, analysis, out: _Terms) -> None:
                 text = spec.get("query") if isinstance(spec, dict) else spec
                 terms = _analyze(seg, analysis, field, text)
                 if kind in ("match_phrase_prefix", "match_bool_prefix") and terms:
-                    last = terms[-1]
-                    out.add_pred(field, lambda t, last=last: t.startswith(last))
+                    out.add_pred(field, _starts_with(terms[-1]))
                     terms = terms[:-1]
                 out.add(field, terms)
         elif kind in ("multi_match", "combined_fields") and isinstance(body, dict):
             for field in _fields_of(seg, body.get("fields")):
                 terms = _analyze(seg, analysis, field, body.get("query", ""))
                 if body.get("type") in ("phrase_prefix", "bool_prefix") and terms:
-                    last = terms[-1]
-                    out.add_pred(field, lambda t, last=last: t.startswith(last))
+                    out.add_pred(field, _starts_with(terms[-1]))
                 out.add(field, terms)
         elif kind == "term" and isinstance(body, dict):
             for field, spec in body.items():
@@ -236,12 +242,11 @@ def _walk(q, seg, analysis, out: _Terms) -> None:
         elif kind == "prefix" and isinstance(body, dict):
             for field, spec in body.items():
                 v = str(spec.get("value") if isinstance(spec, dict) else spec)
-                out.add_pred(field, lambda t, v=v: t.startswith(v))
+                out.add_pred(field, _starts_with(v))
         elif kind == "wildcard" and isinstance(body, dict):
             for field, spec in body.items():
                 v = str(spec.get("value", spec.get("wildcard")) if isinstance(spec, dict) else spec)
-                rx = re.compile(fnmatch.translate(v))
-                out.add_pred(field, lambda t, rx=rx: rx.match(t) is not None)
+                out.add_pred(field, _wildcard(re.compile(fnmatch.translate(v))))
         elif kind == "bool" and isinstance(body, dict):
             for occur in ("must", "should", "filter"):
                 clauses = body.get(occur)

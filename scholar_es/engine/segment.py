@@ -366,6 +366,10 @@ class VectorColumn:
         return self._norms
 
 
+#: any column; a variable declared with it narrows to the kind assigned
+Column = TextColumn | KeywordColumn | NumericColumn | VectorColumn
+
+
 # --- the segment -------------------------------------------------------------------
 
 
@@ -474,14 +478,10 @@ class Segment:
         """
         new = Segment(self.mapping)
         new.seqs, new.ids, new.gen = self.seqs, list(self.ids), self.gen
-        for mine, theirs in (
-            (new.text, self.text),
-            (new.keyword, self.keyword),
-            (new.numeric, self.numeric),
-            (new.vectors, self.vectors),
-        ):
-            for name, col in theirs.items():
-                mine[name] = col.copy()
+        new.text = {name: col.copy() for name, col in self.text.items()}
+        new.keyword = {name: col.copy() for name, col in self.keyword.items()}
+        new.numeric = {name: col.copy() for name, col in self.numeric.items()}
+        new.vectors = {name: col.copy() for name, col in self.vectors.items()}
         new._pending = list(self._pending) + list(adds)
         new._deleted = set(self._deleted) | {int(s) for s in deletes}
         new.ensure_built()
@@ -506,6 +506,7 @@ class Segment:
             arrays.extend(arrs)
             return list(range(len(arrays) - len(arrs), len(arrays)))
 
+        col: Column
         for name, col in self.text.items():
             p = col.postings
             desc["text"].append(
@@ -526,6 +527,7 @@ class Segment:
         together (a check beyond the checksums: wrong shapes or out-of-range ids never load)."""
         try:
             seg = cls(mapping)
+            col: Column
             seg.seqs = _check(arrays[0], np.int64, 1)
             n = len(seg.seqs)
             seg.ids = [str(i) for i in desc["ids"]]
