@@ -8,7 +8,7 @@ and measures, with every question's embedding already cached on both sides (warm
   process, one search at a time (the baseline; the methods below are interleaved with it, each
   question through every method in turn);
 * ``server``         -- ``POST /_scholar/search`` over one keep-alive HTTP connection, one at a
-  time (its answer also carries full chunk texts and paragraph ids: one extra ``ids`` search);
+  time (the same search: the strategy's own hits carry full chunk texts and paragraph ids);
 * ``inproc_es`` / ``server_es`` -- the same search body sent with the official client in process
   (embedded transport node) and over HTTP to the server's Elasticsearch API;
 * ``process``        -- ``scholar-es search Q --json`` as a new process per question (the model

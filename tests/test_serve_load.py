@@ -1,5 +1,6 @@
 """Load: 8 concurrent clients through the search API and through the Elasticsearch API of one
-``scholar-es serve`` process; no errors, every answer identical to the in-process one.
+``scholar-es serve`` process; no errors, every answer identical to the in-process one. The
+server takes no lock of its own around the engine: writers and searchers at once, too.
 
 The issue's 8 x 200 searches per API runs in bench/serve_latency.py; here 8 x 25, to keep the
 suite fast on two cores.
@@ -98,3 +99,55 @@ def test_es_api_under_8_concurrent_clients(served_demo):
     assert len(answers) == CLIENTS * PER_CLIENT
     for k, hits in answers:
         assert hits == expected[k]
+
+
+def test_writers_and_searchers_at_once(served_demo):
+    """No server-wide lock: 4 clients index into one index through the ES API while 4 search
+    ``chunks`` through the search API. Every search answer is the in-process one, every
+    document is stored once, and a search of the written index sees only whole bulks."""
+    q, s = QUESTIONS[0], "hybrid"
+    expected = [
+        (h.chunk_id, h.score)
+        for h in search(served_demo.es, q, strategy=s, embedder=served_demo.embedder, size=5).hits
+    ]
+    es = Elasticsearch(served_demo.url, request_timeout=120)
+    bulks, per_bulk = 10, 20
+
+    def writer(n: int) -> list[int]:
+        counts = []
+        for b in range(bulks):
+            ops = []
+            for i in range(per_bulk):
+                ops += [
+                    {"index": {"_index": "load-notes", "_id": f"{n}-{b}-{i}"}},
+                    {"w": n, "text": f"n {i}"},
+                ]
+            assert es.bulk(operations=ops).body["errors"] is False
+            counts.append(es.count(index="load-notes").body["count"])
+        return counts
+
+    def searcher(n: int) -> list[list]:
+        parts = urlsplit(served_demo.url)
+        conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=120)
+        out = []
+        for _ in range(PER_CLIENT):
+            conn.request(
+                "POST",
+                "/_scholar/search",
+                json.dumps({"question": q, "strategy": s, "size": 5}),
+                {"Content-Type": "application/json"},
+            )
+            body = json.loads(conn.getresponse().read())
+            out.append([(h["chunk_id"], h["score"]) for h in body["hits"]])
+        conn.close()
+        return out
+
+    with ThreadPoolExecutor(8) as pool:
+        writes = [pool.submit(writer, n) for n in range(4)]
+        reads = [pool.submit(searcher, n) for n in range(4)]
+        counts = [c for f in writes for c in f.result()]
+        answers = [a for f in reads for a in f.result()]
+    assert all(a == expected for a in answers)
+    assert all(c % per_bulk == 0 for c in counts), "a count saw part of a bulk"
+    assert es.count(index="load-notes").body["count"] == 4 * bulks * per_bulk
+    es.close()

@@ -16,6 +16,7 @@ the heads: a mismatch raises :class:`~scholar_es.errors.ModelMismatchError`.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -216,6 +217,7 @@ _LOADED: dict[
     tuple[int, str], tuple[object, tuple[str, ...], Heads]
 ] = {}  # (client, alias) -> (client, indices, heads)
 _LOADED_MAX = 16
+_LOADED_LOCK = threading.Lock()
 
 
 def resolve_heads(es, heads: Heads | str | None, prefix: str = "") -> Heads:
@@ -235,9 +237,10 @@ def resolve_heads(es, heads: Heads | str | None, prefix: str = "") -> Heads:
         return cached[2]
     loaded = load_heads(es, name, prefix)
     if indices:
-        if len(_LOADED) >= _LOADED_MAX:
-            _LOADED.pop(next(iter(_LOADED)))
-        _LOADED[(id(es), alias)] = (es, indices, loaded)
+        with _LOADED_LOCK:  # a server's threads share the cache: evict and insert one at a time
+            if len(_LOADED) >= _LOADED_MAX:
+                _LOADED.pop(next(iter(_LOADED)))
+            _LOADED[(id(es), alias)] = (es, indices, loaded)
     return loaded
 
 

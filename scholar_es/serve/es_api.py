@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
@@ -27,6 +28,9 @@ from starlette.responses import Response
 from scholar_es.engine.errors import EsError
 from scholar_es.engine.rest import handle
 from scholar_es.serve.errors import PRODUCT_HEADER, error_body, error_response
+
+if TYPE_CHECKING:
+    from scholar_es.serve.state import ServerState
 
 log = logging.getLogger("scholar_es.serve")
 
@@ -118,12 +122,15 @@ def render(status: int, body, *, method: str, version: str | None, pretty: bool)
     )
 
 
-def router(state) -> APIRouter:
+def router(state: ServerState) -> APIRouter:
     r = APIRouter()
+    engine = state.engine
+    if engine is None:
+        raise ValueError("the Elasticsearch REST API needs the embedded engine (a directory target)")
 
-    def call(method: str, path: str, params: dict, payload):
-        with state.engine_lock:
-            return handle(state.engine, method, path, params, payload)
+    def call(method: str, path: str, params: dict[str, str], payload: Any) -> tuple[int, Any]:
+        # no lock: the engine is safe across threads (searches on snapshots, writers serialized per index)
+        return handle(engine, method, path, params, payload)
 
     @r.api_route("/{path:path}", methods=METHODS, include_in_schema=False)
     async def es_rest(request: Request, path: str = ""):

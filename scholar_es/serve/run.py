@@ -25,14 +25,20 @@ def serve(
     log_level: str = "info",
 ) -> None:
     import uvicorn
+    from fastapi import FastAPI
 
-    common = {
-        "host": host,
-        "port": port,
-        "log_level": log_level,
-        "timeout_graceful_shutdown": GRACEFUL_SECONDS,
-        "server_header": False,
-    }
+    def run(app: FastAPI | str, *, factory: bool = False, workers: int | None = None) -> None:
+        uvicorn.run(
+            app,
+            host=host,
+            port=port,
+            log_level=log_level,
+            timeout_graceful_shutdown=GRACEFUL_SECONDS,
+            server_header=False,
+            factory=factory,
+            workers=workers,
+        )
+
     if workers > 1:
         os.environ.update(
             {
@@ -42,7 +48,7 @@ def serve(
                 "SCHOLAR_ES_SERVE_PROFILE": profile or "",
             }
         )
-        uvicorn.run("scholar_es.serve.app:app_from_env", factory=True, workers=workers, **common)
+        run("scholar_es.serve.app:app_from_env", factory=True, workers=workers)
         return
     from scholar_es.serve.app import create_app
     from scholar_es.serve.state import open_state
@@ -54,4 +60,4 @@ def serve(
         max_body=max_body,
         profile=profile,
     )
-    uvicorn.run(create_app(state), **common)
+    run(create_app(state))

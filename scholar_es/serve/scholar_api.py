@@ -1,28 +1,36 @@
 """The search API for backends, under ``/_scholar/`` (an index name never starts with ``_``).
 
-Every route calls the project's Python API: :func:`querybuilder.run.search`,
-:func:`scholar_es.multisection.flow.multisection_search`, :func:`querybuilder.render.to_console`.
-What this layer adds to a search answer: each hit's full chunk text and paragraph ids (one
-``ids`` search for the hits of the answer, until the search result carries them itself) and
-its score parts as the three numbers the page draws as a bar.
+Every search goes through the strategy registry (:mod:`querybuilder.strategies`): a strategy
+is found by name (:func:`~querybuilder.strategies.get`; an unknown one is a 400 listing
+:func:`~querybuilder.strategies.names`), its per-strategy options are refused where it does not
+take them (as ``scholar-es search`` refuses ``--explain`` for ``multisection``), then it plans,
+sends and shapes its answer as for the command line and the Python API. Every hit already
+carries its full chunk text and paragraph ids; what this layer adds is each hit's score parts
+as the three numbers the page draws as a bar (:func:`score_bar`) and, for the strategies that
+route the vector through heads, how it was routed.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.responses import Response
 
-from querybuilder.plan import STRATEGIES, Filters
-from querybuilder.profiles import PROFILES
-from querybuilder.run import Hit, PaperHit, SearchResult
+from querybuilder import strategies
+from querybuilder.plan import Filters
+from querybuilder.profiles import PROFILES, Profile
+from querybuilder.run import Hit, SearchResult
 from scholar_es.client import display_target
 from scholar_es.errors import ConfigError, choices
 from scholar_es.multisection.flow import MultiSectionResult
+from scholar_es.serve.state import ServerState
 
-MULTISECTION = "multisection"
+#: the per-strategy options (``querybuilder.strategies.OPTIONS``) a search request can carry;
+#: multisection's ``show_plan`` is POST /_scholar/multisection's, ``crossencoder`` is not served
+#: (a model load per request)
+API_OPTIONS = ("explain", "heads")
 
 
 class _Request(BaseModel):
@@ -33,22 +41,36 @@ class _Request(BaseModel):
     profile: str | None = Field(
         None, description="A built-in profile name; default: the profile the server was started with."
     )
+    strategy: str = Field("hybrid", description="A strategy from GET /_scholar/strategies.")
+    size: int = Field(10, ge=1, le=10_000, description="Hits (papers with `papers`; multisection: papers).")
+    papers: bool = Field(False, description="Paper view: the top papers, each with its best chunks.")
+    heads: str | None = Field(
+        None,
+        description="Stored heads for the strategies that take them (multihead, multihead-hybrid; "
+        "default: 'default'); see `options` in GET /_scholar/strategies.",
+    )
 
 
 class SearchRequest(_Request):
-    strategy: str = Field("hybrid", description="A strategy from GET /_scholar/strategies.")
-    size: int = Field(10, ge=1, le=10_000, description="Hits (papers with `papers`).")
-    papers: bool = Field(False, description="Paper view: the top papers, each with its best chunks.")
-    explain: bool = Field(False, description="Take each hit's score apart (BM25, kNN, section multiplier).")
+    explain: bool = Field(
+        False,
+        description="Take each hit's score apart (BM25, kNN, section multiplier); for the strategies "
+        "whose `options` list it.",
+    )
 
 
 class QueryRequest(_Request):
-    strategy: str = "hybrid"
-    size: int = Field(10, ge=1, le=10_000)
-    papers: bool = False
+    pass
 
 
-class MultisectionRequest(_Request):
+class MultisectionRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    question: str = Field(min_length=1, description="The question, any text (never parsed as query syntax).")
+    filters: Filters | None = None
+    prefix: str = Field("", description="Prefix of the index aliases (<prefix>chunks).")
+    profile: str | None = Field(
+        None, description="A built-in profile name; default: the profile the server was started with."
+    )
     papers: int = Field(10, ge=1, le=1000, description="Papers to return.")
     show_plan: bool = Field(False, description="Fill each section's Kibana console text.")
 
@@ -62,31 +84,74 @@ class ScoreBar(BaseModel):
 
 
 class ServeHit(Hit):
-    chunk_text: str = ""  # the whole chunk (``snippet`` is its first 300 characters)
-    paragraph_ids: list[str] = []  # the paragraphs the chunk covers (<paper>#<section>.<paragraph>)
+    """A hit of ``querybuilder.run`` (full ``chunk_text``, ``paragraph_ids``) and its score bar."""
+
+    model_config = ConfigDict(extra="forbid")
     score_bar: ScoreBar | None = None  # with ``explain``, for the strategies that explain
 
 
-class ServePaperHit(PaperHit):
+class ServePaperHit(BaseModel):
+    """``querybuilder.run.PaperHit`` with :class:`ServeHit` chunks."""
+
+    model_config = ConfigDict(extra="forbid")
+    paper_id: str
+    title: str = ""
+    score: float
     chunks: list[ServeHit]
 
 
-class ServeSearchResult(SearchResult):
+class Routing(BaseModel):
+    """How a heads strategy routed the question's vector."""
+
+    heads: str | None
+    max_similarity: float  # the best centroid similarity
+    fallback: bool  # below the heads' threshold: the fallback vector was searched
+    top_heads: list[list[float]]  # [head row, weight] of the heads the vector was routed through
+
+
+class ServeSearchResult(BaseModel):
+    """``querybuilder.run.SearchResult`` field for field (``extra="forbid"``: a field added there
+    and not here fails every search test), with serve's hits and the heads' routing."""
+
+    model_config = ConfigDict(extra="forbid")
+    question: str
+    strategy: str
+    intent_rule: str
+    search_type: str
+    index: str
+    total: int | None
+    took_ms: int
     hits: list[ServeHit]
     papers: list[ServePaperHit] = []
+    request: dict | list
+    routing: Routing | None = None  # the heads strategies (multihead, multihead-hybrid)
 
 
 class QueryResponse(BaseModel):
     strategy: str
     index: str
-    request: dict | list  # the search body (rrf-client: the two bodies of its _msearch)
+    request: dict | list  # the search body (rrf-client, multisection: the bodies of its _msearch)
     console: str  # Kibana dev console text, runnable with `scholar-es console`
+
+
+class NeedsInfo(BaseModel):
+    """``querybuilder.strategies.Needs``: what a strategy needs from the caller and the cluster."""
+
+    vector: bool  # the question's embedding
+    heads: bool  # heads trained with `scholar-es heads train`
+    license: Literal["basic", "enterprise"]
+    min_version: str  # the oldest Elasticsearch that runs it
+    note: str  # where the version comes from
+    summary: str  # e.g. "8.15+, Basic license"
 
 
 class StrategyInfo(BaseModel):
     name: str
-    summary: str
-    requires: str
+    description: str
+    needs: NeedsInfo
+    options: list[str]  # per-strategy options /_scholar/search takes for it (explain, heads)
+    heads: list[str] | None = None  # strategies that need heads: the heads stored under the prefix
+    available: bool  # False: it needs heads and none are stored under the prefix
 
 
 class Health(BaseModel):
@@ -111,7 +176,7 @@ def score_bar(hit: Hit) -> ScoreBar | None:
     return ScoreBar(bm25=text, knn=knn, section=e.total - base)
 
 
-def _profile(state, name: str | None):
+def _profile(state: ServerState, name: str | None) -> Profile:
     if name is None:
         return state.profile
     if name not in PROFILES:
@@ -119,77 +184,113 @@ def _profile(state, name: str | None):
     return PROFILES[name]
 
 
-def _strategy(name: str) -> str:
-    if name != MULTISECTION and name not in STRATEGIES:
-        raise ConfigError(
-            f"unknown strategy {name!r}; valid strategies: {choices([*STRATEGIES, MULTISECTION])}"
+def check_options(strategy: strategies.Strategy, **given: Any) -> None:
+    """ConfigError for a per-strategy option given (true, a name) to a strategy that does not take
+    it, named as the request names it (``Strategy.check_options`` names the command-line flags)."""
+    for key, value in given.items():
+        if value and key not in strategy.takes:
+            takers = [s.name for s in strategies.all_strategies() if key in s.takes]
+            raise ConfigError(
+                f"{key!r} applies only to the strategies {', '.join(takers)}, not to {strategy.name!r}; "
+                "leave it out or pick one of those"
+            )
+
+
+def _registry_request(
+    state: ServerState, req: _Request, *, explain: bool = False
+) -> tuple[strategies.Strategy, strategies.SearchRequest]:
+    """The registry's strategy and request for ``req``, checked before anything is embedded or sent."""
+    strategy = strategies.get(req.strategy)
+    check_options(strategy, explain=explain, heads=req.heads)
+    request = strategies.SearchRequest(
+        question=req.question,
+        profile=_profile(state, req.profile),
+        size=req.size,
+        papers=req.papers,
+        filters=req.filters,
+        prefix=req.prefix,
+        embedder=state.embedder,
+        heads=req.heads,
+        explain=explain,
+    )
+    strategy.check(request)
+    return strategy, request
+
+
+def _serve_hit(hit: Hit) -> ServeHit:
+    return ServeHit(**dict(hit), score_bar=score_bar(hit))  # nested models passed as they are
+
+
+def to_serve_result(result: SearchResult, *, papers: bool, routing: dict | None = None) -> ServeSearchResult:
+    fields = {k: v for k, v in result if k not in ("hits", "papers")}
+    return ServeSearchResult(
+        **fields,
+        hits=[_serve_hit(h) for h in result.hits],
+        papers=[
+            ServePaperHit(
+                paper_id=p.paper_id, title=p.title, score=p.score, chunks=[_serve_hit(h) for h in p.chunks]
+            )
+            for p in result.papers
+        ]
+        if papers
+        else [],
+        routing=Routing.model_validate(routing) if routing else None,
+    )
+
+
+def run_search(state: ServerState, req: SearchRequest) -> ServeSearchResult:
+    """``req`` ranked by its strategy from the registry, in the API's answer shape."""
+    from scholar_es.projection.search import HeadsStrategy
+
+    strategy, request = _registry_request(state, req, explain=req.explain)
+    native = strategy.execute(state.es, strategy.prepare(state.es, request))
+    routing = strategy.routing(native) if isinstance(strategy, HeadsStrategy) else None
+    # multisection always returns its papers: the paper view only when asked for, as for the others
+    return to_serve_result(strategy.result(native, request), papers=req.papers, routing=routing)
+
+
+def run_query(state: ServerState, req: QueryRequest) -> QueryResponse:
+    """What ``req``'s strategy would send (``scholar-es query``'s json and console forms)."""
+    from querybuilder.render import to_console
+
+    strategy, request = _registry_request(state, req)
+    bodies = strategy.prepare(state.es, request).bodies()
+    return QueryResponse(
+        strategy=strategy.name, index=request.index, request=bodies, console=to_console(bodies, request.index)
+    )
+
+
+def strategy_infos(state: ServerState, prefix: str = "") -> list[StrategyInfo]:
+    """Every strategy of the registry, and whether heads are stored for those that need them."""
+    stored: list[str] | None = None
+    out = []
+    for s in strategies.all_strategies():
+        heads = None
+        if s.needs.heads:
+            if stored is None:
+                from scholar_es.projection.store import list_heads
+
+                stored = list_heads(state.es, prefix)
+            heads = stored
+        n = s.needs
+        out.append(
+            StrategyInfo(
+                name=s.name,
+                description=s.description,
+                needs=NeedsInfo(
+                    vector=n.vector,
+                    heads=n.heads,
+                    license=n.license,
+                    min_version=n.min_version,
+                    note=n.note,
+                    summary=n.describe(),
+                ),
+                options=[o for o in API_OPTIONS if o in s.takes],
+                heads=heads,
+                available=heads is None or bool(heads),
+            )
         )
-    return name
-
-
-def enrich(es, result: SearchResult) -> ServeSearchResult:
-    """The result with full chunk texts, paragraph ids and score bars (one ``ids`` search)."""
-    hits = [*result.hits, *(h for p in result.papers for h in p.chunks)]
-    ids = list(dict.fromkeys(h.chunk_id for h in hits))
-    sources: dict[str, dict] = {}
-    if ids:
-        resp = es.search(
-            index=result.index,
-            query={"ids": {"values": ids}},
-            source=["chunk_text", "paragraph_ids"],
-            size=len(ids),
-        ).body
-        sources = {h["_id"]: h.get("_source") or {} for h in resp["hits"]["hits"]}
-
-    def one(h: Hit) -> dict:
-        src = sources.get(h.chunk_id, {})
-        return {
-            **h.model_dump(),
-            "chunk_text": src.get("chunk_text") or h.snippet,
-            "paragraph_ids": list(src.get("paragraph_ids") or []),
-            "score_bar": score_bar(h),
-        }
-
-    data = result.model_dump()
-    data["hits"] = [one(h) for h in result.hits]
-    data["papers"] = [{**p.model_dump(), "chunks": [one(h) for h in p.chunks]} for p in result.papers]
-    return ServeSearchResult.model_validate(data)
-
-
-def run_search(state, req: SearchRequest) -> ServeSearchResult:
-    from querybuilder.run import search
-
-    strategy = _strategy(req.strategy)
-    profile = _profile(state, req.profile)
-    if strategy == MULTISECTION:
-        from scholar_es.multisection.flow import multisection_search, to_search_result
-
-        ms = multisection_search(
-            state.es,
-            req.question,
-            embedder=state.embedder,
-            profile=profile,
-            prefix=req.prefix,
-            filters=req.filters,
-            papers=req.size,
-        )
-        result = to_search_result(ms, size=req.size)
-        if not req.papers:
-            result = result.model_copy(update={"papers": []})
-    else:
-        result = search(
-            state.es,
-            req.question,
-            strategy=strategy,
-            profile=profile,
-            embedder=state.embedder,
-            size=req.size,
-            papers=req.papers,
-            filters=req.filters,
-            explain=req.explain,
-            prefix=req.prefix,
-        )
-    return enrich(state.es, result)
+    return out
 
 
 def _json(model: BaseModel) -> Response:
@@ -198,7 +299,7 @@ def _json(model: BaseModel) -> Response:
     return Response(model.model_dump_json(), media_type="application/json")
 
 
-def router(state) -> APIRouter:
+def router(state: ServerState) -> APIRouter:
     from scholar_es import __version__
 
     r = APIRouter(prefix="/_scholar", tags=["search"])
@@ -207,7 +308,9 @@ def router(state) -> APIRouter:
     def health() -> Health:
         """Liveness and readiness: green once the model is loaded."""
         ready = state.model_ready.is_set()
-        status = "red" if state.model_error else ("green" if ready else "starting")
+        status: Literal["green", "starting", "red"] = (
+            "red" if state.model_error else ("green" if ready else "starting")
+        )
         return Health(
             status=status,
             engine="embedded" if state.embedded else "cluster",
@@ -219,69 +322,39 @@ def router(state) -> APIRouter:
         )
 
     @r.get("/strategies", response_model=list[StrategyInfo])
-    def strategies() -> list[StrategyInfo]:
-        """The strategies /_scholar/search accepts, with what each needs from a cluster."""
-        out = [StrategyInfo(name=s.name, summary=s.summary, requires=s.requires) for s in STRATEGIES.values()]
-        out.append(
-            StrategyInfo(
-                name=MULTISECTION,
-                summary="the question split into focused sections, one _msearch, re-scored, per paper",
-                requires="8.15+, Basic license",
-            )
-        )
-        return out
+    def strategies_route(prefix: str = "") -> list[StrategyInfo]:
+        """The strategies /_scholar/search accepts (the registry's), what each needs, the options
+        it takes, and for those that need heads the heads stored under ``prefix``."""
+        return strategy_infos(state, prefix)
 
     @r.post("/search", response_model=ServeSearchResult)
-    def search_route(req: SearchRequest) -> ServeSearchResult:
-        """Rank the question: hits with full chunk text, paragraph ids, section type, scores and
-        (with ``explain``) score parts; ``papers`` adds the paper view."""
+    def search_route(req: SearchRequest) -> Response:
+        """Rank the question with any strategy of GET /_scholar/strategies: hits with full chunk
+        text, paragraph ids, section type, scores and (with ``explain``) score parts; ``papers``
+        adds the paper view; the heads strategies say how the vector was routed."""
         return _json(run_search(state, req))
 
     @r.post("/query", response_model=QueryResponse)
     def query_route(req: QueryRequest) -> QueryResponse:
-        """The Elasticsearch DSL the search would send, as JSON and as Kibana console text."""
-        from querybuilder.dsl import build_search
-        from querybuilder.plan import make_plan
-        from querybuilder.render import to_console
-        from querybuilder.run import embed_question
-
-        strategy = _strategy(req.strategy)
-        if strategy == MULTISECTION:
-            raise ConfigError(
-                "multisection sends several searches; POST /_scholar/multisection with show_plan"
-            )
-        plan = make_plan(
-            req.question,
-            strategy=strategy,
-            profile=_profile(state, req.profile),
-            size=req.size,
-            papers=req.papers,
-            filters=req.filters,
-            prefix=req.prefix,
-        )
-        vector = embed_question(state.es, plan, state.embedder) if STRATEGIES[strategy].uses_vector else None
-        built = build_search(plan, vector)
-        body = [s.to_dict() for s in built] if isinstance(built, tuple) else built.to_dict()
-        return QueryResponse(
-            strategy=strategy, index=plan.index, request=body, console=to_console(built, plan.index)
-        )
+        """The Elasticsearch DSL the search would send, as JSON and as Kibana console text
+        (multisection: the _msearch of its sections; its re-scoring search depends on their hits)."""
+        return run_query(state, req)
 
     @r.post("/multisection", response_model=MultiSectionResult)
-    def multisection_route(req: MultisectionRequest):
+    def multisection_route(req: MultisectionRequest) -> Response:
         """The question split into 1-5 sections, one _msearch, re-scored, aggregated to papers."""
-        from scholar_es.multisection.flow import multisection_search
-
-        return _json(
-            multisection_search(
-                state.es,
-                req.question,
-                embedder=state.embedder,
-                profile=_profile(state, req.profile),
-                prefix=req.prefix,
-                filters=req.filters,
-                papers=req.papers,
-                show_plan=req.show_plan,
-            )
+        strategy = strategies.get("multisection")
+        request = strategies.SearchRequest(
+            question=req.question,
+            profile=_profile(state, req.profile),
+            size=req.papers,
+            filters=req.filters,
+            prefix=req.prefix,
+            embedder=state.embedder,
+            show_plan=req.show_plan,
         )
+        strategy.check(request)
+        native: MultiSectionResult = strategy.execute(state.es, strategy.prepare(state.es, request))
+        return _json(native)
 
     return r

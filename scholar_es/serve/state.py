@@ -1,50 +1,48 @@
-"""What one server process holds: the client, the engine, the embedder, and the locks around them.
+"""What one server process holds: the client, the engine and the embedder.
 
-Engine access is serialized with one lock (``ServerState.engine_lock``) taken around every engine
-request, both by the ES REST routes and by the search API's client (:class:`LockedEmbeddedNode`):
-the embedded engine is not yet safe for concurrent requests from several threads. Once it is,
-the lock can go (``engine_lock`` becomes a ``contextlib.nullcontext``) without other changes.
-The embedder has its own lock (its SQLite cache shares one connection), so a question is embedded
-while another one is searched.
+The embedded engine is safe to share across threads (docs/storage.md, section 4: searches run
+lock-free on immutable snapshots, writers are serialized per index by the engine itself), so the
+server takes no lock of its own around it: the Elasticsearch REST routes call the engine's
+dispatcher and the search API's client (the in-process transport node) calls the same engine
+from uvicorn's worker threads concurrently.
+
+One lock remains, around the embedder (:class:`LockedEmbedder`): the model is loaded lazily on
+first use (two threads would load it twice), and on two cores running forward passes in
+parallel gains nothing over queueing them; a cached question costs one SQLite lookup under it.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from elastic_transport import NodeConfig
+import numpy as np
 
 from scholar_es.client import connect, is_url
 from scholar_es.engine.core import Engine, open_engine
-from scholar_es.engine.node import EMBEDDED_HOST, EmbeddedNode
+
+if TYPE_CHECKING:
+    from elasticsearch import Elasticsearch
+
+    from indexer.embedder import Embedder
+    from querybuilder.profiles import Profile
 
 DEFAULT_MAX_BODY = 100 * 1024 * 1024  # Elasticsearch's http.max_content_length default (100mb)
 API_KEY_ENV = "SCHOLAR_ES_SERVE_API_KEY"
 
 
-class LockedEmbeddedNode(EmbeddedNode):
-    """The in-process transport node, with every request taken under the server's engine lock."""
-
-    def __init__(self, config: NodeConfig) -> None:
-        super().__init__(config)
-        self._lock = config._extras["engine_lock"]
-
-    def perform_request(self, *args, **kwargs):
-        with self._lock:
-            return super().perform_request(*args, **kwargs)
-
-
 class LockedEmbedder:
     """An embedder whose ``encode`` runs one call at a time (model and cache shared by threads)."""
 
-    def __init__(self, embedder) -> None:
+    def __init__(self, embedder: Embedder) -> None:
         self._inner = embedder
         self._lock = threading.Lock()
         self.name = embedder.name
 
-    def encode(self, texts):
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
         with self._lock:
             return self._inner.encode(texts)
 
@@ -57,15 +55,14 @@ class LockedEmbedder:
 @dataclass
 class ServerState:
     target: str
-    es: object  # elasticsearch.Elasticsearch
+    es: Elasticsearch
     engine: Engine | None  # None against a real cluster: the cluster serves the REST API
     embedder: LockedEmbedder
-    engine_lock: threading.Lock = field(default_factory=threading.Lock)
+    profile: Profile  # the profile searches use unless a request names one
     api_key: str | None = None
     max_body: int = DEFAULT_MAX_BODY
     model_ready: threading.Event = field(default_factory=threading.Event)
     model_error: str | None = None
-    profile: object = None  # querybuilder.profiles.Profile the searches use unless a request names one
 
     @property
     def embedded(self) -> bool:
@@ -81,25 +78,16 @@ def open_state(
     profile: str | None = None,
 ) -> ServerState:
     """Connect to TARGET (a directory: the embedded engine, opened once; a URL: a cluster client)."""
-    from elasticsearch import Elasticsearch
-
     from indexer.embedder import DEFAULT_MODEL, Embedder
     from querybuilder.profiles import load_profile
 
     embedder = LockedEmbedder(Embedder(model or DEFAULT_MODEL))
-    lock = threading.Lock()
+    loaded = load_profile(profile)
     if is_url(target):
-        state = ServerState(target, connect(target), None, embedder, lock, api_key, max_body)
-        state.profile = load_profile(profile)
-        return state
-    connect(target)  # the same checks and messages as every other command (a file, a bad scheme)
-    path = Path(target).expanduser()
-    engine = open_engine(path)
-    config = NodeConfig("http", EMBEDDED_HOST, 9200, _extras={"engine_path": str(path), "engine_lock": lock})
-    es = Elasticsearch(hosts=[config], node_class=LockedEmbeddedNode)
-    state = ServerState(target, es, engine, embedder, lock, api_key, max_body)
-    state.profile = load_profile(profile)
-    return state
+        return ServerState(target, connect(target), None, embedder, loaded, api_key, max_body)
+    es = connect(target)  # the same checks and messages as every other command (a file, a bad scheme)
+    engine = open_engine(Path(target).expanduser())  # the process-wide engine the client's node shares
+    return ServerState(target, es, engine, embedder, loaded, api_key, max_body)
 
 
 def warm_model(state: ServerState) -> None:

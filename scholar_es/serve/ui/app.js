@@ -81,7 +81,7 @@ function renderColumn(strategy, result, question) {
   const col = $("#column-template").content.firstElementChild.cloneNode(true);
   col.dataset.strategy = strategy;
   $(".strategy-name", col).textContent = strategy;
-  $(".summary", col).textContent = (strategyInfo[strategy] || {}).summary || "";
+  $(".summary", col).textContent = (strategyInfo[strategy] || {}).description || "";
   $(".meta", col).textContent =
     `${result.total ?? "?"} matching chunks · intent ${result.intent_rule} · ${result.took_ms} ms`;
   const stems = terms(question);
@@ -115,9 +115,8 @@ async function copyConsole(col, strategy, question) {
   const pre = $(".console", col);
   const button = $(".copy-console", col);
   try {
-    if (strategy === "multisection") throw new Error("multisection sends several searches; see /_scholar/multisection");
     const q = await api("/query", {question, strategy, size: Number($("#size").value) || 5, papers: true,
-      filters: filters()});
+      filters: filters(), ...options(strategy, false)});
     pre.textContent = q.console;
     pre.hidden = false;
     try {
@@ -136,6 +135,18 @@ async function copyConsole(col, strategy, question) {
   }
 }
 
+// The per-strategy options a strategy takes (GET /_scholar/strategies lists them): score parts
+// where it explains, the stored heads ("default" when there is one) where it routes through heads.
+function options(strategy, explain) {
+  const info = strategyInfo[strategy] || {options: []};
+  const out = {};
+  if (explain && info.options.includes("explain")) out.explain = true;
+  if (info.options.includes("heads") && info.heads && info.heads.length) {
+    out.heads = info.heads.includes("default") ? "default" : info.heads[0];
+  }
+  return out;
+}
+
 async function search(event) {
   if (event) event.preventDefault();
   const question = $("#question").value.trim();
@@ -148,7 +159,7 @@ async function search(event) {
   const size = Number($("#size").value) || 5;
   try {
     const results = await Promise.all(strategies.map(strategy => api("/search", {
-      question, strategy, size, papers: true, explain: true, filters: filters(),
+      question, strategy, size, papers: true, filters: filters(), ...options(strategy, true),
     })));
     columns.replaceChildren(...results.map((r, i) => renderColumn(strategies[i], r, question)));
     status.textContent = "";
@@ -170,10 +181,10 @@ async function init() {
   }
   try {
     const list = await api("/strategies");
-    for (const s of list) {
+    for (const s of list.filter(s => s.available)) {  // heads strategies once heads are trained
       strategyInfo[s.name] = s;
       for (const id of ["#strategy-a", "#strategy-b"]) {
-        const opt = el("option", {value: s.name, title: `${s.summary} (${s.requires})`}, s.name);
+        const opt = el("option", {value: s.name, title: `${s.description} (${s.needs.summary})`}, s.name);
         $(id).append(opt);
       }
     }
