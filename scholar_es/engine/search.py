@@ -6,7 +6,7 @@ import time
 
 import numpy as np
 
-from scholar_es.engine import aggregations, fetch_fields, fusion, highlight
+from scholar_es.engine import aggregations, fetch_fields, fusion, highlight, sparse
 from scholar_es.engine.collapse import NO_VALUE, collapse_keys, heads_by_score, heads_in_order
 from scholar_es.engine.errors import (
     EsError,
@@ -140,7 +140,11 @@ class SearchRun:
         knn_spec = self.body.get("knn")
         if "query" in self.body or knn_spec is None:
             q = self.parser.parse(self.body.get("query", {"match_all": {}}))
-            m, s = q.run(self.ctx)
+            # the sparse path (engine/sparse.py) unless explain needs every node's own arrays
+            if sparse.sparse_enabled() and not self.body.get("explain"):
+                m, s = sparse.densify(sparse.run_sparse(q, self.ctx), n)
+            else:
+                m, s = q.run(self.ctx)
             nodes.append(q)
             mask |= m
             scores += np.where(m, s, 0.0)
