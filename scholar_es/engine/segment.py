@@ -19,6 +19,7 @@ Columns by field type:
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -223,11 +224,11 @@ class TextColumn:
     @property
     def doc_count(self) -> int:
         """Docs with at least one indexed term (Lucene's Terms#getDocCount)."""
-        return int(np.count_nonzero(self.lengths))
+        return _cached(self, "doc_count", self.lengths, lambda: int(np.count_nonzero(self.lengths)))
 
     @property
     def sum_total_term_freq(self) -> int:
-        return int(self.lengths.sum(dtype=np.int64))
+        return _cached(self, "sttf", self.lengths, lambda: int(self.lengths.sum(dtype=np.int64)))
 
     def norms(self) -> np.ndarray:
         if self._norms is None:
@@ -271,7 +272,8 @@ class KeywordColumn:
 
     @property
     def doc_count(self) -> int:
-        return int(np.count_nonzero(self.postings.row_counts()))
+        indptr = self.postings.indptr
+        return _cached(self, "doc_count", indptr, lambda: int(np.count_nonzero(np.diff(indptr))))
 
     @property
     def sum_doc_freq(self) -> int:
@@ -569,6 +571,17 @@ class Segment:
         except (IndexError, KeyError, TypeError) as e:
             raise ValueError(f"segment description does not match its files: {e}") from None
         return seg
+
+
+def _cached(col: object, name: str, source: np.ndarray, compute: Callable[[], int]) -> int:
+    """A per-field statistic (an O(N) pass) computed once per version of its source array: every
+    change to a column rebinds its arrays, so the cache is keyed on the array's identity."""
+    cache: dict = col.__dict__.setdefault("_stat_cache", {})
+    hit = cache.get(name)
+    if hit is None or hit[0] is not source:
+        hit = (source, compute())
+        cache[name] = hit
+    return hit[1]
 
 
 def _check(arr: np.ndarray, dtype, ndim: int, length: int | None = None) -> np.ndarray:

@@ -89,9 +89,19 @@ def _gather(hits: Hits, cand: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _union(parts: list[np.ndarray]) -> np.ndarray:
+    """Sorted union of sorted unique arrays (concatenate, sort, drop repeats; no hashing)."""
     if not parts:
         return np.zeros(0, dtype=np.int64)
-    return np.unique(np.concatenate(parts)).astype(np.int64)
+    if len(parts) == 1:
+        return parts[0].astype(np.int64, copy=False)
+    a = np.concatenate(parts).astype(np.int64, copy=False)
+    a.sort()
+    if len(a) < 2:
+        return a
+    keep = np.empty(len(a), dtype=bool)
+    keep[0] = True
+    np.not_equal(a[1:], a[:-1], out=keep[1:])
+    return a[keep]
 
 
 # --- leaves --------------------------------------------------------------------------------------
