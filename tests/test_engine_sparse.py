@@ -36,6 +36,8 @@ def es(tmp_path_factory):
                     "u": {"type": "text"},
                     "k": {"type": "keyword"},
                     "n": {"type": "integer"},
+                    "v": {"type": "dense_vector", "dims": 3, "similarity": "cosine"},
+                    "w": {"type": "dense_vector", "dims": 3, "similarity": "l2_norm"},
                 }
             },
         )
@@ -47,6 +49,9 @@ def es(tmp_path_factory):
                 src["k"] = rnd.choice(KEYS)
             if rnd.random() < 0.8:
                 src["n"] = rnd.randint(0, 20)
+            if rnd.random() < 0.9:  # few distinct vectors: many ties at the top-k cut-off
+                src["v"] = [rnd.choice([1, 2]), rnd.choice([0, 1]), rnd.choice([1, 3])]
+                src["w"] = [rnd.choice([0, 1]), rnd.choice([0, 1]), rnd.random()]
             client.index(index=index, id=str(i), document=src)
         client.indices.refresh(index=index)
     yield client
@@ -55,6 +60,23 @@ def es(tmp_path_factory):
 
 words = st.lists(st.sampled_from(WORDS), min_size=1, max_size=3).map(" ".join)
 boosts = st.sampled_from([1.0, 1.0, 0.5, 2.0, 3.5])
+knn_leaf = st.builds(
+    lambda f, qv, k, filt, b: {
+        "knn": {
+            "field": f,
+            "query_vector": qv,
+            "k": k,
+            "num_candidates": 50,
+            "boost": b,
+            **({"filter": filt} if filt else {}),
+        }
+    },
+    st.sampled_from(["v", "w"]),
+    st.lists(st.sampled_from([0.5, 1.0, 2.0, -1.0]), min_size=3, max_size=3),
+    st.integers(1, 12),
+    st.sampled_from([None, {"term": {"k": "A"}}, {"range": {"n": {"lte": 10}}}]),
+    boosts,
+)
 leaf = st.one_of(
     st.builds(
         lambda f, w, b: {"match": {f: {"query": w, "boost": b}}}, st.sampled_from(["t", "u"]), words, boosts
@@ -78,6 +100,7 @@ leaf = st.one_of(
     st.just({"match_all": {}}),
     st.just({"exists": {"field": "u"}}),
     st.just({"match_none": {}}),
+    knn_leaf,
 )
 
 
@@ -149,9 +172,9 @@ def _compound(children):
 queries = st.recursive(leaf, _compound, max_leaves=8)
 
 
-def _answer(es, index, query):
+def _answer(es, index, query, knn=None):
     try:
-        resp = es.search(index=index, query=query, size=1000)
+        resp = es.search(index=index, size=1000, **({"knn": knn} if knn else {"query": query}))
     except Exception as e:  # the same error from both paths is the same answer
         return ("error", type(e).__name__, str(e))
     hits = resp["hits"]["hits"]
@@ -172,6 +195,18 @@ def test_sparse_equals_dense(es, index, query):
         return
     assert fast[0] == dense[0] and fast[1] == dense[1], query
     assert fast[2] == pytest.approx(dense[2], rel=1e-6, abs=1e-9), query
+
+
+@settings(max_examples=40, deadline=None)
+@given(index=st.sampled_from(["c1", "c2"]), query=knn_leaf)
+def test_top_level_knn_sparse_equals_dense(es, index, query):
+    knn = query["knn"]
+    sparse.use_sparse(False)
+    try:
+        dense = _answer(es, index, None, knn)
+    finally:
+        sparse.use_sparse(True)
+    assert _answer(es, index, None, knn) == dense
 
 
 def test_sparse_is_on_by_default():

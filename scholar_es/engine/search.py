@@ -152,7 +152,10 @@ class SearchRun:
             specs = knn_spec if isinstance(knn_spec, list) else [knn_spec]
             for spec in specs:
                 node = _top_level_knn(self.parser, spec)
-                m, s = node.run(self.ctx)
+                if sparse.sparse_enabled() and not self.body.get("explain"):
+                    m, s = sparse.densify(sparse.run_sparse(node, self.ctx), n)
+                else:
+                    m, s = node.run(self.ctx)
                 nodes.append(node)
                 mask |= m
                 scores += np.where(m, s, 0.0)

@@ -20,8 +20,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from scholar_es.engine import similarity as sim
 from scholar_es.engine.errors import EsError
 from scholar_es.engine.functions import FunctionScoreNode, ScriptScoreNode, SegmentScriptContext, _combine
+from scholar_es.engine.hits import order_by_score
+from scholar_es.engine.knn import MAX_CANDIDATES, KnnNode, _validate_k, raw_similarity
 from scholar_es.engine.nodes import (
     BoolNode,
     BoostNode,
@@ -274,7 +277,53 @@ def _function_score(node: FunctionScoreNode, ctx: Ctx) -> Hits | None:
     return docs, final
 
 
+def _knn_scores(kind: str, raw: np.ndarray) -> np.ndarray:
+    """KnnNode's _score from the raw similarity (float32-rounded; cosine clamped at 0)."""
+    score = sim.knn_score(kind, raw).astype(np.float32).astype(np.float64)
+    return np.maximum(score, 0.0) if kind == "cosine" else score
+
+
+def _knn(node: KnnNode, ctx: Ctx) -> Hits | None:
+    """KnnNode's exact top k, scoring only the documents near the k-th similarity.
+
+    The score is a non-decreasing function of the raw similarity (of minus the squared distance
+    for l2_norm) after float32 rounding, so the top k by score are among the documents whose raw
+    value is at least the k-th largest minus a margin, provided the score just below the margin is
+    strictly lower than the k-th score (then no tie at the cut-off lies outside); else all are scored.
+    """
+    k = node.k if node.k is not None else ctx.default_k
+    nc = node.num_candidates if node.num_candidates is not None else round(min(MAX_CANDIDATES, 1.5 * k))
+    _validate_k(k, nc)
+    raw, present, kind = raw_similarity(ctx, node.field, node.qv)
+    allowed = present
+    for f in node.filters:
+        fmask = np.zeros(ctx.n, dtype=bool)
+        fmask[run_sparse(f, ctx)[0]] = True
+        allowed = allowed & fmask
+    if node.threshold is not None:
+        allowed = allowed & (
+            (np.sqrt(raw) <= node.threshold) if kind == "l2_norm" else (raw >= node.threshold)
+        )
+    cand = np.flatnonzero(allowed)
+    sign = -1.0 if kind == "l2_norm" else 1.0
+    if len(cand) > k:
+        key = sign * raw[cand]
+        kth = float(np.partition(key, len(key) - k)[len(key) - k])
+        margin = 1e-5 * max(1.0, abs(kth))
+        kth_score = _knn_scores(kind, np.array([sign * kth]))[0]
+        below = _knn_scores(kind, np.array([sign * (kth - margin)]))[0]
+        if np.isfinite(kth) and not np.isnan(key).any() and below < kth_score:
+            cand = cand[key >= kth - margin]
+        score = _knn_scores(kind, raw[cand])
+        top = np.sort(order_by_score(np.arange(len(cand)), score, k))  # ties: lower position first
+        cand, score = cand[top], score[top]
+    else:
+        score = _knn_scores(kind, raw[cand])
+    return cand.astype(np.int64), score * node.boost
+
+
 _HANDLERS: dict = {
+    KnnNode: _knn,
     TermNode: _term,
     MatchNoneNode: _none,
     BoolNode: _bool,
