@@ -104,3 +104,19 @@ def test_an_inconsistent_saved_view_is_refused(saved, which):
         engine.store.close()
     with pytest.raises(ValueError):
         Segment.from_arrays(arrays, desc, mapping)
+
+
+def test_saved_arrays_are_read_back_aligned(tmp_path):
+    # commit.ALIGN: float32 kernels on an 8-byte aligned view of the vectors ran ~1.6x slower
+    path = tmp_path / "engine"
+    es = embedded_client(path)
+    es.indices.create(
+        index="v", mappings={"properties": {"v": {"type": "dense_vector", "dims": 5}, "t": {"type": "text"}}}
+    )
+    for i in range(7):
+        es.index(index="v", id=str(i), document={"v": [i, 1, 2, 3, 4], "t": "x " * i})
+    es.indices.refresh(index="v")
+    es.close()
+    (folder,) = (path / "segments").iterdir()
+    _, arrays, _ = read_commit(folder)
+    assert all(a.ctypes.data % 16 == 0 for a in arrays if a.nbytes)
