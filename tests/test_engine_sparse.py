@@ -156,13 +156,19 @@ def _compound(children):
             boosts,
         ),
         st.builds(
-            lambda q, src: {"script_score": {"query": q, "script": {"source": src, "params": {"p": 8.0}}}},
+            lambda q, src: {
+                "script_score": {
+                    "query": q,
+                    "script": {"source": src, "params": {"p": 8.0, "qv": [1.0, 0.5, 2.0]}},
+                }
+            },
             children,
             st.sampled_from(
                 [
                     "saturation(_score, params.p)",
                     "_score * 2 + 1",
                     "doc['n'].size() == 0 ? _score : _score + doc['n'].value",
+                    "doc['v'].size() == 0 ? _score : cosineSimilarity(params.qv, 'v') + 1.0 + _score",
                 ]
             ),
         ),
