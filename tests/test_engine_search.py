@@ -109,6 +109,36 @@ def test_collapse_inner_hits_default_size_is_3_and_paging_is_over_groups(es):
     assert ids(resp) == ["c6"] and "inner_hits" not in hits(resp)[0]
 
 
+def test_collapse_with_sort_reports_each_group_heads_sort_values(es):
+    # Elasticsearch's "Collapse search results" (collapse + sort on http.response.bytes): the hits
+    # are sorted by `sort`, each group is represented by its first document in that order, and each
+    # hit's `sort` holds that document's own sort values (CollapseTopFieldDocs keeps the head's fields).
+    # year desc: c5 2020 (C), c3 2010 (B), c6 2005 (B), c1 2001 (A), c2 2001 (A), c4 2000 (A)
+    resp = es.search(index="s", query={"match_all": {}}, collapse={"field": "paper"}, sort=[{"year": "desc"}])
+    assert ids(resp) == ["c5", "c3", "c1"]
+    assert [h["sort"] for h in hits(resp)] == [[2020], [2010], [2001]]
+    assert [h["fields"]["paper"] for h in hits(resp)] == [["C"], ["B"], ["A"]]
+    paged = es.search(
+        index="s",
+        query={"match_all": {}},
+        collapse={"field": "paper"},
+        sort=[{"year": "desc"}],
+        from_=1,
+        size=2,
+    )
+    assert ids(paged) == ["c3", "c1"] and [h["sort"] for h in hits(paged)] == [[2010], [2001]]
+    # two keys: the second breaks the year tie inside A (c1 and c2 both 2001) by _doc desc
+    two = es.search(
+        index="s",
+        query={"match_all": {}},
+        collapse={"field": "paper"},
+        sort=[{"year": "asc"}, {"_doc": "desc"}],
+    )
+    # year asc: c4 2000 (A), c2 2001 (A, _doc desc puts c2 before c1), c1, c6 2005 (B), c3, c5
+    assert ids(two) == ["c4", "c6", "c5"]
+    assert [h["sort"] for h in hits(two)] == [[2000, 3], [2005, 5], [2020, 4]]
+
+
 # --- retrievers ----------------------------------------------------------------------------------
 
 

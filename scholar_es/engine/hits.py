@@ -118,29 +118,6 @@ def _field_sort_values(seg, name: str, cand: np.ndarray, desc: bool):
     return np.full(len(cand), np.nan), [None] * len(cand)
 
 
-def collapse_values(seg, field: str) -> list:
-    """Per-doc collapse key (first value; None for docs without one)."""
-    fs = seg.mapping.get(field)
-    if fs is None:
-        raise EsError(
-            400, "illegal_argument_exception", f"no mapping found for `{field}` in order to collapse on"
-        )
-    if fs.type == "keyword":
-        col = seg.keyword.get(field)
-        return col.first_values() if col is not None else [None] * len(seg.seqs)
-    if fs.is_numeric:
-        col = seg.numeric.get(field)
-        if col is None:
-            return [None] * len(seg.seqs)
-        first = col.stats()[0]
-        return [None if np.isnan(v) else (int(v) if float(v).is_integer() else float(v)) for v in first]
-    raise EsError(
-        400,
-        "illegal_argument_exception",
-        f"unknown type for collapse field `{field}`, only keywords and numbers are accepted",
-    )
-
-
 def filter_source(source: dict, spec) -> dict | None:
     """Apply ``_source`` filtering (true/false, a pattern, a list, includes/excludes)."""
     if spec is None or spec is True:

@@ -73,6 +73,16 @@ class TermNode(Node):
 
     def _run(self, ctx: Ctx):
         mask, scores = _empty(ctx.n)
+        scored = self.score_postings(ctx)
+        if scored is not None:
+            docs, term_scores = scored
+            mask[docs] = True
+            scores[docs] = term_scores
+        return mask, scores
+
+    def score_postings(self, ctx: Ctx) -> tuple[np.ndarray, np.ndarray] | None:
+        """(documents ascending, float32 BM25 scores) of this term's postings; None if none.
+        Work is proportional to the postings (the dense and the sparse path both use it)."""
         seg = ctx.seg
         if self.field in seg.text:
             col = seg.text[self.field]
@@ -86,9 +96,9 @@ class TermNode(Node):
             doc_count, sttf = kcol.doc_count, kcol.sum_doc_freq
             norm_bytes = None
         else:
-            return mask, scores
+            return None
         if found is None or len(found[0]) == 0:
-            return mask, scores
+            return None
         docs, freqs = found
         params = ctx.bm25.get(self.field)
         idf = sim.bm25_idf(len(docs), doc_count)
@@ -100,8 +110,6 @@ class TermNode(Node):
             freqs = np.ones(len(docs), dtype=np.int32)
         else:
             norm_inv = cache[norm_bytes[docs]]
-        mask[docs] = True
-        scores[docs] = sim.bm25_scores(weight, freqs, norm_inv)
         self._stats = dict(
             docs=docs,
             freqs=freqs,
@@ -112,7 +120,7 @@ class TermNode(Node):
             norm_bytes=norm_bytes,
             params=params,
         )
-        return mask, scores
+        return docs, sim.bm25_scores(weight, freqs, norm_inv)
 
     def explain(self, pos: int) -> dict:
         s = self._stats

@@ -6,7 +6,8 @@ import time
 
 import numpy as np
 
-from scholar_es.engine import aggregations, fetch_fields, fusion, highlight
+from scholar_es.engine import aggregations, fetch_fields, fusion, highlight, sparse
+from scholar_es.engine.collapse import NO_VALUE, collapse_keys, heads_by_score, heads_in_order
 from scholar_es.engine.errors import (
     EsError,
     illegal_argument,
@@ -17,7 +18,6 @@ from scholar_es.engine.errors import (
 from scholar_es.engine.functions import parse_function_score
 from scholar_es.engine.hits import (
     SortSpec,
-    collapse_values,
     filter_source,
     order_by_score,
     stored_source,
@@ -145,7 +145,11 @@ class SearchRun:
         knn_spec = self.body.get("knn")
         if "query" in self.body or knn_spec is None:
             q = self.parser.parse(self.body.get("query", {"match_all": {}}))
-            m, s = q.run(self.ctx)
+            # the sparse path (engine/sparse.py) unless explain needs every node's own arrays
+            if sparse.sparse_enabled() and not self.body.get("explain"):
+                m, s = sparse.densify(sparse.run_sparse(q, self.ctx), n)
+            else:
+                m, s = q.run(self.ctx)
             nodes.append(q)
             mask |= m
             scores += np.where(m, s, 0.0)
@@ -153,7 +157,10 @@ class SearchRun:
             specs = knn_spec if isinstance(knn_spec, list) else [knn_spec]
             for spec in specs:
                 node = _top_level_knn(self.parser, spec)
-                m, s = node.run(self.ctx)
+                if sparse.sparse_enabled() and not self.body.get("explain"):
+                    m, s = sparse.densify(sparse.run_sparse(node, self.ctx), n)
+                else:
+                    m, s = node.run(self.ctx)
                 nodes.append(node)
                 mask |= m
                 scores += np.where(m, s, 0.0)
@@ -197,24 +204,23 @@ class SearchRun:
         if self.rescorers:
             check_sort(sort)
         limit = collect_size(rescorers, self.from_ + self.size)
+        head_at = None  # with collapse and a sort: each kept head's index in the sorted hits
         if sort is not None and not sort.by_score_only:
             ordered, sort_values = sort.order(self.seg, cand, scores)
+            if collapse:
+                ordered, head_at = self.collapse(ordered, collapse, scores, presorted=True, limit=limit)
+        elif collapse:
+            ordered, _ = self.collapse(cand, collapse, scores, presorted=False, limit=limit)
         else:
-            ordered = order_by_score(cand, scores, None if collapse else limit)
-        if collapse:
-            ordered, keys = self.collapse(ordered, collapse, limit)
+            ordered = order_by_score(cand, scores, limit)
         first_scores = scores
         if rescorers:
             ordered, scores = rescore(self, rescorers, ordered, scores)
         page = ordered[self.from_ : self.from_ + self.size]
         if sort_values is not None:
-            index_of = {int(p): i for i, p in enumerate(ordered)} if collapse else None
-            picks = (
-                [index_of[int(p)] for p in page]
-                if index_of is not None
-                else list(range(self.from_, self.from_ + len(page)))
-            )
-            sort_values = [[_json_value(vals[i]) for vals in sort_values] for i in picks]
+            picks = range(self.from_, self.from_ + len(page))
+            rows = [int(head_at[i]) for i in picks] if head_at is not None else list(picks)
+            sort_values = [[_json_value(vals[i]) for vals in sort_values] for i in rows]
         show_scores = sort is None or sort.by_score_only or sort.tracks_score or body.get("track_scores")
         hits = self.render(page, scores if show_scores else None, sort_values)
         if collapse:
@@ -371,42 +377,39 @@ class SearchRun:
         return parts[0] if len(parts) == 1 else expl(value, "sum of:", parts)
 
     # --- collapse ------------------------------------------------------------------------
-    def collapse(self, ordered: np.ndarray, spec: dict, limit: int | None = None) -> tuple[np.ndarray, list]:
+    def collapse(
+        self, ordered: np.ndarray, spec: dict, scores: np.ndarray, presorted: bool, limit: int | None = None
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """The first ``limit`` (default ``from + size``; a rescore asks for its window) group heads,
+        and (``presorted``) their indexes in ``ordered``; without ``presorted``, ``ordered`` is the
+        unordered candidates, ordered by score here."""
         if not isinstance(spec, dict) or "field" not in spec:
             raise parsing_error("[collapse] requires [field]")
         unknown = set(spec) - {"field", "inner_hits", "max_concurrent_group_searches"}
         if unknown:
             raise parsing_error(f"[collapse] unknown field [{next(iter(unknown))}]")
-        values = collapse_values(self.seg, spec["field"])
-        self._collapse_values = values
-        seen: set = set()
-        keep, keys = [], []
+        keys = collapse_keys(self.seg, spec["field"])
+        self._collapse_keys = keys
         limit = self.from_ + self.size if limit is None else limit
-        for p in ordered:
-            key = values[p]
-            if key in seen:
-                continue
-            seen.add(key)
-            keep.append(p)
-            keys.append(key)
-            if len(keep) >= limit:
-                break
-        return np.array(keep, dtype=np.int64), keys
+        if presorted:
+            return heads_in_order(ordered, keys.codes, limit)
+        return heads_by_score(ordered, scores, keys.codes, limit), None
 
     def add_collapse(
         self, hits: list[dict], page: np.ndarray, spec: dict, mask: np.ndarray, scores: np.ndarray
     ) -> None:
         field = spec["field"]
-        values = self._collapse_values
+        keys = self._collapse_keys
         inner = spec.get("inner_hits")
         inner_specs = inner if isinstance(inner, list) else ([inner] if inner else [])
         for hit, p in zip(hits, page, strict=True):
             fields = hit.setdefault("fields", {})  # beside what `fields`/`docvalue_fields` asked for
-            if values[p] is not None:
-                fields[field] = [values[p]]
+            code = int(keys.codes[p])
+            if code != NO_VALUE:
+                fields[field] = [keys.label(code)]
             if not inner_specs:
                 continue
-            group = np.flatnonzero(mask & _equals(values, values[p]))
+            group = keys.group(code, mask)
             hit["inner_hits"] = {}
             for ih in inner_specs:
                 unknown = set(ih) - {"name", "size", "from", "_source", "sort"}
@@ -417,7 +420,7 @@ class SearchRun:
                 if "sort" in ih:
                     ordered, _ = SortSpec(ih["sort"]).order(self.seg, group, scores)
                 else:
-                    ordered = order_by_score(group, scores)
+                    ordered = order_by_score(group, scores, from_ + size)
                 sub = SearchRun.__new__(SearchRun)
                 sub.__dict__.update(self.__dict__)
                 sub.body = {**self.body, "_source": ih.get("_source", self.body.get("_source", True))}
@@ -527,10 +530,6 @@ def _as_list(v) -> list:
     if v is None:
         return []
     return v if isinstance(v, list) else [v]
-
-
-def _equals(values: list, key) -> np.ndarray:
-    return np.fromiter((v == key for v in values), dtype=bool, count=len(values))
 
 
 def _json_value(v):

@@ -19,6 +19,7 @@ Columns by field type:
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -223,11 +224,11 @@ class TextColumn:
     @property
     def doc_count(self) -> int:
         """Docs with at least one indexed term (Lucene's Terms#getDocCount)."""
-        return int(np.count_nonzero(self.lengths))
+        return _cached(self, "doc_count", self.lengths, lambda: int(np.count_nonzero(self.lengths)))
 
     @property
     def sum_total_term_freq(self) -> int:
-        return int(self.lengths.sum(dtype=np.int64))
+        return _cached(self, "sttf", self.lengths, lambda: int(self.lengths.sum(dtype=np.int64)))
 
     def norms(self) -> np.ndarray:
         if self._norms is None:
@@ -271,7 +272,8 @@ class KeywordColumn:
 
     @property
     def doc_count(self) -> int:
-        return int(np.count_nonzero(self.postings.row_counts()))
+        indptr = self.postings.indptr
+        return _cached(self, "doc_count", indptr, lambda: int(np.count_nonzero(np.diff(indptr))))
 
     @property
     def sum_doc_freq(self) -> int:
@@ -510,11 +512,13 @@ class Segment:
         for name, col in self.text.items():
             p = col.postings
             desc["text"].append(
-                [name, list(p.vocab), put(p.indptr, p.indices, p.data, col.lengths, col.present)]
+                [name, list(p.vocab), put(p.indptr, p.indices, p.data, col.lengths, col.present, *p.csc())]
             )
         for name, col in self.keyword.items():
             p = col.postings
-            desc["keyword"].append([name, list(p.vocab), put(p.indptr, p.indices, p.data, col.first)])
+            desc["keyword"].append(
+                [name, list(p.vocab), put(p.indptr, p.indices, p.data, col.first, *p.csc())]
+            )
         for name, col in self.numeric.items():
             desc["numeric"].append([name, put(col.doc, col.values)])
         for name, col in self.vectors.items():
@@ -535,15 +539,19 @@ class Segment:
                 raise ValueError("ids and seqs do not match")
             for name, vocab, refs in desc["text"]:
                 col = TextColumn()
-                if len(refs) != 5:
+                if len(refs) not in (5, 8):  # 8: with the term -> docs view (saved since issue 16)
                     raise ValueError("text column of another layout")
                 _load_postings(col.postings, vocab, [arrays[i] for i in refs[:3]], n)
+                _load_csc(col.postings, [arrays[i] for i in refs[5:]], n)
                 col.lengths = _check(arrays[refs[3]], np.int32, 1, n)
                 col.present = _check(arrays[refs[4]], np.bool_, 1, n)
                 seg.text[name] = col
             for name, vocab, refs in desc["keyword"]:
                 col = KeywordColumn()
+                if len(refs) not in (4, 7):
+                    raise ValueError("keyword column of another layout")
                 _load_postings(col.postings, vocab, [arrays[i] for i in refs[:3]], n)
+                _load_csc(col.postings, [arrays[i] for i in refs[4:]], n)
                 col.first = _check(arrays[refs[3]], np.int32, 1, n)
                 if n and (col.first.max() >= len(vocab) or col.first.min() < -1):
                     raise ValueError("keyword values out of range")
@@ -573,6 +581,17 @@ class Segment:
         return seg
 
 
+def _cached(col: object, name: str, source: np.ndarray, compute: Callable[[], int]) -> int:
+    """A per-field statistic (an O(N) pass) computed once per version of its source array: every
+    change to a column rebinds its arrays, so the cache is keyed on the array's identity."""
+    cache: dict = col.__dict__.setdefault("_stat_cache", {})
+    hit = cache.get(name)
+    if hit is None or hit[0] is not source:
+        hit = (source, compute())
+        cache[name] = hit
+    return hit[1]
+
+
 def _check(arr: np.ndarray, dtype, ndim: int, length: int | None = None) -> np.ndarray:
     if arr.dtype != dtype or arr.ndim != ndim or (length is not None and len(arr) != length):
         raise ValueError(
@@ -591,3 +610,20 @@ def _load_postings(p: _Postings, vocab: list[str], arrs: list[np.ndarray], n: in
         len(p.indices) and (p.indices.min() < 0 or p.indices.max() >= len(vocab))
     ):
         raise ValueError("postings term ids out of range")
+
+
+def _load_csc(p: _Postings, arrs: list[np.ndarray], n: int) -> None:
+    """The saved term -> docs view (col_ptr, docs, freqs), checked against the CSR it mirrors;
+    absent (a segment saved before it was stored): built lazily on the first search, as before."""
+    if not arrs:
+        return
+    col_ptr = _check(arrs[0], np.int64, 1, len(p.vocab) + 1)
+    docs = _check(arrs[1], np.int32, 1, len(p.indices))
+    freqs = _check(arrs[2], np.int32, 1, len(p.indices))
+    if col_ptr[0] != 0 or np.any(np.diff(col_ptr) < 0) or col_ptr[-1] != len(p.indices):
+        raise ValueError("term -> docs offsets are inconsistent")
+    if len(docs) and (docs.min() < 0 or docs.max() >= n):
+        raise ValueError("term -> docs positions out of range")
+    if int(freqs.sum(dtype=np.int64)) != int(p.data.sum(dtype=np.int64)):
+        raise ValueError("term -> docs frequencies do not match the postings")
+    p._csc = (col_ptr, docs, freqs)

@@ -16,6 +16,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
+
 from scholar_es.engine.errors import EsError, parsing_error
 
 
@@ -136,14 +138,27 @@ def _check_knn(spec: Any) -> None:
                 raise parsing_error(
                     f"[knn] [query_vector] must be an array of numbers, got [{_show(vector)}]"
                 )
-            for v in vector:
-                check_number("knn", "query_vector", v)
+            if not _plain_finite_floats(vector):  # the fast check failed: find the value to name
+                for v in vector:
+                    check_number("knn", "query_vector", v)
         for key in ("k", "num_candidates"):
             if key in item:
                 check_int("knn", key, item[key])
         for key in ("boost", "similarity"):
             if key in item and item[key] is not None:
                 check_number("knn", key, item[key])
+
+
+def _plain_finite_floats(values: list) -> bool:
+    """Every value a JSON number (no bool, no string) within +/-FLOAT_MAX: one vectorized check
+    for a query vector's hundreds of numbers (check_number per value names the offending one)."""
+    if not all(type(v) is float or type(v) is int for v in values):
+        return False
+    try:
+        arr = np.asarray(values, dtype=np.float64)
+    except (OverflowError, ValueError):
+        return False
+    return bool(np.all(np.abs(arr) <= FLOAT_MAX))  # NaN and +/-inf fail the comparison
 
 
 def _check_retriever(spec: Any, depth: int = 0) -> None:

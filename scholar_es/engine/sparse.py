@@ -1,0 +1,337 @@
+"""The sparse query path: scoring work proportional to the matching postings, not to N.
+
+:mod:`engine.nodes` scores every clause over dense per-document arrays (N-length mask and
+float64 scores per term, field and compound). Here the same node tree is evaluated as *candidate
+sets*: a term yields its postings' documents and their float32 BM25 scores (the exact steps of
+:mod:`engine.similarity`, shared with :class:`~engine.nodes.TermNode`), and ``bool``, ``dis_max``,
+``constant_score``, boosts, ``function_score`` (filter/weight functions) and ``script_score``
+combine the sorted candidate arrays of their clauses (eager sparse scoring as in bm25s; Lucene
+scorers iterate postings the same way). Every element goes through the same float operations, in
+the same order, as in the dense path, so the answers are bit-identical (tests/test_engine_sparse.py
+checks it on random corpora and queries).
+
+A clause with no sparse form (a filter-like ``range``/``exists``/``terms`` matcher, ``match_all``,
+``knn``, a pure-negative or filter-only ``bool``, other function kinds) runs densely and is turned
+into a candidate set; the combination above it stays sparse. The dense path stays the reference
+(:func:`use_sparse` off) and is what ``explain`` uses, since explanations read each node's arrays.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from scholar_es.engine import similarity as sim
+from scholar_es.engine.errors import EsError
+from scholar_es.engine.functions import FunctionScoreNode, ScriptScoreNode, SegmentScriptContext, _combine
+from scholar_es.engine.hits import order_by_score
+from scholar_es.engine.knn import MAX_CANDIDATES, KnnNode, _validate_k, raw_similarity
+from scholar_es.engine.nodes import (
+    BoolNode,
+    BoostNode,
+    ConstantScoreNode,
+    Ctx,
+    DisMaxNode,
+    MatchNoneNode,
+    Node,
+    TermNode,
+)
+
+#: (documents ascending, unique, int64; their scores, float64)
+Hits = tuple[np.ndarray, np.ndarray]
+
+_ENABLED = True
+
+
+def use_sparse(enabled: bool) -> None:
+    """Switch the sparse path on or off (off: every query runs densely; for reference tests)."""
+    global _ENABLED
+    _ENABLED = enabled
+
+
+def sparse_enabled() -> bool:
+    return _ENABLED
+
+
+def _empty() -> Hits:
+    return np.zeros(0, dtype=np.int64), np.zeros(0)
+
+
+def run_sparse(node: Node, ctx: Ctx) -> Hits:
+    """The documents ``node`` matches and their scores, as the dense ``node.run`` would give them."""
+    handler = _HANDLERS.get(type(node))
+    if handler is not None:
+        out = handler(node, ctx)
+        if out is not None:
+            return out
+    mask, scores = node.run(ctx)
+    docs = np.flatnonzero(mask)
+    return docs, scores[docs]
+
+
+def densify(hits: Hits, n: int) -> tuple[np.ndarray, np.ndarray]:
+    docs, scores = hits
+    mask, dense = np.zeros(n, dtype=bool), np.zeros(n)
+    mask[docs] = True
+    dense[docs] = scores
+    return mask, dense
+
+
+def _member(docs: np.ndarray, cand: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(is each candidate in ``docs``, its index there, clipped): both arrays ascending."""
+    if not len(docs):
+        return np.zeros(len(cand), dtype=bool), np.zeros(len(cand), dtype=np.int64)
+    idx = np.minimum(np.searchsorted(docs, cand), len(docs) - 1)
+    return docs[idx] == cand, idx
+
+
+def _gather(hits: Hits, cand: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(mask, scores) of ``hits`` over the candidates (0.0 where a candidate is not matched)."""
+    docs, scores = hits
+    hit, idx = _member(docs, cand)
+    return hit, np.where(hit, scores[idx] if len(docs) else 0.0, 0.0)
+
+
+def _union(parts: list[np.ndarray]) -> np.ndarray:
+    """Sorted union of sorted unique arrays (concatenate, sort, drop repeats; no hashing)."""
+    if not parts:
+        return np.zeros(0, dtype=np.int64)
+    if len(parts) == 1:
+        return parts[0].astype(np.int64, copy=False)
+    a = np.concatenate(parts).astype(np.int64, copy=False)
+    a.sort()
+    if len(a) < 2:
+        return a
+    keep = np.empty(len(a), dtype=bool)
+    keep[0] = True
+    np.not_equal(a[1:], a[:-1], out=keep[1:])
+    return a[keep]
+
+
+# --- leaves --------------------------------------------------------------------------------------
+
+
+def _term(node: TermNode, ctx: Ctx) -> Hits | None:
+    scored = node.score_postings(ctx)
+    if scored is None:
+        return _empty()
+    docs, scores = scored
+    return docs.astype(np.int64), scores.astype(np.float64)
+
+
+def _none(node: MatchNoneNode, ctx: Ctx) -> Hits | None:
+    return _empty()
+
+
+# --- compound ------------------------------------------------------------------------------------
+
+
+def _bool(node: BoolNode, ctx: Ctx) -> Hits | None:
+    if not node.should and node.msm > 0:
+        return _empty()  # BoolNode: no optional clause can satisfy minimum_should_match
+    if not node.must and (not node.should or node.msm == 0):
+        return None  # filter-only / must_not-only / empty bool / optional should: bounded by N
+    must = [run_sparse(q, ctx) for q in node.must]
+    should = [run_sparse(q, ctx) for q in node.should]
+    if must:
+        cand = must[0][0]
+        for docs, _ in must[1:]:
+            cand = cand[_member(docs, cand)[0]]
+    else:
+        cand = _union([docs for docs, _ in should])
+    for q in node.filter:
+        cand = cand[_member(run_sparse(q, ctx)[0], cand)[0]]
+    for q in node.must_not:
+        cand = cand[~_member(run_sparse(q, ctx)[0], cand)[0]]
+    scores = np.zeros(len(cand))
+    for hits in must:
+        scores += _gather(hits, cand)[1]
+    if should:
+        count = np.zeros(len(cand), dtype=np.int32)
+        for hits in should:
+            m, s = _gather(hits, cand)
+            count += m
+            scores += s
+        if node.msm > 0:
+            keep = count >= node.msm
+            cand, scores = cand[keep], scores[keep]
+    return cand, scores * node.boost
+
+
+def _dis_max(node: DisMaxNode, ctx: Ctx) -> Hits | None:
+    if not node.queries:
+        return _empty()
+    results = [run_sparse(q, ctx) for q in node.queries]
+    cand = _union([docs for docs, _ in results])
+    stack = np.stack([_gather(r, cand)[1] for r in results])
+    best = stack.max(axis=0)
+    total = best + node.tie * (stack.sum(axis=0) - best)  # DisjunctionMaxScorer, as DisMaxNode
+    return cand, total * node.boost
+
+
+def _constant_score(node: ConstantScoreNode, ctx: Ctx) -> Hits | None:
+    docs, _ = run_sparse(node.inner, ctx)
+    return docs, np.full(len(docs), node.boost, dtype=np.float64)
+
+
+def _boost(node: BoostNode, ctx: Ctx) -> Hits | None:
+    docs, scores = run_sparse(node.inner, ctx)
+    return docs, scores * node.boost
+
+
+class _SubsetScriptContext(SegmentScriptContext):
+    """A score script's view of the candidate documents only (their doc values, vectors, scores)."""
+
+    def __init__(self, ctx: Ctx, scores: np.ndarray, docs: np.ndarray) -> None:
+        super().__init__(ctx, scores)
+        self._docs = docs
+        self.n = len(docs)
+
+    def doc_values(self, field: str) -> tuple[np.ndarray, np.ndarray]:
+        vals, has = super().doc_values(field)  # its checks; zeros of the subset's length when absent
+        if field in self._ctx.seg.numeric:
+            return vals[self._docs], has[self._docs]
+        return vals, has
+
+    def doc_value_count(self, field: str) -> np.ndarray:
+        counts = super().doc_value_count(field)
+        seg = self._ctx.seg
+        if field in seg.numeric or field in seg.keyword or field in seg.vectors:
+            return counts[self._docs]
+        return counts
+
+    def vectors(self, field: str) -> tuple[np.ndarray, np.ndarray]:
+        matrix, present = super().vectors(field)
+        if field in self._ctx.seg.vectors:
+            return matrix[self._docs], present[self._docs]
+        return matrix, present
+
+
+def _script_score(node: ScriptScoreNode, ctx: Ctx) -> Hits | None:
+    docs, qscore = run_sparse(node.query, ctx)
+    sub = qscore.astype(np.float32).astype(np.float64)
+    raw = node.script.evaluate(_SubsetScriptContext(ctx, sub, docs))
+    values = np.broadcast_to(np.asarray(raw, dtype=np.float64), docs.shape)
+    values = values.astype(np.float32).astype(np.float64)
+    bad = (values < 0) | np.isnan(values)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise EsError(
+            400,
+            "illegal_argument_exception",
+            f"script_score script returned an invalid score [{values[i]}] for doc [{int(docs[i])}]. "
+            "Must be a non-negative score!",
+        )
+    boosted = (values * node.boost).astype(np.float32).astype(np.float64)
+    if node.min_score is not None:
+        keep = boosted >= node.min_score
+        docs, boosted = docs[keep], boosted[keep]
+    return docs, boosted
+
+
+def _function_score(node: FunctionScoreNode, ctx: Ctx) -> Hits | None:
+    if any(kind != "weight" for _, kind, _, _ in node.functions):
+        return None  # field_value_factor / script functions read whole columns: dense
+    docs, qscore = run_sparse(node.query, ctx)
+    n = len(docs)
+    sub = (qscore * node.boost).astype(np.float32).astype(np.float64)
+    mode = node.score_mode
+    factor = np.ones(n)
+    total, weight_sum = np.zeros(n), np.zeros(n)
+    best = np.full(n, -np.inf if mode == "max" else np.inf)
+    first_done = np.zeros(n, dtype=bool)
+    for filt, _kind, _spec, weight in node.functions:  # FunctionScoreNode._run, on the candidates
+        applies = np.ones(n, dtype=bool) if filt is None else _member(run_sparse(filt, ctx)[0], docs)[0]
+        value = np.ones(n)
+        if weight is not None:
+            value = value * weight
+        if mode == "multiply":
+            factor = np.where(applies, factor * value, factor)
+        elif mode == "first":
+            factor = np.where(applies & ~first_done, value, factor)
+            first_done |= applies
+        elif mode == "max":
+            best = np.where(applies, np.maximum(best, value), best)
+        elif mode == "min":
+            best = np.where(applies, np.minimum(best, value), best)
+        else:
+            total = np.where(applies, total + value, total)
+            weight_sum = np.where(applies, weight_sum + (weight if weight is not None else 1.0), weight_sum)
+    if mode in ("max", "min"):
+        factor = np.where(np.isfinite(best), best, 1.0)
+    elif mode in ("sum", "avg"):
+        has = weight_sum != 0
+        factor = np.where(has, total / np.where(has, weight_sum, 1.0) if mode == "avg" else total, 1.0)
+    capped = np.minimum(factor, node.max_boost)
+    final = _combine(node.boost_mode, sub, capped).astype(np.float32).astype(np.float64)
+    bad = (final < 0) | np.isnan(final)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise EsError(
+            400,
+            "illegal_argument_exception",
+            f"function score query returned an invalid score: {final[i]} for doc: {int(docs[i])}",
+        )
+    if node.min_score is not None:
+        keep = final >= node.min_score
+        docs, final = docs[keep], final[keep]
+    return docs, final
+
+
+def _knn_scores(kind: str, raw: np.ndarray) -> np.ndarray:
+    """KnnNode's _score from the raw similarity (float32-rounded; cosine clamped at 0)."""
+    score = sim.knn_score(kind, raw).astype(np.float32).astype(np.float64)
+    return np.maximum(score, 0.0) if kind == "cosine" else score
+
+
+def _knn(node: KnnNode, ctx: Ctx) -> Hits | None:
+    """KnnNode's exact top k, scoring only the documents near the k-th similarity.
+
+    The score is a non-decreasing function of the raw similarity (of minus the squared distance
+    for l2_norm) after float32 rounding, so the top k by score are among the documents whose raw
+    value is at least the k-th largest minus a margin, provided the score just below the margin is
+    strictly lower than the k-th score (then no tie at the cut-off lies outside); else all are scored.
+    """
+    k = node.k if node.k is not None else ctx.default_k
+    nc = node.num_candidates if node.num_candidates is not None else round(min(MAX_CANDIDATES, 1.5 * k))
+    _validate_k(k, nc)
+    raw, present, kind = raw_similarity(ctx, node.field, node.qv)
+    allowed = present
+    for f in node.filters:
+        fmask = np.zeros(ctx.n, dtype=bool)
+        fmask[run_sparse(f, ctx)[0]] = True
+        allowed = allowed & fmask
+    if node.threshold is not None:
+        allowed = allowed & (
+            (np.sqrt(raw) <= node.threshold) if kind == "l2_norm" else (raw >= node.threshold)
+        )
+    cand = np.flatnonzero(allowed)
+    sign = -1.0 if kind == "l2_norm" else 1.0
+    if len(cand) > k:
+        key = sign * raw[cand]
+        kth = float(np.partition(key, len(key) - k)[len(key) - k])
+        margin = 1e-5 * max(1.0, abs(kth))
+        kth_score = _knn_scores(kind, np.array([sign * kth]))[0]
+        below = _knn_scores(kind, np.array([sign * (kth - margin)]))[0]
+        if np.isfinite(kth) and not np.isnan(key).any() and below < kth_score:
+            cand = cand[key >= kth - margin]
+        score = _knn_scores(kind, raw[cand])
+        top = np.sort(order_by_score(np.arange(len(cand)), score, k))  # ties: lower position first
+        cand, score = cand[top], score[top]
+    else:
+        score = _knn_scores(kind, raw[cand])
+    return cand.astype(np.int64), score * node.boost
+
+
+_HANDLERS: dict = {
+    KnnNode: _knn,
+    TermNode: _term,
+    MatchNoneNode: _none,
+    BoolNode: _bool,
+    DisMaxNode: _dis_max,
+    ConstantScoreNode: _constant_score,
+    BoostNode: _boost,
+    ScriptScoreNode: _script_score,
+    FunctionScoreNode: _function_score,
+}
+
+__all__ = ["Hits", "densify", "run_sparse", "sparse_enabled", "use_sparse"]

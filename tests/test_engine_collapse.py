@@ -1,0 +1,108 @@
+"""Collapse + inner_hits against a brute-force reference on random data.
+
+The reference is built from the same engine's *uncollapsed* answer (every hit, in the search's
+order): the collapsed hits are the first hit of each key in that order (a missing key is one group,
+as CollapsingTopDocsCollector's null group), paged over groups; a group's inner hits are its
+members in score order; each head's ``sort`` values are the ones its uncollapsed hit shows.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+WORDS = ["graph", "neural", "model", "data", "protein", "cell", "gene", "tree"]
+KEYS = ["A", "B", "C", "D", "E", "F", "G"]
+N_DOCS = 120
+
+
+@pytest.fixture(scope="module")
+def es(tmp_path_factory):
+    from scholar_es.engine.node import embedded_client
+
+    client = embedded_client(tmp_path_factory.mktemp("collapse"))
+    client.indices.create(
+        index="r",
+        mappings={"properties": {"k": {"type": "keyword"}, "n": {"type": "integer"}, "t": {"type": "text"}}},
+    )
+    rnd = random.Random(1234)
+    docs = {}
+    for i in range(N_DOCS):
+        src: dict = {"t": " ".join(rnd.choices(WORDS, k=rnd.randint(1, 8)))}
+        if rnd.random() < 0.9:
+            src["k"] = rnd.choice(KEYS)
+        if rnd.random() < 0.85:
+            src["n"] = rnd.randint(0, 9)
+        docs[f"d{i:03d}"] = src
+    for doc_id, src in docs.items():
+        client.index(index="r", id=doc_id, document=src)
+    client.indices.refresh(index="r")
+    client.docs = docs  # type: ignore[attr-defined]
+    yield client
+    client.close()
+
+
+QUERIES = [
+    {"match_all": {}},
+    {"match": {"t": "graph"}},
+    {"match": {"t": "neural model gene"}},
+    {
+        "bool": {
+            "should": [{"match": {"t": "protein"}}, {"term": {"k": "B"}}],
+            "filter": {"range": {"n": {"gte": 3}}},
+        }
+    },
+]
+SORTS = [None, [{"n": "desc"}], [{"n": "asc"}, {"_doc": "desc"}], [{"k": "desc"}, "_score"]]
+
+
+def _key(src: dict, field: str):
+    return src.get(field)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    query=st.sampled_from(QUERIES),
+    sort=st.sampled_from(SORTS),
+    field=st.sampled_from(["k", "n"]),
+    size=st.integers(0, 8),
+    from_=st.integers(0, 5),
+    inner_size=st.integers(1, 4),
+    inner_from=st.integers(0, 2),
+)
+def test_collapse_equals_brute_force(es, query, sort, field, size, from_, inner_size, inner_from):
+    extra = {"sort": sort} if sort else {}
+    everything = es.search(index="r", query=query, size=1000, **extra)["hits"]["hits"]
+    by_score = es.search(index="r", query=query, size=1000)["hits"]["hits"]
+    heads: dict = {}
+    for h in everything:
+        heads.setdefault(_key(es.docs[h["_id"]], field), h)
+    expected = list(heads.values())[from_ : from_ + size]
+
+    resp = es.search(
+        index="r",
+        query=query,
+        size=size,
+        from_=from_,
+        collapse={"field": field, "inner_hits": {"name": "g", "size": inner_size, "from": inner_from}},
+        **extra,
+    )
+    got = resp["hits"]["hits"]
+    assert resp["hits"]["total"]["value"] == len(everything)  # documents, not groups
+    assert [h["_id"] for h in got] == [h["_id"] for h in expected]
+    for g, e in zip(got, expected, strict=True):
+        key = _key(es.docs[g["_id"]], field)
+        assert g["_score"] == e["_score"]
+        assert g.get("sort") == e.get("sort")
+        assert g["fields"] == ({field: [key]} if key is not None else {})
+        members = [h for h in by_score if _key(es.docs[h["_id"]], field) == key]
+        inner = g["inner_hits"]["g"]["hits"]
+        assert inner["total"] == {"value": len(members), "relation": "eq"}
+        shown = members[inner_from : inner_from + inner_size]
+        assert [h["_id"] for h in inner["hits"]] == [h["_id"] for h in shown]
+        assert [h["_score"] for h in inner["hits"]] == [h["_score"] for h in shown]
+        if sort is None:
+            assert inner["max_score"] == members[0]["_score"]

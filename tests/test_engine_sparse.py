@@ -1,0 +1,219 @@
+"""The sparse query path (engine/sparse.py) against the dense one it replaces.
+
+The dense path (every clause over N-length arrays) is kept behind ``use_sparse(False)`` as the
+reference: on random corpora and random query trees both must give the same hits, in the same
+order, with the same scores (to 1e-6; in practice bit-identical) and the same totals.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scholar_es.engine import sparse
+
+WORDS = ["graph", "neural", "model", "data", "protein", "cell", "gene", "tree", "the", "of"]
+KEYS = ["A", "B", "C", "D"]
+FIELDS = ["t", "u", "k"]
+
+
+@pytest.fixture(scope="module")
+def es(tmp_path_factory):
+    from scholar_es.engine.node import embedded_client
+
+    client = embedded_client(tmp_path_factory.mktemp("sparse"))
+    for seed, n_docs in ((1, 40), (2, 150)):
+        rnd = random.Random(seed)
+        index = f"c{seed}"
+        client.indices.create(
+            index=index,
+            mappings={
+                "properties": {
+                    "t": {"type": "text"},
+                    "u": {"type": "text"},
+                    "k": {"type": "keyword"},
+                    "n": {"type": "integer"},
+                    "v": {"type": "dense_vector", "dims": 3, "similarity": "cosine"},
+                    "w": {"type": "dense_vector", "dims": 3, "similarity": "l2_norm"},
+                }
+            },
+        )
+        for i in range(n_docs):
+            src: dict = {"t": " ".join(rnd.choices(WORDS, k=rnd.randint(0, 12)))}
+            if rnd.random() < 0.7:
+                src["u"] = " ".join(rnd.choices(WORDS[:5], k=rnd.randint(1, 4)))
+            if rnd.random() < 0.8:
+                src["k"] = rnd.choice(KEYS)
+            if rnd.random() < 0.8:
+                src["n"] = rnd.randint(0, 20)
+            if rnd.random() < 0.9:  # few distinct vectors: many ties at the top-k cut-off
+                src["v"] = [rnd.choice([1, 2]), rnd.choice([0, 1]), rnd.choice([1, 3])]
+                src["w"] = [rnd.choice([0, 1]), rnd.choice([0, 1]), rnd.random()]
+            client.index(index=index, id=str(i), document=src)
+        client.indices.refresh(index=index)
+    yield client
+    client.close()
+
+
+words = st.lists(st.sampled_from(WORDS), min_size=1, max_size=3).map(" ".join)
+boosts = st.sampled_from([1.0, 1.0, 0.5, 2.0, 3.5])
+knn_leaf = st.builds(
+    lambda f, qv, k, filt, b: {
+        "knn": {
+            "field": f,
+            "query_vector": qv,
+            "k": k,
+            "num_candidates": 50,
+            "boost": b,
+            **({"filter": filt} if filt else {}),
+        }
+    },
+    st.sampled_from(["v", "w"]),
+    st.lists(st.sampled_from([0.5, 1.0, 2.0, -1.0]), min_size=3, max_size=3),
+    st.integers(1, 12),
+    st.sampled_from([None, {"term": {"k": "A"}}, {"range": {"n": {"lte": 10}}}]),
+    boosts,
+)
+leaf = st.one_of(
+    st.builds(
+        lambda f, w, b: {"match": {f: {"query": w, "boost": b}}}, st.sampled_from(["t", "u"]), words, boosts
+    ),
+    st.builds(lambda w: {"match": {"t": {"query": w, "operator": "and"}}}, words),
+    st.builds(
+        lambda w, m: {"match": {"t": {"query": w, "minimum_should_match": m}}},
+        words,
+        st.sampled_from(["1", "2", "50%"]),
+    ),
+    st.builds(lambda k, b: {"term": {"k": {"value": k, "boost": b}}}, st.sampled_from(KEYS), boosts),
+    st.builds(
+        lambda w, t, ty: {
+            "multi_match": {"query": w, "fields": ["t^2", "u", "k"], "tie_breaker": t, "type": ty}
+        },
+        words,
+        st.sampled_from([0.0, 0.3, 1.0]),
+        st.sampled_from(["best_fields", "most_fields"]),
+    ),
+    st.builds(lambda lo: {"range": {"n": {"gte": lo}}}, st.integers(0, 20)),
+    st.just({"match_all": {}}),
+    st.just({"exists": {"field": "u"}}),
+    st.just({"match_none": {}}),
+    knn_leaf,
+)
+
+
+def _compound(children):
+    clause_list = st.lists(children, min_size=0, max_size=3)
+    return st.one_of(
+        st.builds(
+            lambda must, should, filt, must_not, msm, b: {
+                "bool": {
+                    k: v
+                    for k, v in {
+                        "must": must,
+                        "should": should,
+                        "filter": filt,
+                        "must_not": must_not,
+                        "minimum_should_match": msm,
+                        "boost": b,
+                    }.items()
+                    if v not in ([], None)
+                }
+            },
+            clause_list,
+            clause_list,
+            clause_list,
+            st.lists(children, max_size=1),
+            st.sampled_from([None, None, 1, 2]),
+            boosts,
+        ),
+        st.builds(
+            lambda qs, t: {"dis_max": {"queries": qs, "tie_breaker": t}},
+            st.lists(children, min_size=1, max_size=3),
+            st.sampled_from([0.0, 0.7]),
+        ),
+        st.builds(lambda q, b: {"constant_score": {"filter": q, "boost": b}}, children, boosts),
+        st.builds(
+            lambda q, fs, mode, bmode, b: {
+                "function_score": {
+                    "query": q,
+                    "functions": fs,
+                    "score_mode": mode,
+                    "boost_mode": bmode,
+                    "boost": b,
+                }
+            },
+            children,
+            st.lists(
+                st.builds(lambda f, w: {"filter": f, "weight": w}, leaf, st.sampled_from([0.5, 1.3, 2.0])),
+                min_size=1,
+                max_size=3,
+            ),
+            st.sampled_from(["first", "multiply", "sum", "avg", "max", "min"]),
+            st.sampled_from(["multiply", "replace", "sum", "avg", "max", "min"]),
+            boosts,
+        ),
+        st.builds(
+            lambda q, src: {
+                "script_score": {
+                    "query": q,
+                    "script": {"source": src, "params": {"p": 8.0, "qv": [1.0, 0.5, 2.0]}},
+                }
+            },
+            children,
+            st.sampled_from(
+                [
+                    "saturation(_score, params.p)",
+                    "_score * 2 + 1",
+                    "doc['n'].size() == 0 ? _score : _score + doc['n'].value",
+                    "doc['v'].size() == 0 ? _score : cosineSimilarity(params.qv, 'v') + 1.0 + _score",
+                ]
+            ),
+        ),
+    )
+
+
+queries = st.recursive(leaf, _compound, max_leaves=8)
+
+
+def _answer(es, index, query, knn=None):
+    try:
+        resp = es.search(index=index, size=1000, **({"knn": knn} if knn else {"query": query}))
+    except Exception as e:  # the same error from both paths is the same answer
+        return ("error", type(e).__name__, str(e))
+    hits = resp["hits"]["hits"]
+    return resp["hits"]["total"], [h["_id"] for h in hits], [h["_score"] for h in hits]
+
+
+@settings(max_examples=150, deadline=None)
+@given(index=st.sampled_from(["c1", "c2"]), query=queries)
+def test_sparse_equals_dense(es, index, query):
+    sparse.use_sparse(False)
+    try:
+        dense = _answer(es, index, query)
+    finally:
+        sparse.use_sparse(True)
+    fast = _answer(es, index, query)
+    if dense[0] == "error":
+        assert fast == dense
+        return
+    assert fast[0] == dense[0] and fast[1] == dense[1], query
+    assert fast[2] == pytest.approx(dense[2], rel=1e-6, abs=1e-9), query
+
+
+@settings(max_examples=40, deadline=None)
+@given(index=st.sampled_from(["c1", "c2"]), query=knn_leaf)
+def test_top_level_knn_sparse_equals_dense(es, index, query):
+    knn = query["knn"]
+    sparse.use_sparse(False)
+    try:
+        dense = _answer(es, index, None, knn)
+    finally:
+        sparse.use_sparse(True)
+    assert _answer(es, index, None, knn) == dense
+
+
+def test_sparse_is_on_by_default():
+    assert sparse.sparse_enabled()
