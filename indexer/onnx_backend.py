@@ -93,6 +93,9 @@ def export_dir(model_dir: Path, cache_root: Path, quantized: bool) -> Path:
 def _export_fp32(model_dir: Path, out: Path) -> None:
     import torch
     from transformers import AutoModel
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # a one-off export prints one line, not a weights bar
 
     model = AutoModel.from_pretrained(str(model_dir), local_files_only=True, attn_implementation="eager")
     model.eval()
