@@ -100,7 +100,8 @@ def vectors_differ(a: str | None, b: str | None) -> bool:
 
 
 class EmbeddingCache:
-    """text -> vector, keyed by model name and a hash of the text (SQLite, one file)."""
+    """text -> vector, keyed by a hash of the model key (:attr:`Embedder.vector_key`: the model name,
+    plus the backend for a quantized one) and the text (SQLite, one file)."""
 
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -167,9 +168,17 @@ class Embedder:
         if self._onnx is None:
             from indexer.onnx_backend import OnnxEncoder
 
-            export = ensure_export(
-                Path(resolve_model(self.name)), self._cache_dir, quantized=self.backend == "onnx-int8"
-            )
+            try:
+                export = ensure_export(
+                    Path(resolve_model(self.name)), self._cache_dir, quantized=self.backend == "onnx-int8"
+                )
+            except ConfigError:
+                raise
+            except Exception as e:  # an exporter or quantizer failure: say what to do instead
+                raise ConfigError(
+                    f"exporting {self.name!r} to ONNX ({self.backend}) failed: {type(e).__name__}: {e}; "
+                    "use --backend torch"
+                ) from e
             self._onnx = OnnxEncoder(export)
         return self._onnx
 
