@@ -95,7 +95,7 @@ def _export_fp32(model_dir: Path, out: Path) -> None:
     from transformers import AutoModel
     from transformers.utils import logging as hf_logging
 
-    hf_logging.disable_progress_bar()  # a one-off export prints one line, not a weights bar
+    hf_logging.disable_progress_bar()  # no weights-loading bar in the middle of our own progress
 
     model = AutoModel.from_pretrained(str(model_dir), local_files_only=True, attn_implementation="eager")
     model.eval()
@@ -144,19 +144,25 @@ def ensure_export(model_dir: Path, cache_root: Path, quantized: bool) -> Path:
     tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}-", dir=final.parent))
     try:
         if quantized:
+            import logging
+
             from onnxruntime.quantization import QuantType, quantize_dynamic
 
             fp32 = ensure_export(model_dir, cache_root, quantized=False)
             # the MatMul weights only, per output channel: quantizing the embedding table (Gather) too,
             # quantize_dynamic's default, drops the worst cosine to torch's vectors from 0.989 to 0.895
             # on SciFact texts for no speed (bench/README.md)
-            quantize_dynamic(
-                fp32 / "model.onnx",
-                tmp / "model.onnx",
-                weight_type=QuantType.QInt8,
-                per_channel=True,
-                op_types_to_quantize=["MatMul"],
-            )
+            logging.disable(logging.WARNING)  # its root-logger advice to pre-process, at every export
+            try:
+                quantize_dynamic(
+                    fp32 / "model.onnx",
+                    tmp / "model.onnx",
+                    weight_type=QuantType.QInt8,
+                    per_channel=True,
+                    op_types_to_quantize=["MatMul"],
+                )
+            finally:
+                logging.disable(logging.NOTSET)
         else:
             _export_fp32(model_dir, tmp)
         shutil.copyfile(model_dir / "tokenizer.json", tmp / "tokenizer.json")
