@@ -68,7 +68,13 @@ def resolve_model(name: str) -> str:
 
 def default_backend() -> str:
     """``$SCHOLAR_ES_BACKEND`` or ``auto``."""
-    return check_backend(os.environ.get(BACKEND_ENV) or "auto")
+    value = os.environ.get(BACKEND_ENV) or "auto"
+    try:
+        return check_backend(value)
+    except ConfigError:
+        raise ConfigError(
+            f"${BACKEND_ENV} is {value!r}; set it to one of auto, torch, onnx, onnx-int8 or unset it"
+        ) from None
 
 
 def resolve_backend(name: str, backend: str) -> str:

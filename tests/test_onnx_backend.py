@@ -67,8 +67,15 @@ def test_int8_vectors_are_cached_apart_fp32_onnx_shares_torch(cache, tmp_path):
     np.testing.assert_array_equal(next(iter(stored.values())), a[0])
 
 
-def test_backend_choices_and_errors(tmp_path):
+def test_backend_choices_and_errors(tmp_path, monkeypatch):
     assert Embedder(backend="auto", cache_dir=tmp_path).backend == "onnx"
+    monkeypatch.setenv("SCHOLAR_ES_BACKEND", "onnx-int8")
+    assert Embedder(cache_dir=tmp_path).backend == "onnx-int8"
+    assert Embedder(backend="torch", cache_dir=tmp_path).backend == "torch"  # the argument wins
+    monkeypatch.setenv("SCHOLAR_ES_BACKEND", "gpu")
+    with pytest.raises(ConfigError, match=r"\$SCHOLAR_ES_BACKEND is 'gpu'"):
+        Embedder(cache_dir=tmp_path)
+    monkeypatch.delenv("SCHOLAR_ES_BACKEND")
     with pytest.raises(ConfigError, match="unknown --backend 'gpu'"):
         Embedder(backend="gpu", cache_dir=tmp_path)
     # a model that is not a local sentence-transformers directory: auto falls back, onnx refuses
