@@ -2,7 +2,8 @@
 
 Indexes the first papers of QASPER validation until ``--paragraphs`` paragraphs (default
 1,000) into a fresh embedded engine with the default model, with the embedding cache off so every
-chunk is really embedded, once per backend (``--backends``, default torch,onnx,onnx-int8) and
+chunk is really embedded, once per backend[:batch size] (``--backends``, default
+torch,onnx,onnx-int8, each at its default batch size: 32, 8, 8; the first is the baseline) and
 ``--rounds`` times, the backends interleaved (t, o, i, t, o, i, ...) so each sees the same
 machine load. Reports wall and CPU seconds (this process, all threads), chunks/s, and the speedup
 over torch's median in the same run. Model loading and the one-off ONNX export happen before the
@@ -25,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from indexer.embedder import Embedder  # noqa: E402
+from indexer.embedder import DEFAULT_BATCH, Embedder  # noqa: E402
 from indexer.pipeline import IndexRun  # noqa: E402
 from scholar_es.engine.node import embedded_client  # noqa: E402
 
@@ -52,22 +53,29 @@ def main() -> None:
             "SCHOLAR_ES_DATA", str(Path(__file__).resolve().parents[2] / "shared" / "data")
         ),
     )
-    ap.add_argument("--batch-size", type=int, default=32)
-    ap.add_argument("--backends", default="torch,onnx,onnx-int8")
+    ap.add_argument("--batch-size", type=int, default=None, help="[default: the backend's]")
+    ap.add_argument(
+        "--backends",
+        default="torch,onnx,onnx-int8",
+        help="backend[:batch size], comma-separated; the first is the baseline",
+    )
     ap.add_argument("--rounds", type=int, default=1)
     args = ap.parse_args()
     source = Path(args.data) / "qasper" / "papers_validation.jsonl"
     if not source.exists():
         sys.exit(f"skipped: {source} not found (set --data or SCHOLAR_ES_DATA)")
-    backends = args.backends.split(",")
+    backends = [
+        b if ":" in b else f"{b}:{args.batch_size or DEFAULT_BATCH[b]}" for b in args.backends.split(",")
+    ]
     runs: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp:
         sample_file = Path(tmp) / "sample.jsonl"
         n = sample(source, args.paragraphs, sample_file)
         embedders = {}
-        for backend in backends:  # loads (and exports, the first time) before anything is timed
-            embedders[backend] = Embedder(batch_size=args.batch_size, use_cache=False, backend=backend)
-            embedders[backend].encode(["warm up"])
+        for label in backends:  # loads (and exports, the first time) before anything is timed
+            name, _, batch = label.partition(":")
+            embedders[label] = Embedder(batch_size=int(batch), use_cache=False, backend=name)
+            embedders[label].encode(["warm up"])
         for r in range(args.rounds):
             for backend in backends:
                 embedder = embedders[backend]

@@ -204,7 +204,7 @@ class OnnxEncoder:
         out = self.session.get_outputs()[0].shape
         self.dims = int(out[-1]) if isinstance(out[-1], int) else None
 
-    def encode(self, texts: Sequence[str], batch_size: int = 32) -> np.ndarray:
+    def encode(self, texts: Sequence[str], batch_size: int = 8) -> np.ndarray:
         # longest first, as sentence-transformers does: batches of similar length pad less
         order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
         out = np.zeros((len(texts), self.dims or 0), dtype=np.float32) if self.dims else None

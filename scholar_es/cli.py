@@ -98,7 +98,13 @@ def _use_backend(backend: str | None) -> None:
 @click.option("--es", "target", default=None, help=TARGET_HELP)
 @click.option("--chunking", default="paragraph", show_default=True, help="paragraph or window.")
 @click.option("--model", default=None, help="Embedding model [default: all-MiniLM-L6-v2, shipped offline].")
-@click.option("--batch-size", default=32, show_default=True, type=int, help="Texts per model call.")
+@click.option(
+    "--batch-size",
+    default=None,
+    type=int,
+    help="Texts per model call [default: 32 with torch, 8 with onnx/onnx-int8: onnxruntime pays for "
+    "every padded token].",
+)
 @click.option("--prefix", default="", help="Prefix of the index aliases (<prefix>papers, <prefix>chunks).")
 @click.option("--rebuild", is_flag=True, help="Build new index versions and swap the aliases when done.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
