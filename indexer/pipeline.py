@@ -229,6 +229,9 @@ class IndexRun:
             (str(source), read_papers(source, fmt)) for source in sources
         ]  # ConfigError now, not midway
         meta = {"embedding_model": self.embedder.name, "dims": self.embedder.dims, "chunking": self.chunking}
+        backend = getattr(self.embedder, "backend", None)  # any embedder may be plugged in
+        if backend is not None:
+            meta["embedding_backend"] = backend
         targets, self._fresh, self.summary.cleaned = layout.prepare(
             self.es, self.prefix, self.embedder.name, self.embedder.dims, meta, self.rebuild
         )

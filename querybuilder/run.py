@@ -134,9 +134,12 @@ def embed_question(es, plan: QueryPlan, embedder=None) -> np.ndarray:
     """The question's vector, checked against the index's model and dims before any search."""
     meta = index_meta(es, plan.index)
     if embedder is None:
-        from indexer.embedder import DEFAULT_MODEL, Embedder
+        from indexer.embedder import DEFAULT_MODEL, Embedder, default_backend
 
-        embedder = Embedder(meta.get("embedding_model") or DEFAULT_MODEL)
+        # an index of int8 vectors gets int8 questions unless a backend was chosen
+        held = meta.get("embedding_backend")
+        backend = held if default_backend() == "auto" and held == "onnx-int8" else None
+        embedder = Embedder(meta.get("embedding_model") or DEFAULT_MODEL, backend=backend)
     check_model(meta, model=getattr(embedder, "name", None))
     vector = np.asarray(embedder.encode([plan.question])[0], dtype=np.float32)
     check_model(meta, dims=int(vector.shape[0]))

@@ -59,6 +59,33 @@ def main() -> None:
     """Scientific-literature search inside Elasticsearch (or the embedded engine)."""
 
 
+BACKEND_HELP = (
+    "Embedding backend: torch (sentence-transformers), onnx (exported once to ONNX, onnxruntime; "
+    "same vectors, faster, no torch import), onnx-int8 (int8-quantized: faster again, slightly "
+    "different vectors) or auto (onnx when onnxruntime is installed, else torch) "
+    "[default: $SCHOLAR_ES_BACKEND or auto]."
+)
+
+
+def _backend_option(fn):
+    return click.option("--backend", default=None, help=BACKEND_HELP)(fn)
+
+
+def _use_backend(backend: str | None) -> None:
+    """Make ``backend`` the default of every embedder this process (and its workers) creates."""
+    if backend is not None:
+        import os
+
+        from indexer.embedder import BACKEND_ENV
+        from indexer.onnx_backend import check_backend
+
+        try:
+            check_backend(backend)
+        except ScholarEsError as e:
+            _fail(str(e))
+        os.environ[BACKEND_ENV] = backend
+
+
 @main.command("index")
 @click.argument("sources", nargs=-1, required=True, type=click.Path(exists=True))
 @click.option(
@@ -71,11 +98,18 @@ def main() -> None:
 @click.option("--es", "target", default=None, help=TARGET_HELP)
 @click.option("--chunking", default="paragraph", show_default=True, help="paragraph or window.")
 @click.option("--model", default=None, help="Embedding model [default: all-MiniLM-L6-v2, shipped offline].")
-@click.option("--batch-size", default=32, show_default=True, type=int, help="Texts per model call.")
+@click.option(
+    "--batch-size",
+    default=None,
+    type=int,
+    help="Texts per model call [default: 32 with torch, 8 with onnx/onnx-int8: onnxruntime pays for "
+    "every padded token].",
+)
 @click.option("--prefix", default="", help="Prefix of the index aliases (<prefix>papers, <prefix>chunks).")
 @click.option("--rebuild", is_flag=True, help="Build new index versions and swap the aliases when done.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
-def index_cmd(sources, fmt, target, chunking, model, batch_size, prefix, rebuild, quiet) -> None:
+@_backend_option
+def index_cmd(sources, fmt, target, chunking, model, batch_size, prefix, rebuild, quiet, backend) -> None:
     """Index papers from SOURCES (files or BEIR directories) as section-tagged chunks.
 
     Bad records are reported with file, line and reason, counted, and skipped; the exit
@@ -114,10 +148,12 @@ def index_cmd(sources, fmt, target, chunking, model, batch_size, prefix, rebuild
         nonlocal bar, run
         es = connect(target)
         es.info()  # an unreachable cluster fails now, before the model loads
-        embedder = Embedder(model or DEFAULT_MODEL, batch_size=batch_size)
+        embedder = Embedder(model or DEFAULT_MODEL, batch_size=batch_size, backend=backend)
         if not quiet:
             click.echo(
-                f"loading the embedding model {embedder.name} (up to a minute the first time) ...", err=True
+                f"loading the embedding model {embedder.name} (up to a minute the first time) "
+                f"with the {embedder.backend} backend ...",
+                err=True,
             )
         embedder.dims  # noqa: B018 - loads the model now, so the bar below measures indexing alone
         bar = tqdm(
@@ -261,6 +297,7 @@ def _search_options(fn):
             help="Heads for multihead and multihead-hybrid (trained with `scholar-es heads train`) "
             "[default: 'default'].",
         ),
+        click.option("--backend", default=None, help=BACKEND_HELP),
     ]
     for opt in reversed(opts):
         fn = opt(fn)
@@ -290,6 +327,7 @@ def query_cmd(
     paper_ids,
     sections,
     heads,
+    backend,
     fmt,
     target,
 ) -> None:
@@ -301,6 +339,7 @@ def query_cmd(
     several searches (rrf-client, multisection) print all of them: a list of bodies, or one
     ``GET chunks/_msearch`` in console form. An empty QUESTION is refused (exit status 2).
     """
+    _use_backend(backend)
     from querybuilder.profiles import load_profile
     from querybuilder.render import show_query
     from scholar_es.client import connect
@@ -378,6 +417,7 @@ def search_cmd(
     paper_ids,
     sections,
     heads,
+    backend,
     target,
     as_json,
     explain,
@@ -400,6 +440,7 @@ def search_cmd(
     doc ids are chunk ids, or paper ids with --papers). Bad lines are reported, counted and
     skipped; the exit status is 1 when any was.
     """
+    _use_backend(backend)
     if queries_file is not None:
         if question is not None:
             _fail("give either QUESTION or --queries FILE, not both")
@@ -471,7 +512,8 @@ def _parse_size(text: str) -> int:
     "--max-body", default="100mb", show_default=True, help="Largest request body accepted (e.g. 100mb)."
 )
 @click.option("--log-level", default="info", show_default=True, help="uvicorn log level (warning: quieter).")
-def serve_cmd(target, host, port, workers, model, profile, max_body, log_level) -> None:
+@_backend_option
+def serve_cmd(target, host, port, workers, model, profile, max_body, log_level, backend) -> None:
     """Serve search over HTTP from one long-lived process (the model loaded once).
 
     \b
@@ -485,6 +527,7 @@ def serve_cmd(target, host, port, workers, model, profile, max_body, log_level) 
     or HTTP Basic with the key as password). SIGTERM or Ctrl-C stop it after the requests in
     flight.
     """
+    _use_backend(backend)  # workers inherit it: their embedders default to it
     import os
 
     from scholar_es.serve.run import serve
@@ -621,6 +664,7 @@ def _search_batch(queries_file, run_out, strategy, profile, size, papers, prefix
     help="Index alias prefix [default: <name>-<split>- for QASPER, <name>- for BEIR].",
 )
 @click.option("--quiet", is_flag=True, help="No progress bars or progress lines (the report still prints).")
+@_backend_option
 def eval_cmd(
     dataset,
     fmt,
@@ -637,12 +681,14 @@ def eval_cmd(
     profile,
     prefix,
     quiet,
+    backend,
 ) -> None:
     """Evaluate strategies on a judged DATASET: nDCG@10, MRR@10, P@1/3/10, Recall@10/100, latency.
 
     The dataset is indexed into the target the first time and reused afterwards; queries with
     no judgments are skipped and counted, never averaged in as zero.
     """
+    _use_backend(backend)
     from scholar_es.evaluation.command import run_eval
 
     _run(
