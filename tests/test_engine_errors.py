@@ -368,3 +368,32 @@ def test_unknown_route(es):
     assert e.value.meta.status == 400
     assert e.value.body["error"]["type"] == "illegal_argument_exception"
     assert "/_nodes/hot_threads" in e.value.body["error"]["reason"]
+
+
+@pytest.mark.parametrize(
+    "highlight, where, key",
+    [
+        ({"fields": {"title": {"pre_tags": [{}]}}}, "highlight_field", "pre_tags"),
+        ({"fields": {"title": {"post_tags": [{}]}}}, "highlight_field", "post_tags"),
+        ({"fields": {"title": {"pre_tags": [None]}}}, "highlight_field", "pre_tags"),
+        ({"fields": {"title": {}}, "pre_tags": [None]}, "highlight", "pre_tags"),
+        ({"fields": {"title": {}}, "post_tags": {"a": 1}}, "highlight", "post_tags"),
+        ({"fields": [{"title": {"post_tags": [["<b>"]]}}]}, "highlight_field", "post_tags"),
+    ],
+)
+def test_highlight_tags_that_are_not_strings(es, highlight, where, key):
+    # AbstractHighlighterBuilder: declareStringArray(preTags/postTags); a null or object element has
+    # no text, so the XContent parser fails the request with 400, never a 500
+    e = bad_search(es, query={"match": {"title": "hello"}}, highlight=highlight)
+    check(e, 400, "x_content_parse_exception", f"[{where}] failed to parse field [{key}]")
+
+
+def test_highlight_tags_read_as_text(es):
+    # parseArray reads a single value as a one-element array and each value with text():
+    # a number becomes its text, as Elasticsearch does
+    r = es.search(
+        index="e",
+        query={"match": {"title": "world"}},
+        highlight={"fields": {"title": {"pre_tags": 1, "post_tags": [2]}}},
+    )
+    assert r["hits"]["hits"][0]["highlight"] == {"title": ["hello 1world2"]}
