@@ -639,3 +639,14 @@ def test_bad_aggregations_are_clear_400s(genres, aggs):
     body = _bad(lambda: genres.search(index="music", size=0, aggs=aggs))
     assert body["status"] == 400 and body["error"]["reason"]
     assert "Error" not in body["error"]["reason"]  # no Python exception names leak
+
+
+@pytest.mark.parametrize("key", ["hard_bounds", "extended_bounds"])
+@pytest.mark.parametrize("value, token", [("x", "VALUE_STRING"), (5, "VALUE_NUMBER"), ([1], "START_ARRAY")])
+def test_histogram_bounds_must_be_objects(genres, key, value, token):
+    # HistogramAggregationBuilder declares both bounds as ObjectParser.ValueType.OBJECT: any other
+    # token is refused by the parser ("[histogram] hard_bounds doesn't support values of type: ...")
+    aggs = {"a": {"histogram": {"field": "year", "interval": 10, key: value}}}
+    body = _bad(lambda: genres.search(index="music", size=0, aggs=aggs))
+    assert body["status"] == 400 and body["error"]["type"] == "x_content_parse_exception", body
+    assert f"[histogram] {key} doesn't support values of type: {token}" in body["error"]["reason"]

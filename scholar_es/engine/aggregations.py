@@ -30,7 +30,13 @@ from decimal import Decimal
 
 import numpy as np
 
-from scholar_es.engine.errors import EsError, illegal_argument, parsing_error, unsupported
+from scholar_es.engine.errors import (
+    EsError,
+    illegal_argument,
+    parsing_error,
+    unsupported,
+    x_content_parse_error,
+)
 from scholar_es.engine.fetch_fields import doc_value
 from scholar_es.engine.fetch_fields import format_date as _format_date
 from scholar_es.engine.mapping import INTEGER_TYPES, KEYWORD, TEXT, parse_date
@@ -768,6 +774,33 @@ def _top_hits(agg: Agg, ctx: AggContext, mask: np.ndarray) -> dict:
 # buckets ----------------------------------------------------------------------------------
 
 
+def _bounds(agg: Agg, key: str) -> dict:
+    """``hard_bounds``/``extended_bounds``: HistogramAggregationBuilder declares both as
+    ``ValueType.OBJECT``, so ObjectParser refuses any other token (400 x_content_parse_exception)."""
+    if key not in agg.params:
+        return {}
+    value = agg.params[key]
+    if not isinstance(value, dict):
+        raise x_content_parse_error(
+            f"[histogram] {key} doesn't support values of type: {_token(value)}; "
+            f'write e.g. "{key}": {{"min": 0, "max": 100}}'
+        )
+    return value
+
+
+def _token(value) -> str:
+    """The XContent token name Elasticsearch reports for a JSON value."""
+    if value is None:
+        return "VALUE_NULL"
+    if isinstance(value, bool):
+        return "VALUE_BOOLEAN"
+    if isinstance(value, (int, float)):
+        return "VALUE_NUMBER"
+    if isinstance(value, str):
+        return "VALUE_STRING"
+    return "START_ARRAY" if isinstance(value, list) else "START_OBJECT"
+
+
 def _histogram(agg: Agg, ctx: AggContext, mask: np.ndarray) -> dict:
     _check_keys(
         agg,
@@ -799,9 +832,10 @@ def _histogram(agg: Agg, ctx: AggContext, mask: np.ndarray) -> dict:
     def index_of(value: float) -> int:  # Histogram#round: floor((value - offset) / interval)
         return math.floor((value - offset) / interval)
 
+    hard = _bounds(agg, "hard_bounds")
+    ext = _bounds(agg, "extended_bounds")
     vs, docs, vals = _metric_values_for_buckets(agg, ctx, mask)
     idx = np.floor((vals - offset) / interval).astype(np.int64)
-    hard = agg.params.get("hard_bounds") or {}
     if hard:
         keys = idx * interval + offset
         keep = np.ones(len(idx), dtype=bool)
@@ -815,7 +849,6 @@ def _histogram(agg: Agg, ctx: AggContext, mask: np.ndarray) -> dict:
     if min_doc_count == 0:
         lo = min(buckets) if buckets else None
         hi = max(buckets) if buckets else None
-        ext = agg.params.get("extended_bounds") or {}
         if ext.get("min") is not None:
             e = index_of(_num(agg, ext["min"]))
             lo = e if lo is None else min(lo, e)
