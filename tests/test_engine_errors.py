@@ -397,3 +397,38 @@ def test_highlight_tags_read_as_text(es):
         highlight={"fields": {"title": {"pre_tags": 1, "post_tags": [2]}}},
     )
     assert r["hits"]["hits"][0]["highlight"] == {"title": ["hello 1world2"]}
+
+
+def test_msearch_item_that_crashes_is_that_items_500(es, monkeypatch, caplog):
+    # Elasticsearch's TransportMultiSearchAction answers each item on its own: a failed item carries
+    # its own error and status, the response is 200 and the other items are unaffected.  Fault
+    # injection: the search of one item raises an exception the engine does not expect.
+    from scholar_es.engine import rest
+
+    real = rest.search_one
+
+    def faulty(engine, target, *args, **kwargs):
+        if target == "e,e":
+            raise ZeroDivisionError("injected fault")
+        return real(engine, target, *args, **kwargs)
+
+    monkeypatch.setattr(rest, "search_one", faulty)
+    with caplog.at_level("ERROR", logger="scholar_es.engine"):
+        resp = es.msearch(
+            searches=[
+                {"index": "e"},
+                {"query": {"term": {"tag": "a"}}},
+                {"index": ["e", "e"]},
+                {"query": {"match_all": {}}},
+                {"index": "e"},
+                {"query": {"term": {"tag": "b"}}},
+            ]
+        )
+    r = resp["responses"]
+    assert resp.meta.status == 200 and len(r) == 3
+    assert r[0]["status"] == 200 and [h["_id"] for h in r[0]["hits"]["hits"]] == ["1"]
+    assert r[1]["status"] == 500 and r[1]["error"]["type"] == "internal_error", r[1]
+    assert r[1]["error"]["root_cause"][0]["type"] == "internal_error"
+    assert "ZeroDivisionError" in r[1]["error"]["reason"] and "injected fault" not in str(r[1])
+    assert r[2]["status"] == 200 and [h["_id"] for h in r[2]["hits"]["hits"]] == ["2"]
+    assert any(rec.exc_info and "injected fault" in str(rec.exc_info[1]) for rec in caplog.records)
