@@ -324,7 +324,9 @@ class SearchRun:
                 if filtered is not None:
                     hit["_source"] = filtered
                 if want_fields is not None:
-                    hit["fields"] = fetch_fields.source_fields(self.handle.mapping, src, want_fields)
+                    hit["fields"] = fetch_fields.source_fields(
+                        self.handle.mapping, src, want_fields, self.handle.analysis
+                    )
             if highlight_fields and seqs[i] in rows:
                 hl = highlight.highlight_hit(seg, self.handle.analysis, highlight_fields, terms_for, src)
                 if hl:
