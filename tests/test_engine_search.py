@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import pytest
+from elasticsearch import BadRequestError
 
 K1, B = 1.2, 0.75
 
@@ -362,3 +363,16 @@ def test_terminate_after_not_reached_answers_false(tmp_engine):
     resp = tmp_engine.search(index="ta", query={"match_all": {}}, terminate_after=10)
     assert resp["terminated_early"] is False and resp["hits"]["total"]["value"] == 6
     assert "terminated_early" not in tmp_engine.search(index="ta", query={"match_all": {}})
+
+
+def test_terminate_after_url_parameter(tmp_engine):
+    # RestSearchAction.parseSearchRequest: the terminate_after URL parameter sets the body's
+    _six(tmp_engine)
+    headers = {"content-type": "application/json", "accept": "application/json"}
+    resp = tmp_engine.perform_request(
+        "POST", "/ta/_search?terminate_after=3", headers=headers, body={"query": {"match_all": {}}}
+    )
+    assert resp.body["terminated_early"] is True and resp.body["hits"]["total"]["value"] == 3
+    with pytest.raises(BadRequestError) as e:
+        tmp_engine.perform_request("POST", "/ta/_search?terminate_after=x", headers=headers, body={})
+    assert "Failed to parse int parameter [terminate_after] with value [x]" in str(e.value.body)
