@@ -368,3 +368,67 @@ def test_unknown_route(es):
     assert e.value.meta.status == 400
     assert e.value.body["error"]["type"] == "illegal_argument_exception"
     assert "/_nodes/hot_threads" in e.value.body["error"]["reason"]
+
+
+@pytest.mark.parametrize(
+    "highlight, where, key",
+    [
+        ({"fields": {"title": {"pre_tags": [{}]}}}, "highlight_field", "pre_tags"),
+        ({"fields": {"title": {"post_tags": [{}]}}}, "highlight_field", "post_tags"),
+        ({"fields": {"title": {"pre_tags": [None]}}}, "highlight_field", "pre_tags"),
+        ({"fields": {"title": {}}, "pre_tags": [None]}, "highlight", "pre_tags"),
+        ({"fields": {"title": {}}, "post_tags": {"a": 1}}, "highlight", "post_tags"),
+        ({"fields": [{"title": {"post_tags": [["<b>"]]}}]}, "highlight_field", "post_tags"),
+    ],
+)
+def test_highlight_tags_that_are_not_strings(es, highlight, where, key):
+    # AbstractHighlighterBuilder: declareStringArray(preTags/postTags); a null or object element has
+    # no text, so the XContent parser fails the request with 400, never a 500
+    e = bad_search(es, query={"match": {"title": "hello"}}, highlight=highlight)
+    check(e, 400, "x_content_parse_exception", f"[{where}] failed to parse field [{key}]")
+
+
+def test_highlight_tags_read_as_text(es):
+    # parseArray reads a single value as a one-element array and each value with text():
+    # a number becomes its text, as Elasticsearch does
+    r = es.search(
+        index="e",
+        query={"match": {"title": "world"}},
+        highlight={"fields": {"title": {"pre_tags": 1, "post_tags": [2]}}},
+    )
+    assert r["hits"]["hits"][0]["highlight"] == {"title": ["hello 1world2"]}
+
+
+def test_msearch_item_that_crashes_is_that_items_500(es, monkeypatch, caplog):
+    # Elasticsearch's TransportMultiSearchAction answers each item on its own: a failed item carries
+    # its own error and status, the response is 200 and the other items are unaffected.  Fault
+    # injection: the search of one item raises an exception the engine does not expect.
+    from scholar_es.engine import rest
+
+    real = rest.search_one
+
+    def faulty(engine, target, *args, **kwargs):
+        if target == "e,e":
+            raise ZeroDivisionError("injected fault")
+        return real(engine, target, *args, **kwargs)
+
+    monkeypatch.setattr(rest, "search_one", faulty)
+    with caplog.at_level("ERROR", logger="scholar_es.engine"):
+        resp = es.msearch(
+            searches=[
+                {"index": "e"},
+                {"query": {"term": {"tag": "a"}}},
+                {"index": ["e", "e"]},
+                {"query": {"match_all": {}}},
+                {"index": "e"},
+                {"query": {"term": {"tag": "b"}}},
+            ]
+        )
+    r = resp["responses"]
+    assert resp.meta.status == 200 and len(r) == 3
+    assert r[0]["status"] == 200 and [h["_id"] for h in r[0]["hits"]["hits"]] == ["1"]
+    assert r[1]["status"] == 500 and r[1]["error"]["type"] == "internal_error", r[1]
+    assert r[1]["error"]["root_cause"][0]["type"] == "internal_error"
+    assert "ZeroDivisionError" in r[1]["error"]["reason"] and "injected fault" not in str(r[1])
+    assert r[2]["status"] == 200 and [h["_id"] for h in r[2]["hits"]["hits"]] == ["2"]
+    assert any(rec.exc_info and "injected fault" in str(rec.exc_info[1]) for rec in caplog.records)

@@ -5,6 +5,9 @@ Elasticsearch itself run in tests/test_rest_api_spec.py."""
 
 from __future__ import annotations
 
+import math
+import warnings
+
 import pytest
 from elasticsearch import BadRequestError
 
@@ -639,3 +642,47 @@ def test_bad_aggregations_are_clear_400s(genres, aggs):
     body = _bad(lambda: genres.search(index="music", size=0, aggs=aggs))
     assert body["status"] == 400 and body["error"]["reason"]
     assert "Error" not in body["error"]["reason"]  # no Python exception names leak
+
+
+@pytest.mark.parametrize("key", ["hard_bounds", "extended_bounds"])
+@pytest.mark.parametrize("value, token", [("x", "VALUE_STRING"), (5, "VALUE_NUMBER"), ([1], "START_ARRAY")])
+def test_histogram_bounds_must_be_objects(genres, key, value, token):
+    # HistogramAggregationBuilder declares both bounds as ObjectParser.ValueType.OBJECT: any other
+    # token is refused by the parser ("[histogram] hard_bounds doesn't support values of type: ...")
+    aggs = {"a": {"histogram": {"field": "year", "interval": 10, key: value}}}
+    body = _bad(lambda: genres.search(index="music", size=0, aggs=aggs))
+    assert body["status"] == 400 and body["error"]["type"] == "x_content_parse_exception", body
+    assert f"[histogram] {key} doesn't support values of type: {token}" in body["error"]["reason"]
+
+
+@pytest.mark.parametrize("interval", [1e-9, 1e-300])
+def test_histogram_tiny_interval_is_too_many_buckets(genres, interval):
+    # search.max_buckets (65,536): filling the empty buckets between 2000 and 2010 needs ~1e10 or
+    # ~1e303 buckets, so Elasticsearch refuses with too_many_buckets_exception; never one merged bucket
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no numpy overflow on the way
+        body = _bad(
+            lambda: genres.search(
+                index="music", size=0, aggs={"c": {"histogram": {"field": "year", "interval": interval}}}
+            )
+        )
+    assert body["error"]["type"] == "too_many_buckets_exception", body
+    assert "[search.max_buckets]" in body["error"]["reason"]
+
+
+def test_histogram_tiny_interval_keys_are_computed_in_double(genres):
+    # Histogram rounding: Math.floor((value - offset) / interval) * interval + offset, in double;
+    # with min_doc_count 1 no empty bucket is created, so each year is its own bucket
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        resp = genres.search(
+            index="music",
+            size=0,
+            aggs={"c": {"histogram": {"field": "year", "interval": 1e-300, "min_doc_count": 1}}},
+        )
+    buckets = resp["aggregations"]["c"]["buckets"]
+    assert [b["key"] for b in buckets] == [math.floor(y / 1e-300) * 1e-300 for y in range(2000, 2011)]
+    assert [b["doc_count"] for b in buckets] == [1] * 11
+    assert all(
+        b["key"] == pytest.approx(y, rel=1e-12) for b, y in zip(buckets, range(2000, 2011), strict=True)
+    )

@@ -56,6 +56,17 @@ def test_doc_values_hold_the_normalized_value(tmp_engine):
     assert [h["fields"]["foo"] for h in resp["hits"]["hits"]] == [["bar"]]
 
 
+@pytest.mark.parametrize(("normalizer", "settings"), [("lowercase", None), ("my_normalizer", CUSTOM)])
+def test_fields_option_answers_the_normalized_value(tmp_engine, normalizer, settings):
+    # KeywordFieldMapper.sourceValueFetcher: parseSourceValue returns
+    # normalizeValue(normalizer(), name(), keywordValue), so "fields" shows the normalized keyword
+    # while _source keeps what was sent
+    _docs(tmp_engine, "index", normalizer, settings)
+    resp = tmp_engine.search(index="index", query={"ids": {"values": ["1", "3"]}}, fields=["foo"])
+    got = {h["_id"]: (h["fields"]["foo"], h["_source"]["foo"]) for h in resp["hits"]["hits"]}
+    assert got == {"1": (["bar"], "BAR"), "3": (["baz"], "baz")}
+
+
 def test_without_a_normalizer_keyword_stays_exact(tmp_engine):
     tmp_engine.indices.create(index="plain", mappings={"properties": {"foo": {"type": "keyword"}}})
     tmp_engine.index(index="plain", id="1", document={"foo": "BAR"}, refresh=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import pytest
+from elasticsearch import BadRequestError
 
 K1, B = 1.2, 0.75
 
@@ -313,3 +314,65 @@ def test_explain_of_a_bool_sums_its_clauses(es):
     assert ex["description"].startswith("sum of")
     assert ex["value"] == pytest.approx(sum(d["value"] for d in ex["details"]), rel=1e-5)
     assert len(ex["details"]) == 2
+
+
+def _six(es):
+    es.indices.create(index="ta", mappings={"properties": {"n": {"type": "integer"}}})
+    ops = []
+    for i in range(6):
+        ops += [{"index": {"_id": str(i)}}, {"n": i}]
+    es.bulk(index="ta", operations=ops, refresh=True)
+
+
+def test_terminate_after_stops_collecting_after_n_docs(tmp_engine):
+    # QueryPhaseCollector: docs are collected in index order and collection stops at the doc past
+    # terminate_after; hits.total counts the N collected, aggregations see only those, and the
+    # response says "terminated_early": true
+    _six(tmp_engine)
+    resp = tmp_engine.search(
+        index="ta", query={"match_all": {}}, terminate_after=2, aggs={"s": {"sum": {"field": "n"}}}
+    )
+    assert resp["terminated_early"] is True
+    assert resp["hits"]["total"] == {"value": 2, "relation": "eq"}
+    assert [h["_id"] for h in resp["hits"]["hits"]] == ["0", "1"]
+    assert resp["aggregations"]["s"]["value"] == 1.0
+
+
+def test_terminate_after_counts_post_filtered_docs(tmp_engine):
+    # "terminate_after is purposely applied after post_filter, and terminates aggs collection based
+    # on number of filtered top hits" (QueryPhaseCollector): the aggregations see docs 0-4, the
+    # hits are the first two docs passing the post_filter
+    _six(tmp_engine)
+    resp = tmp_engine.search(
+        index="ta",
+        query={"match_all": {}},
+        post_filter={"range": {"n": {"gte": 3}}},
+        terminate_after=2,
+        aggs={"s": {"sum": {"field": "n"}}},
+    )
+    assert resp["terminated_early"] is True
+    assert [h["_id"] for h in resp["hits"]["hits"]] == ["3", "4"]
+    assert resp["hits"]["total"]["value"] == 2
+    assert resp["aggregations"]["s"]["value"] == 10.0
+
+
+def test_terminate_after_not_reached_answers_false(tmp_engine):
+    # QueryPhase: a set terminate_after that never stops collection gives "terminated_early": false;
+    # without terminate_after the key is absent
+    _six(tmp_engine)
+    resp = tmp_engine.search(index="ta", query={"match_all": {}}, terminate_after=10)
+    assert resp["terminated_early"] is False and resp["hits"]["total"]["value"] == 6
+    assert "terminated_early" not in tmp_engine.search(index="ta", query={"match_all": {}})
+
+
+def test_terminate_after_url_parameter(tmp_engine):
+    # RestSearchAction.parseSearchRequest: the terminate_after URL parameter sets the body's
+    _six(tmp_engine)
+    headers = {"content-type": "application/json", "accept": "application/json"}
+    resp = tmp_engine.perform_request(
+        "POST", "/ta/_search?terminate_after=3", headers=headers, body={"query": {"match_all": {}}}
+    )
+    assert resp.body["terminated_early"] is True and resp.body["hits"]["total"]["value"] == 3
+    with pytest.raises(BadRequestError) as e:
+        tmp_engine.perform_request("POST", "/ta/_search?terminate_after=x", headers=headers, body={})
+    assert "Failed to parse int parameter [terminate_after] with value [x]" in str(e.value.body)

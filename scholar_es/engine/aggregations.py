@@ -30,7 +30,13 @@ from decimal import Decimal
 
 import numpy as np
 
-from scholar_es.engine.errors import EsError, illegal_argument, parsing_error, unsupported
+from scholar_es.engine.errors import (
+    EsError,
+    illegal_argument,
+    parsing_error,
+    unsupported,
+    x_content_parse_error,
+)
 from scholar_es.engine.fetch_fields import doc_value
 from scholar_es.engine.fetch_fields import format_date as _format_date
 from scholar_es.engine.mapping import INTEGER_TYPES, KEYWORD, TEXT, parse_date
@@ -768,6 +774,33 @@ def _top_hits(agg: Agg, ctx: AggContext, mask: np.ndarray) -> dict:
 # buckets ----------------------------------------------------------------------------------
 
 
+def _bounds(agg: Agg, key: str) -> dict:
+    """``hard_bounds``/``extended_bounds``: HistogramAggregationBuilder declares both as
+    ``ValueType.OBJECT``, so ObjectParser refuses any other token (400 x_content_parse_exception)."""
+    if key not in agg.params:
+        return {}
+    value = agg.params[key]
+    if not isinstance(value, dict):
+        raise x_content_parse_error(
+            f"[histogram] {key} doesn't support values of type: {_token(value)}; "
+            f'write e.g. "{key}": {{"min": 0, "max": 100}}'
+        )
+    return value
+
+
+def _token(value) -> str:
+    """The XContent token name Elasticsearch reports for a JSON value."""
+    if value is None:
+        return "VALUE_NULL"
+    if isinstance(value, bool):
+        return "VALUE_BOOLEAN"
+    if isinstance(value, (int, float)):
+        return "VALUE_NUMBER"
+    if isinstance(value, str):
+        return "VALUE_STRING"
+    return "START_ARRAY" if isinstance(value, list) else "START_OBJECT"
+
+
 def _histogram(agg: Agg, ctx: AggContext, mask: np.ndarray) -> dict:
     _check_keys(
         agg,
@@ -796,12 +829,16 @@ def _histogram(agg: Agg, ctx: AggContext, mask: np.ndarray) -> dict:
             f"[min_doc_count] must be greater than or equal to 0. Found [{min_doc_count}] in [{agg.name}]"
         )
 
-    def index_of(value: float) -> int:  # Histogram#round: floor((value - offset) / interval)
-        return math.floor((value - offset) / interval)
+    # Bucket index in double, as Elasticsearch computes a key: Math.floor((value - offset) / interval)
+    # * interval + offset (Histogram round); never cast to int64, where a tiny interval overflows.
+    def index_of(value: float) -> float:
+        return float(np.floor((value - offset) / interval))
 
+    hard = _bounds(agg, "hard_bounds")
+    ext = _bounds(agg, "extended_bounds")
     vs, docs, vals = _metric_values_for_buckets(agg, ctx, mask)
-    idx = np.floor((vals - offset) / interval).astype(np.int64)
-    hard = agg.params.get("hard_bounds") or {}
+    with np.errstate(over="ignore"):  # an overflowing index is +-inf, as a double is in Java
+        idx = np.floor((vals - offset) / interval)
     if hard:
         keys = idx * interval + offset
         keep = np.ones(len(idx), dtype=bool)
@@ -811,11 +848,10 @@ def _histogram(agg: Agg, ctx: AggContext, mask: np.ndarray) -> dict:
         if hard.get("max") is not None:
             keep &= keys <= _num(agg, hard["max"])
         idx, docs = idx[keep], docs[keep]
-    buckets: dict[int, np.ndarray] = {int(i): d for i, d in _groups(idx, docs)}
+    buckets: dict[float, np.ndarray] = {float(i): d for i, d in _groups(idx, docs)}
     if min_doc_count == 0:
         lo = min(buckets) if buckets else None
         hi = max(buckets) if buckets else None
-        ext = agg.params.get("extended_bounds") or {}
         if ext.get("min") is not None:
             e = index_of(_num(agg, ext["min"]))
             lo = e if lo is None else min(lo, e)
@@ -823,21 +859,23 @@ def _histogram(agg: Agg, ctx: AggContext, mask: np.ndarray) -> dict:
             e = index_of(_num(agg, ext["max"]))
             hi = e if hi is None else max(hi, e)
         if hard.get("min") is not None and lo is not None:
-            lo = max(lo, math.ceil((_num(agg, hard["min"]) - offset) / interval))
+            lo = max(lo, float(np.ceil((_num(agg, hard["min"]) - offset) / interval)))
         if hard.get("max") is not None and hi is not None:
             hi = min(hi, index_of(_num(agg, hard["max"])))
-        if lo is not None and hi is not None:
-            if hi - lo >= 65_536:  # search.max_buckets
+        if lo is not None and hi is not None and lo <= hi:
+            span = hi - lo + 1  # a double: inf, or too coarse to count, is over the limit too
+            if not span <= 65_536:  # search.max_buckets
+                was = f"{span:.0f}" if math.isfinite(span) and span < 1e18 else "more than 65536"
                 raise EsError(
                     400,
                     "too_many_buckets_exception",
                     "Trying to create too many buckets. Must be less than or equal to: [65536] but was "
-                    f"[{hi - lo + 1}]. This limit can be set by changing the [search.max_buckets] cluster "
+                    f"[{was}]. This limit can be set by changing the [search.max_buckets] cluster "
                     "level setting.",
                     max_buckets=65536,
                 )
-            for i in range(lo, hi + 1):
-                buckets.setdefault(i, np.zeros(0, dtype=np.int64))
+            for n in range(int(lo), int(hi) + 1):
+                buckets.setdefault(float(n), np.zeros(0, dtype=np.int64))
     rows = []
     for i in sorted(buckets):
         d = buckets[i]

@@ -22,7 +22,7 @@ import re
 import numpy as np
 
 from scholar_es.engine.errors import EsError, illegal_argument, parsing_error, unsupported
-from scholar_es.engine.mapping import INTEGER_TYPES, KEYWORD, TEXT, VECTOR, _coerce
+from scholar_es.engine.mapping import INTEGER_TYPES, KEYWORD, TEXT, VECTOR, _coerce, keyword_normalizer
 
 _JAVA_DATE_TOKENS = [
     ("yyyy", "%Y"),
@@ -180,8 +180,11 @@ def _leaves(obj: dict, prefix: str, out: dict[str, list]) -> None:
             out.setdefault(name, []).extend(value if isinstance(value, list) else [value])
 
 
-def source_fields(mapping, source: dict, requests: list[FieldRequest]) -> dict[str, list]:
-    """The ``fields`` section of one hit, from its ``_source``."""
+def source_fields(
+    mapping, source: dict, requests: list[FieldRequest], analysis: dict | None = None
+) -> dict[str, list]:
+    """The ``fields`` section of one hit, from its ``_source`` (``analysis``: the index's analysis
+    settings, where a keyword field's custom normalizer is defined)."""
     raw: dict[str, list] = {}
     _leaves(source, "", raw)
     out: dict[str, list] = {}
@@ -199,6 +202,9 @@ def source_fields(mapping, source: dict, requests: list[FieldRequest]) -> dict[s
             if fs.type == VECTOR:  # the vector's values, as floats (DenseVectorFieldMapper value fetcher)
                 out[name] = [float(v) for v in values if isinstance(v, (int, float))]
                 continue
+            # KeywordFieldMapper.sourceValueFetcher: ignore_above on the source text, then
+            # normalizeValue(normalizer(), name(), keywordValue)
+            normalize = keyword_normalizer(fs, analysis) if fs.type == KEYWORD else None
             vals = []
             for v in values:
                 if v is None:
@@ -209,6 +215,8 @@ def source_fields(mapping, source: dict, requests: list[FieldRequest]) -> dict[s
                     c = _coerce(fs, v)
                 except EsError:
                     continue
+                if normalize is not None:
+                    c = normalize(str(c))
                 vals.append(_render(fs, c, req.format, docvalue=False))
             if vals:
                 out[name] = vals

@@ -32,6 +32,7 @@ How the fragments are built (and where they differ from Lucene's unified highlig
 from __future__ import annotations
 
 import fnmatch
+import json
 import re
 from collections.abc import Callable
 
@@ -107,7 +108,7 @@ def parse_highlight(spec) -> dict:
         items = list(fields.items())
     else:
         raise parsing_error("[highlight] [fields] must be an object or an array")
-    top = {k: v for k, v in spec.items() if k != "fields"}
+    top = _parse_tags({k: v for k, v in spec.items() if k != "fields"}, "highlight")
     out = {}
     for name, opts in items:
         opts = opts or {}
@@ -116,7 +117,7 @@ def parse_highlight(spec) -> dict:
         bad = set(opts) - _OPTIONS
         if bad:
             raise parsing_error(f"[highlight_field] unknown field [{sorted(bad)[0]}]")
-        merged = {**top, **opts}
+        merged = {**top, **_parse_tags(opts, "highlight_field")}
         for key in merged:
             if key not in _SUPPORTED_OPTIONS:
                 raise unsupported(f"highlight.{key}")
@@ -146,6 +147,36 @@ def parse_highlight(spec) -> dict:
                 f"[fragment_size] must be a positive integer, got [{merged['fragment_size']}]"
             )
         out[name] = merged
+    return out
+
+
+def _parse_tags(opts: dict, where: str) -> dict:
+    """``pre_tags``/``post_tags`` as Elasticsearch's ``declareStringArray`` reads them.
+
+    AbstractHighlighterBuilder.setupParser: ObjectParser parseArray takes one value or an array of
+    values, each read by ``XContentParser.text()`` (a number or boolean becomes its text); a null
+    or an object has no text and the request fails with a 400 ``x_content_parse_exception``."""
+    out = dict(opts)
+    for key in ("pre_tags", "post_tags"):
+        if key not in opts:
+            continue
+        raw = opts[key]
+        values = raw if isinstance(raw, list) else [raw]
+        tags = []
+        for v in values:
+            if isinstance(v, bool):
+                tags.append("true" if v else "false")
+            elif isinstance(v, (str, int, float)):
+                tags.append(str(v))
+            else:
+                raise x_content_parse_error(
+                    f"[{where}] failed to parse field [{key}]",
+                    illegal_argument(
+                        f"[{key}] must be a string or an array of strings, got [{json.dumps(v)}]; "
+                        f'write e.g. "{key}": ["<em>"]'
+                    ),
+                )
+        out[key] = tags
     return out
 
 

@@ -76,20 +76,8 @@ def handle(engine: Engine, method: str, path: str, params: dict, body) -> tuple[
             args = {k: unquote(v) for k, v in match.groupdict().items()}
             try:
                 return fn(engine, params=params, body=body, **args)
-            except EsError as e:
-                return e.status, e.to_body()
-            except RecursionError:
-                err = parsing_error(
-                    f"[{method} {path}]: the request is nested too deeply for the embedded engine"
-                )
-                return err.status, err.to_body()
-            except sqlite3.OperationalError as exc:  # another process holds the write lock
-                err = EsError(
-                    429, "es_rejected_execution_exception", f"the engine store is busy ({exc}); retry"
-                )
-                return err.status, err.to_body()
             except Exception as exc:  # noqa: BLE001
-                err = internal_error(method, path, exc)
+                err = error_of(method, path, exc)
                 return err.status, err.to_body()
     if allowed:
         return 405, {
@@ -514,6 +502,18 @@ def count_all(engine, params, body):
     return count_route(engine, params, body, "_all")
 
 
+def error_of(method: str, path: str, exc: Exception) -> EsError:
+    """The Elasticsearch-shaped error answering ``exc`` raised while handling ``method path``:
+    an unexpected exception is a logged 500 ``internal_error``, never a traceback."""
+    if isinstance(exc, EsError):
+        return exc
+    if isinstance(exc, RecursionError):
+        return parsing_error(f"[{method} {path}]: the request is nested too deeply for the embedded engine")
+    if isinstance(exc, sqlite3.OperationalError):  # another process holds the write lock
+        return EsError(429, "es_rejected_execution_exception", f"the engine store is busy ({exc}); retry")
+    return internal_error(method, path, exc)
+
+
 @route("GET|POST", "/_msearch")
 def msearch(engine, params, body, index=None):
     lines = body if isinstance(body, list) else []
@@ -524,7 +524,7 @@ def msearch(engine, params, body, index=None):
         rest_params.check_msearch_header(header)
         rest_params.prepare(params, sbody or {})  # a bad URL parameter fails the whole request
     responses = []
-    for header, sbody in zip(lines[::2], lines[1::2], strict=False):
+    for n, (header, sbody) in enumerate(zip(lines[::2], lines[1::2], strict=False)):
         try:
             header = check_msearch_header(header)
         except EsError as e:
@@ -540,8 +540,9 @@ def msearch(engine, params, body, index=None):
                 engine, target, rest_params.prepare(params, sbody or {}), rest_params.typed_keys(params)
             )
             resp["status"] = 200
-        except EsError as e:
-            resp = {**e.to_body()}
+        except Exception as exc:  # noqa: BLE001 - one item's failure is that item's answer only
+            path = f"/{index}/_msearch" if index is not None else "/_msearch"
+            resp = {**error_of("POST", f"{path} (search [{n}])", exc).to_body()}
         responses.append(rest_params.shape(params, resp))
     return 200, {"took": sum(r.get("took", 0) for r in responses), "responses": responses}
 

@@ -5,6 +5,7 @@
   ``track_total_hits`` is refused (``RestSearchAction.parseSearchRequest``); ``-1`` when tracking is off.
 * ``search_type``: ``query_then_fetch`` or ``dfs_query_then_fetch`` (the same scores on one
   shard); anything else is ``No search type for [x]`` (``SearchType.fromString``).
+* ``terminate_after``: as the body key of that name (``RestSearchAction.parseSearchRequest``).
 * ``typed_keys``: aggregation names prefixed with their result type, as clients that decode
   aggregations by type ask for them (``sterms#genres``).
 * ``_msearch`` header lines accept Elasticsearch's metadata keys only
@@ -57,6 +58,14 @@ def prepare(params: dict, body: dict) -> dict:
                 "[rest_total_hits_as_int] cannot be used if the tracking of total hits is not accurate, "
                 f"got {track}"
             )
+    if params.get("terminate_after") is not None:  # RestSearchAction: paramAsInt("terminate_after")
+        value = params["terminate_after"]
+        try:
+            body = {**body, "terminate_after": int(str(value))}
+        except ValueError:
+            raise illegal_argument(
+                f"Failed to parse int parameter [terminate_after] with value [{value}]"
+            ) from None
     return body
 
 

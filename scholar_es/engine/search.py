@@ -114,6 +114,11 @@ class SearchRun:
         self.typed_keys = typed_keys  # the typed_keys URL parameter (aggregation names)
         self.size = _int(body, "size", 10)
         self.from_ = _int(body, "from", 0)
+        self.terminated_early: bool | None = None
+        if _int(body, "terminate_after", 0) < 0:  # SearchSourceBuilder#terminateAfter
+            raise illegal_argument("terminateAfter must be > 0")
+        if _int(body, "terminate_after", 0) and "retriever" in body:
+            raise unsupported("terminate_after with a retriever", "leave [terminate_after] out")
         if self.size < 0 or self.from_ < 0:
             # SearchSourceBuilder#size / #from
             raise illegal_argument(
@@ -192,9 +197,20 @@ class SearchRun:
             max_score = float(scores[ranked[0]]) if len(ranked) else None
             return self.response(hits, total, max_score, start)
         mask, scores, self.nodes = self.score()
+        post = self.parser.parse(body["post_filter"]).run(self.ctx)[0] if "post_filter" in body else None
+        terminate_after = _int(body, "terminate_after", 0)
+        if terminate_after > 0:
+            # QueryPhaseCollector: docs are collected in index order; the count runs after min_score
+            # and post_filter, and the doc past terminate_after stops collection, aggregations included
+            # ("terminated_early": true); a set terminate_after not reached answers false
+            kept = np.flatnonzero(mask if post is None else mask & post)
+            self.terminated_early = len(kept) > terminate_after
+            if self.terminated_early:
+                mask = mask.copy()
+                mask[kept[terminate_after] :] = False
         self.aggregations = self.aggregate(mask, scores)  # aggregations ignore post_filter
-        if "post_filter" in body:
-            mask &= self.parser.parse(body["post_filter"]).run(self.ctx)[0]
+        if post is not None:
+            mask = mask & post
         total = int(mask.sum())
         cand = np.flatnonzero(mask)
         sort = SortSpec(body["sort"]) if "sort" in body else None
@@ -241,6 +257,7 @@ class SearchRun:
         out = {
             "took": int((time.perf_counter() - start) * 1000),
             "timed_out": False,
+            **({"terminated_early": self.terminated_early} if self.terminated_early is not None else {}),
             "_shards": {"total": 1, "successful": 1, "skipped": 0, "failed": 0},
             "hits": out_hits,
         }
@@ -324,7 +341,9 @@ class SearchRun:
                 if filtered is not None:
                     hit["_source"] = filtered
                 if want_fields is not None:
-                    hit["fields"] = fetch_fields.source_fields(self.handle.mapping, src, want_fields)
+                    hit["fields"] = fetch_fields.source_fields(
+                        self.handle.mapping, src, want_fields, self.handle.analysis
+                    )
             if highlight_fields and seqs[i] in rows:
                 hl = highlight.highlight_hit(seg, self.handle.analysis, highlight_fields, terms_for, src)
                 if hl:
