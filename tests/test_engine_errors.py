@@ -432,3 +432,13 @@ def test_msearch_item_that_crashes_is_that_items_500(es, monkeypatch, caplog):
     assert "ZeroDivisionError" in r[1]["error"]["reason"] and "injected fault" not in str(r[1])
     assert r[2]["status"] == 200 and [h["_id"] for h in r[2]["hits"]["hits"]] == ["2"]
     assert any(rec.exc_info and "injected fault" in str(rec.exc_info[1]) for rec in caplog.records)
+
+
+@pytest.mark.parametrize("key", ["fields", "docvalue_fields"])
+@pytest.mark.parametrize(
+    "value, token", [("title", "VALUE_STRING"), (3, "VALUE_NUMBER"), ({}, "START_OBJECT")]
+)
+def test_field_lists_that_are_not_arrays(es, key, value, token):
+    # SearchSourceBuilder#parseXContent reads fields/docvalue_fields only as START_ARRAY
+    check(bad_search(es, **{key: value}), 400, "parsing_exception", f"Unknown key for a {token} in [{key}].")
+    assert es.search(index="e", **{key: ["tag"]})["hits"]["total"]["value"] == 2

@@ -26,6 +26,19 @@ def _show(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
+def _token(value: Any) -> str:
+    """The XContent token name Elasticsearch reports for a JSON value."""
+    if value is None:
+        return "VALUE_NULL"
+    if isinstance(value, bool):
+        return "VALUE_BOOLEAN"
+    if isinstance(value, (int, float)):
+        return "VALUE_NUMBER"
+    if isinstance(value, str):
+        return "VALUE_STRING"
+    return "START_ARRAY" if isinstance(value, list) else "START_OBJECT"
+
+
 FLOAT_MAX = 3.4028234663852886e38  # Java's Float.MAX_VALUE: boosts, weights and factors are floats
 
 
@@ -216,6 +229,12 @@ def check_search_body(body: Any) -> None:
             _check_bool(key, body[key])
     if "timeout" in body and not isinstance(body["timeout"], str):
         raise parsing_error(f'[timeout] must be a time value such as "10s", got [{_show(body["timeout"])}]')
+    for key in ("fields", "docvalue_fields"):  # SearchSourceBuilder reads these only as arrays
+        if key in body and not isinstance(body[key], list):
+            raise parsing_error(
+                f"Unknown key for a {_token(body[key])} in [{key}]. "
+                f'[{key}] takes an array, e.g. "{key}": ["title"]'
+            )
     if "_source" in body:
         _check_source(body["_source"])
     if "collapse" in body:
