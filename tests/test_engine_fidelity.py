@@ -212,6 +212,18 @@ def test_aggregation_errors(genres):
     body = _bad(lambda: es.search(index="music", aggs={"g": {"terms": {"field": "genre", "size": 0}}}))
     assert body["error"]["type"] == "illegal_argument_exception"
     assert body["error"]["reason"] == "[size] must be greater than 0. Found [0] in [g]"
+    # TermsAggregationBuilder#shardSize refuses shard_size <= 0 the same way
+    for shard_size in (-3, 0):
+        body = _bad(
+            lambda n=shard_size: es.search(
+                index="music", aggs={"g": {"terms": {"field": "genre", "shard_size": n}}}
+            )
+        )
+        assert body["error"]["type"] == "illegal_argument_exception"
+        assert body["error"]["reason"] == f"[shardSize] must be greater than 0. Found [{shard_size}] in [g]"
+    assert es.search(index="music", aggs={"g": {"terms": {"field": "genre", "shard_size": 1}}})[
+        "aggregations"
+    ]
     body = _bad(lambda: es.search(index="music", aggs={"g": {"terms": {"field": "t"}}}))
     assert body["error"]["reason"].startswith("Fielddata is disabled on [t] in [music]. Text fields are not")
     body = _bad(lambda: es.search(index="music", aggs={"g": {"date_histogram": {"field": "year"}}}))

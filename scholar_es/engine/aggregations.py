@@ -406,6 +406,12 @@ def _terms(agg: Agg, ctx: AggContext, mask: np.ndarray) -> dict:
     size = _int_param(agg, "size", 10)
     if size <= 0:
         raise illegal_argument(f"[size] must be greater than 0. Found [{size}] in [{agg.name}]")
+    if "shard_size" in agg.params:  # TermsAggregationBuilder#shardSize; only bounds-checked here
+        shard_size = _int_param(agg, "shard_size", 0)
+        if shard_size <= 0:
+            raise illegal_argument(
+                f"[shardSize] must be greater than 0. Found [{shard_size}] in [{agg.name}]"
+            )
     min_doc_count = _int_param(agg, "min_doc_count", 1)
     if min_doc_count < 0:
         raise illegal_argument(
