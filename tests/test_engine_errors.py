@@ -442,3 +442,44 @@ def test_field_lists_that_are_not_arrays(es, key, value, token):
     # SearchSourceBuilder#parseXContent reads fields/docvalue_fields only as START_ARRAY
     check(bad_search(es, **{key: value}), 400, "parsing_exception", f"Unknown key for a {token} in [{key}].")
     assert es.search(index="e", **{key: ["tag"]})["hits"]["total"]["value"] == 2
+
+
+@pytest.mark.parametrize(
+    "opts, key, cause",
+    [
+        (
+            {"max_analyzed_offset": -5},
+            "max_analyzed_offset",
+            "[max_analyzed_offset] must be a positive integer",
+        ),
+        (
+            {"max_analyzed_offset": 0},
+            "max_analyzed_offset",
+            "[max_analyzed_offset] must be a positive integer",
+        ),
+        ({"require_field_match": "x"}, "require_field_match", "Failed to parse value [x] as only [true] or"),
+        ({"require_field_match": 1}, "require_field_match", "Failed to parse value [1] as only [true] or"),
+    ],
+)
+def test_highlight_option_values(es, opts, key, cause):
+    # AbstractHighlighterBuilder: maxAnalyzedOffset refuses 0 and values below -1; require_field_match
+    # is declareBoolean (a boolean or "true"/"false"); ObjectParser wraps the cause in a 400
+    for highlight in ({"fields": {"title": opts}}, {"fields": {"title": {}}, **opts}):
+        e = bad_search(es, query={"match": {"title": "hello"}}, highlight=highlight)
+        check(e, 400, "x_content_parse_exception", f"failed to parse field [{key}]")
+        assert cause in e.body["error"]["caused_by"]["reason"]
+
+
+def test_highlight_option_values_accepted(es):
+    def marked(**opts):
+        r = es.search(
+            index="e",
+            query={"bool": {"must": [{"match": {"title": "world"}}, {"term": {"tag": "a"}}]}},
+            highlight={"fields": {"title": {}, "tag": {}}, **opts},
+        )
+        return r["hits"]["hits"][0]["highlight"]
+
+    assert marked(max_analyzed_offset=-1) == {"title": ["hello <em>world</em>"], "tag": ["<em>a</em>"]}
+    assert marked(max_analyzed_offset=5) == {"tag": ["<em>a</em>"]}
+    assert marked(require_field_match="false") == marked(require_field_match=False)
+    assert marked(require_field_match="true") == marked(require_field_match=True)

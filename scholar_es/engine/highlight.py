@@ -136,6 +136,24 @@ def parse_highlight(spec) -> dict:
         for key in ("fragment_size", "number_of_fragments", "no_match_size", "max_analyzed_offset"):
             if key in merged and (not isinstance(merged[key], int) or isinstance(merged[key], bool)):
                 raise parsing_error(f"[highlight_field] failed to parse field [{key}]")
+        limit = merged.get("max_analyzed_offset")
+        if limit is not None and (limit < -1 or limit == 0):  # AbstractHighlighterBuilder#maxAnalyzedOffset
+            raise x_content_parse_error(
+                "[highlight] failed to parse field [max_analyzed_offset]",
+                illegal_argument(f"[max_analyzed_offset] must be a positive integer, or -1, got [{limit}]"),
+            )
+        if limit == -1:  # -1: the index limit, which the embedded engine does not impose
+            del merged["max_analyzed_offset"]
+        if "require_field_match" in merged:  # declareBoolean: a JSON boolean or "true"/"false"
+            flag = merged["require_field_match"]
+            if not isinstance(flag, bool) and flag not in ("true", "false"):
+                raise x_content_parse_error(
+                    "[highlight] failed to parse field [require_field_match]",
+                    illegal_argument(
+                        f"Failed to parse value [{flag}] as only [true] or [false] are allowed."
+                    ),
+                )
+            merged["require_field_match"] = flag is True or flag == "true"
         n = merged.get("number_of_fragments", 5)
         if not 0 <= n <= MAX_FRAGMENTS:  # HighlightBuilder: bounded since 8.x/9.x
             raise x_content_parse_error(
