@@ -376,3 +376,33 @@ def test_terminate_after_url_parameter(tmp_engine):
     with pytest.raises(BadRequestError) as e:
         tmp_engine.perform_request("POST", "/ta/_search?terminate_after=x", headers=headers, body={})
     assert "Failed to parse int parameter [terminate_after] with value [x]" in str(e.value.body)
+
+
+def test_sort_mode_min_max_on_a_multi_valued_number(tmp_engine):
+    # FieldSortBuilder: mode picks the value of a multi-valued field; default min for asc, max for desc
+    es = tmp_engine
+    es.indices.create(index="m", mappings={"properties": {"y": {"type": "integer"}}})
+    es.index(index="m", id="a", document={"y": [1, 10]})
+    es.index(index="m", id="b", document={"y": 5})
+    es.indices.refresh(index="m")
+
+    def ids(**opts):
+        r = es.search(index="m", sort=[{"y": opts}])
+        return [(h["_id"], h["sort"][0]) for h in r["hits"]["hits"]]
+
+    assert ids(order="asc") == [("a", 1), ("b", 5)]
+    assert ids(order="asc", mode="max") == [("b", 5), ("a", 10)]
+    assert ids(order="desc") == [("a", 10), ("b", 5)]
+    assert ids(order="desc", mode="min") == [("b", 5), ("a", 1)]
+
+
+@pytest.mark.parametrize("mode", ["bogus", 3])
+def test_sort_mode_unknown_is_a_400(tmp_engine, mode):
+    es = tmp_engine
+    es.indices.create(index="m", mappings={"properties": {"y": {"type": "integer"}}})
+    with pytest.raises(BadRequestError) as e:
+        es.search(index="m", sort=[{"y": {"mode": mode}}])
+    err = e.value.body["error"]
+    assert err["type"] == "x_content_parse_exception"
+    assert err["reason"] == "[field_sort] failed to parse field [mode]"
+    assert err["caused_by"]["reason"].startswith(f"Unknown SortMode [{mode}]")

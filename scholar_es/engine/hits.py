@@ -9,7 +9,13 @@ import re
 
 import numpy as np
 
-from scholar_es.engine.errors import EsError, parsing_error, unsupported
+from scholar_es.engine.errors import (
+    EsError,
+    illegal_argument,
+    parsing_error,
+    unsupported,
+    x_content_parse_error,
+)
 
 
 def order_by_score(cand: np.ndarray, scores: np.ndarray, limit: int | None = None) -> np.ndarray:
@@ -36,6 +42,7 @@ class SortSpec:
     def __init__(self, spec) -> None:
         items = spec if isinstance(spec, list) else [spec]
         self.keys: list[tuple[str, str, bool, bool]] = []
+        self.modes: list[str | None] = []  # per key: "min", "max" or None (the order's default)
         opts: object
         for item in items:
             if isinstance(item, str):
@@ -58,6 +65,7 @@ class SortSpec:
                 raise unsupported("sort.missing with a value", "use _last or _first")
             kind = name if name in ("_score", "_doc") else "field"
             self.keys.append((kind, name, order == "desc", missing == "_last"))
+            self.modes.append(_sort_mode(opts["mode"]) if "mode" in opts else None)
 
     @property
     def by_score_only(self) -> bool:
@@ -70,7 +78,9 @@ class SortSpec:
     def order(self, seg, cand: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, list]:
         """Ordered candidates and, per key, the value arrays shown as ``sort`` in hits."""
         lex, shown = [cand], []
-        for kind, name, desc, missing_last in reversed(self.keys):
+        for (kind, name, desc, missing_last), mode in zip(
+            reversed(self.keys), reversed(self.modes), strict=True
+        ):
             if kind == "_score":
                 vals = scores[cand]
                 lex.append(-vals if desc else vals)
@@ -79,7 +89,7 @@ class SortSpec:
                 lex.append(-cand if desc else cand)
                 shown.append(cand)
             else:
-                num, disp = _field_sort_values(seg, name, cand, desc)
+                num, disp = _field_sort_values(seg, name, cand, desc, mode)
                 big = np.inf if missing_last != desc else -np.inf
                 key = np.where(np.isnan(num), big, num)
                 lex.append(-key if desc else key)
@@ -90,13 +100,27 @@ class SortSpec:
         ]
 
 
-def _field_sort_values(seg, name: str, cand: np.ndarray, desc: bool):
+def _sort_mode(value) -> str:
+    """``mode`` of a field sort: SortMode.fromString, refused at parse time when unknown."""
+    mode = str(value).lower() if isinstance(value, str) else None
+    if mode not in ("min", "max", "sum", "avg", "median"):
+        raise x_content_parse_error(
+            "[field_sort] failed to parse field [mode]",
+            illegal_argument(f"Unknown SortMode [{value}]; use min, max, sum, avg or median"),
+        )
+    if mode not in ("min", "max"):
+        raise unsupported(f"sort mode {mode}", "use min or max")
+    return mode
+
+
+def _field_sort_values(seg, name: str, cand: np.ndarray, desc: bool, mode: str | None = None):
     fs = seg.mapping.get(name)
     if fs is None:
         raise EsError(400, "query_shard_exception", f"No mapping found for [{name}] in order to sort on")
     if name in seg.numeric:
         _, lo, hi = seg.numeric[name].stats()
-        vals = (hi if desc else lo)[cand]  # SortMode default: max for desc, min for asc
+        use_max = desc if mode is None else mode == "max"  # SortMode default: max for desc, min for asc
+        vals = (hi if use_max else lo)[cand]
         return vals, vals
     if name in seg.keyword:
         col = seg.keyword[name]
