@@ -483,3 +483,17 @@ def test_highlight_option_values_accepted(es):
     assert marked(max_analyzed_offset=5) == {"tag": ["<em>a</em>"]}
     assert marked(require_field_match="false") == marked(require_field_match=False)
     assert marked(require_field_match="true") == marked(require_field_match=True)
+
+
+@pytest.mark.parametrize("value", ["bogus", "5", "10 parsecs", "-5s"])
+def test_timeout_that_is_not_a_time_value(es, value):
+    # SearchSourceBuilder reads timeout with TimeValue.parseTimeValue: ElasticsearchParseException (400)
+    e = bad_search(es, timeout=value)
+    check(
+        e, 400, "parse_exception", f"failed to parse setting [timeout] with value [{value}] as a time value"
+    )
+
+
+@pytest.mark.parametrize("value", ["10s", "500ms", "1m", "2h", "-1", "0", "100nanos", " 3D "])
+def test_timeout_time_values(es, value):
+    assert es.search(index="e", timeout=value)["hits"]["total"]["value"] == 2

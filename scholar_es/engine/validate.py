@@ -14,6 +14,7 @@ treatment below.  Anything these checks miss and the engine trips over is a 500 
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 import numpy as np
@@ -88,6 +89,34 @@ def check_int(where: str, key: str, value: Any, minimum: int | None = None) -> i
     if minimum is not None and out < minimum:
         raise parsing_error(f"[{where}] [{key}] must be >= {minimum}, got [{out}]")
     return out
+
+
+_TIME_VALUE = re.compile(r"(-?[0-9]+(?:\.[0-9]+)?)\s*(nanos|micros|ms|s|m|h|d)")
+
+
+def check_time_value(key: str, value: str) -> None:
+    """A time value as TimeValue.parseTimeValue reads it ("-1", "0" or a number and a unit), else a 400."""
+    text = value.strip().lower()
+    if text in ("-1", "0"):
+        return
+    match = _TIME_VALUE.fullmatch(text)
+    why = "unit is missing or unrecognized"
+    if match and "." in match.group(1):  # TimeValue#parse: a double that is not a long
+        raise EsError(
+            400,
+            "parse_exception",
+            f"failed to parse [{_show(value)}], fractional time values are not supported",
+        )
+    if match and match.group(1).startswith("-"):
+        why = "negative durations are not supported"
+    elif match:
+        return
+    raise EsError(
+        400,
+        "parse_exception",
+        f"failed to parse setting [{key}] with value [{_show(value)}] as a time value: {why}; "
+        'write e.g. "10s", "500ms" or "1m"',
+    )
 
 
 def _check_bool(key: str, value: Any) -> None:
@@ -229,6 +258,8 @@ def check_search_body(body: Any) -> None:
             _check_bool(key, body[key])
     if "timeout" in body and not isinstance(body["timeout"], str):
         raise parsing_error(f'[timeout] must be a time value such as "10s", got [{_show(body["timeout"])}]')
+    if "timeout" in body:
+        check_time_value("timeout", body["timeout"])
     for key in ("fields", "docvalue_fields"):  # SearchSourceBuilder reads these only as arrays
         if key in body and not isinstance(body[key], list):
             raise parsing_error(
