@@ -106,3 +106,23 @@ def test_collapse_equals_brute_force(es, query, sort, field, size, from_, inner_
         assert [h["_score"] for h in inner["hits"]] == [h["_score"] for h in shown]
         if sort is None:
             assert inner["max_score"] == members[0]["_score"]
+
+
+@pytest.mark.parametrize(
+    "inner_hits, key",
+    [
+        ([{"name": "x", "size": 1}, {"name": "x", "size": 2}], "x"),
+        ([{"size": 1}, {"size": 2}], "k"),  # unnamed inner hits are keyed by the collapse field
+        ([{"name": "k"}, {}], "k"),
+    ],
+)
+def test_inner_hits_with_the_same_name_are_a_400(es, inner_hits, key):
+    from elasticsearch import BadRequestError
+
+    with pytest.raises(BadRequestError) as e:
+        es.search(index="r", collapse={"field": "k", "inner_hits": inner_hits})
+    err = e.value.body["error"]
+    assert err["type"] == "illegal_argument_exception"
+    assert err["reason"].startswith(f"[inner_hits] already contains an entry for key [{key}]")
+    ok = es.search(index="r", collapse={"field": "k", "inner_hits": [{"name": "a"}, {"name": "b"}]})
+    assert set(ok["hits"]["hits"][0]["inner_hits"]) == {"a", "b"}

@@ -160,10 +160,20 @@ def _check_collapse(value: Any) -> None:
     inner = spec.get("inner_hits")
     if inner is None:
         return
+    names: set[str] = set()
     for item in inner if isinstance(inner, list) else [inner]:
         item = _check_object("collapse.inner_hits", item)
         if "name" in item and not isinstance(item["name"], str):
             raise parsing_error(f"[inner_hits] [name] must be a string, got [{_show(item['name'])}]")
+        name = item.get("name", spec.get("field"))  # unnamed inner hits are keyed by the collapse field
+        if isinstance(name, str) and name in names:  # each would overwrite the other in the response
+            raise EsError(
+                400,
+                "illegal_argument_exception",
+                f"[inner_hits] already contains an entry for key [{name}]; give each inner_hits a distinct [name]",
+            )
+        if isinstance(name, str):
+            names.add(name)
         for key in ("size", "from"):
             if key in item:
                 check_int("inner_hits", key, item[key], 0)
