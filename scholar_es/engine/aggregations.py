@@ -446,8 +446,8 @@ def _terms(agg: Agg, ctx: AggContext, mask: np.ndarray) -> dict:
                 buckets.setdefault(float(v), np.zeros(0, dtype=np.int64))
     if "missing" in agg.params:
         miss = vs.missing_docs(mask)
+        key = vs.parse_value(agg.params["missing"])  # a bad value is a 400 even when no doc lacks one
         if len(miss):
-            key = vs.parse_value(agg.params["missing"])
             if vs.kind == "unmapped":
                 vs.kind = (
                     "keyword"
@@ -685,8 +685,8 @@ def _metric_values(agg: Agg, ctx: AggContext, mask: np.ndarray, numeric_only: bo
     docs, vals = vs.in_mask(mask)
     if "missing" in agg.params:
         miss = vs.missing_docs(mask)
+        mv = vs.parse_value(agg.params["missing"])  # a bad value is a 400 even when no doc lacks one
         if len(miss):
-            mv = vs.parse_value(agg.params["missing"])
             if vs.kind == "keyword":
                 tid = vs.terms.index(mv) if mv in vs.terms else len(vs.terms)
                 if tid == len(vs.terms):
@@ -911,9 +911,10 @@ def _metric_values_for_buckets(agg: Agg, ctx: AggContext, mask: np.ndarray):
     vals = vals.astype(np.float64)
     if "missing" in agg.params:
         miss = vs.missing_docs(mask)
+        mv = float(vs.parse_value(agg.params["missing"]))  # a bad value is a 400 even when none is missing
         if len(miss):
             docs = np.concatenate([docs, miss])
-            vals = np.concatenate([vals, np.full(len(miss), float(vs.parse_value(agg.params["missing"])))])
+            vals = np.concatenate([vals, np.full(len(miss), mv)])
     return vs, docs, vals
 
 
