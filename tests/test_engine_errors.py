@@ -497,3 +497,26 @@ def test_timeout_that_is_not_a_time_value(es, value):
 @pytest.mark.parametrize("value", ["10s", "500ms", "1m", "2h", "-1", "0", "100nanos", " 3D "])
 def test_timeout_time_values(es, value):
     assert es.search(index="e", timeout=value)["hits"]["total"]["value"] == 2
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        {"term": {"year": 99999999999999999999999}},
+        {"term": {"year": "99999999999999999999999"}},
+        {"term": {"year": 2**31}},
+        {"terms": {"year": [2001, 2**31]}},
+        {"match": {"year": -(2**31) - 1}},
+    ],
+)
+def test_term_on_an_integer_field_out_of_range(es, query):
+    # NumberFieldMapper.NumberType.INTEGER#parse: "Value [..] is out of range for an integer"
+    e = bad_search(es, query=query)
+    check(
+        e, 400, "query_shard_exception", "failed to create query: Value [", "is out of range for an integer"
+    )
+
+
+def test_term_on_an_integer_field_at_the_bounds(es):
+    assert es.search(index="e", query={"term": {"year": 2**31 - 1}})["hits"]["total"]["value"] == 0
+    assert es.search(index="e", query={"terms": {"year": [-(2**31), 2001]}})["hits"]["total"]["value"] == 1

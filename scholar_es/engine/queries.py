@@ -14,7 +14,14 @@ import numpy as np
 
 from scholar_es.engine.analysis import get_analyzer
 from scholar_es.engine.errors import EsError, illegal_argument, parsing_error, unsupported
-from scholar_es.engine.mapping import KEYWORD, TEXT, VECTOR, keyword_normalizer, parse_date
+from scholar_es.engine.mapping import (
+    INTEGER_RANGES,
+    KEYWORD,
+    TEXT,
+    VECTOR,
+    keyword_normalizer,
+    parse_date,
+)
 from scholar_es.engine.nodes import (
     BoolNode,
     BoostNode,
@@ -263,7 +270,7 @@ class QueryParser:
     def _exact(self, field: str, value, boost: float) -> Node:
         """term/match on a numeric, date or boolean field: a constant-score point query."""
         fs = self.mapping.get(field)
-        target = _to_number(fs, value)
+        target = _to_number(fs, value, exact=True)
         col_name = field
 
         def matcher(ctx: Ctx):
@@ -418,7 +425,7 @@ class QueryParser:
                             mask[found[0]] = True
                 return mask
         else:
-            targets = np.array([_to_number(fs, v) for v in values], dtype=np.float64)
+            targets = np.array([_to_number(fs, v, exact=True) for v in values], dtype=np.float64)
 
             def matcher(ctx: Ctx):
                 mask = np.zeros(ctx.n, dtype=bool)
@@ -597,7 +604,24 @@ def _too_many_clauses() -> EsError:
     )
 
 
-def _to_number(fs, value) -> float:
+def _to_number(fs, value, exact: bool = False) -> float:
+    """A query value in a numeric, date or boolean field's value space; ``exact`` (term, terms):
+    an integer field's value must fit its type (NumberFieldMapper.NumberType#parse), else a 400."""
+    out = _parse_number(fs, value)
+    if exact and fs.type in INTEGER_RANGES:
+        lo, hi = INTEGER_RANGES[fs.type]
+        n = value if isinstance(value, int) else math.trunc(out)
+        if not lo <= n <= hi:
+            raise EsError(
+                400,
+                "query_shard_exception",
+                f"failed to create query: Value [{value}] is out of range for "
+                f"{'an' if fs.type == 'integer' else 'a'} {fs.type} (field [{fs.name}] accepts {lo} to {hi})",
+            )
+    return out
+
+
+def _parse_number(fs, value) -> float:
     try:
         if fs.type == "date":
             return parse_date(value)
