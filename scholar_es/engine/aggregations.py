@@ -40,6 +40,7 @@ from scholar_es.engine.errors import (
 from scholar_es.engine.fetch_fields import doc_value
 from scholar_es.engine.fetch_fields import format_date as _format_date
 from scholar_es.engine.mapping import INTEGER_TYPES, KEYWORD, TEXT, parse_date
+from scholar_es.engine.validate import json_token
 
 BUCKET_TYPES = ("terms", "histogram", "range", "filter", "filters")
 METRIC_TYPES = ("value_count", "cardinality", "min", "max", "avg", "sum", "stats", "top_hits")
@@ -788,23 +789,10 @@ def _bounds(agg: Agg, key: str) -> dict:
     value = agg.params[key]
     if not isinstance(value, dict):
         raise x_content_parse_error(
-            f"[histogram] {key} doesn't support values of type: {_token(value)}; "
+            f"[histogram] {key} doesn't support values of type: {json_token(value)}; "
             f'write e.g. "{key}": {{"min": 0, "max": 100}}'
         )
     return value
-
-
-def _token(value) -> str:
-    """The XContent token name Elasticsearch reports for a JSON value."""
-    if value is None:
-        return "VALUE_NULL"
-    if isinstance(value, bool):
-        return "VALUE_BOOLEAN"
-    if isinstance(value, (int, float)):
-        return "VALUE_NUMBER"
-    if isinstance(value, str):
-        return "VALUE_STRING"
-    return "START_ARRAY" if isinstance(value, list) else "START_OBJECT"
 
 
 def _histogram(agg: Agg, ctx: AggContext, mask: np.ndarray) -> dict:

@@ -27,7 +27,7 @@ def _show(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def _token(value: Any) -> str:
+def json_token(value: Any) -> str:
     """The XContent token name Elasticsearch reports for a JSON value."""
     if value is None:
         return "VALUE_NULL"
@@ -273,7 +273,7 @@ def check_search_body(body: Any) -> None:
     for key in ("fields", "docvalue_fields"):  # SearchSourceBuilder reads these only as arrays
         if key in body and not isinstance(body[key], list):
             raise parsing_error(
-                f"Unknown key for a {_token(body[key])} in [{key}]. "
+                f"Unknown key for a {json_token(body[key])} in [{key}]. "
                 f'[{key}] takes an array, e.g. "{key}": ["title"]'
             )
     if "_source" in body:
