@@ -40,30 +40,6 @@ from scholar_es.engine.analysis import get_analyzer
 from scholar_es.engine.errors import illegal_argument, parsing_error, unsupported, x_content_parse_error
 from scholar_es.engine.mapping import KEYWORD, TEXT
 
-_OPTIONS = {
-    "pre_tags",
-    "post_tags",
-    "fragment_size",
-    "number_of_fragments",
-    "highlight_query",
-    "require_field_match",
-    "no_match_size",
-    "order",
-    "encoder",
-    "type",
-    "boundary_scanner",
-    "fragmenter",
-    "tags_schema",
-    "max_analyzed_offset",
-    "matched_fields",
-    "phrase_limit",
-    "boundary_chars",
-    "boundary_max_scan",
-    "boundary_scanner_locale",
-    "force_source",
-    "highlight_filter",
-    "fragment_offset",
-}
 _SUPPORTED_OPTIONS = {
     "pre_tags",
     "post_tags",
@@ -79,6 +55,19 @@ _SUPPORTED_OPTIONS = {
     "max_analyzed_offset",
     "tags_schema",
 }
+#: options Elasticsearch accepts that the engine refuses by name (other highlighter types' options)
+_REFUSED_OPTIONS = {
+    "boundary_chars",
+    "boundary_max_scan",
+    "boundary_scanner_locale",
+    "force_source",
+    "fragment_offset",
+    "fragmenter",
+    "highlight_filter",
+    "matched_fields",
+    "phrase_limit",
+}
+_OPTIONS = _SUPPORTED_OPTIONS | _REFUSED_OPTIONS
 MAX_FRAGMENTS = 100_000
 _HTML = str.maketrans({'"': "&quot;", "&": "&amp;", "<": "&lt;", ">": "&gt;", "'": "&#x27;", "/": "&#x2F;"})
 _SENTENCE_END = re.compile(r"[.!?]+[\"')\]]*\s+|\n+")
