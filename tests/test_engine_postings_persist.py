@@ -94,7 +94,7 @@ def test_an_inconsistent_saved_view_is_refused(saved, which):
     if which == "offsets":
         col_ptr[-1] += 1
     elif which == "positions":
-        docs[0] = len(desc["ids"])  # one past the last document
+        docs[0] = desc["n"]  # one past the last document
     else:
         freqs[0] += 1
     engine = Engine(path)

@@ -19,6 +19,7 @@ Columns by field type:
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -122,23 +123,123 @@ def _vector_value(fs: FieldSpec, value) -> np.ndarray:
 # --- columns ---------------------------------------------------------------------------
 
 
+class _Buf:
+    """A growable array's storage: ``arr`` has spare capacity past ``used`` rows."""
+
+    __slots__ = ("arr", "used")
+
+    def __init__(self, arr: np.ndarray, used: int) -> None:
+        self.arr, self.used = arr, used
+
+
+def _grow(obj: object, attr: str, extra: np.ndarray) -> None:
+    """Rebind ``obj.<attr>`` to its rows followed by ``extra``, in amortized O(len(extra)).
+
+    The rows go into the spare capacity of the buffer the current array is a prefix of, when
+    no other version has written past that prefix yet (``used`` equals its length): every
+    snapshot that shares the buffer sees only its own prefix, which is never written again.
+    Otherwise (a read-only mapped file, a compacted array, or a second version branching from
+    the same snapshot) the rows are copied into a new buffer with 50% spare capacity.
+    """
+    view = getattr(obj, attr)
+    bufs: dict[str, _Buf] = obj.__dict__.setdefault("_bufs", {})
+    buf = bufs.get(attr)
+    n, m = len(view), len(extra)
+    if m == 0:
+        return
+    if buf is not None and view.base is buf.arr and buf.used == n and len(buf.arr) >= n + m:
+        buf.arr[n : n + m] = extra
+    else:
+        arr = np.empty((n + m + max((n + m) // 2, 16), *view.shape[1:]), dtype=view.dtype)
+        arr[:n] = view
+        arr[n : n + m] = extra
+        buf = bufs[attr] = _Buf(arr, n)
+    buf.used = n + m
+    out = buf.arr[: n + m]
+    out.flags.writeable = False  # a snapshot's arrays are never written
+    setattr(obj, attr, out)
+
+
+def _copy_bufs(new: object, old: object) -> None:
+    """Give a copied column its own registry of buffers (the buffers themselves are shared)."""
+    new.__dict__["_bufs"] = dict(old.__dict__.get("_bufs", {}))
+
+
+#: term -> docs view: (col_ptr, doc positions, freqs), docs ascending within each term
+Csc = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+def _build_csc(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, row0: int, n_terms: int) -> Csc:
+    """The term -> docs view of CSR rows numbered from ``row0`` (one stable argsort)."""
+    rows = np.repeat(np.arange(row0, row0 + len(indptr) - 1, dtype=np.int32), np.diff(indptr))
+    order = np.argsort(indices, kind="stable")  # stable keeps docs ascending
+    col_counts = np.bincount(indices, minlength=n_terms)
+    col_ptr = np.concatenate([[0], np.cumsum(col_counts)]).astype(np.int64)
+    return col_ptr, rows[order], data[order]
+
+
+def _concat_csc(a: Csc, b: Csc, n_terms: int) -> Csc:
+    """One term -> docs view of two whose docs are all smaller in ``a`` than in ``b``: per term,
+    ``a``'s docs then ``b``'s (a scatter in O(postings), no sort)."""
+    aptr, adocs, afreq = a
+    bptr, bdocs, bfreq = b
+    ac = np.zeros(n_terms, dtype=np.int64)
+    ac[: len(aptr) - 1] = np.diff(aptr)
+    bc = np.zeros(n_terms, dtype=np.int64)
+    bc[: len(bptr) - 1] = np.diff(bptr)
+    ptr = np.zeros(n_terms + 1, dtype=np.int64)
+    np.cumsum(ac + bc, out=ptr[1:])
+    docs = np.empty(len(adocs) + len(bdocs), dtype=np.int32)
+    freqs = np.empty(len(docs), dtype=np.int32)
+    na, nb = len(aptr) - 1, len(bptr) - 1
+    dest_a = np.arange(len(adocs), dtype=np.int64) + np.repeat(ptr[:na] - aptr[:-1], ac[:na])
+    dest_b = np.arange(len(bdocs), dtype=np.int64) + np.repeat(ptr[:nb] + ac[:nb] - bptr[:-1], bc[:nb])
+    docs[dest_a], freqs[dest_a] = adocs, afreq
+    docs[dest_b], freqs[dest_b] = bdocs, bfreq
+    return ptr, docs, freqs
+
+
+#: a tail of the term -> docs view is folded into the base one when it holds more than this
+#: fraction of the base's postings (amortized O(1) per appended posting)
+TAIL_FRACTION = 8
+
+
 class _Postings:
-    """Doc x term matrix in CSR (appendable) with a lazily built CSC view (term -> docs)."""
+    """Doc x term matrix in CSR (grown in place, see :func:`_grow`) with a term -> docs view.
+
+    The term -> docs view is a big *base* (rows appended up to some point; saved, or read from
+    a file) plus a small *tail* for the rows appended since: an append sorts only its own
+    postings and joins them to the tail; the tail is folded into the base when it grows past
+    ``1/TAIL_FRACTION`` of it. ``postings(term)`` returns the base slice followed by the tail
+    slice, so documents stay ascending.
+    """
 
     def __init__(self) -> None:
         self.vocab: dict[str, int] = {}
         self.indptr = np.zeros(1, dtype=np.int64)
         self.indices = np.zeros(0, dtype=np.int32)
         self.data = np.zeros(0, dtype=np.int32)
-        self._csc: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        #: (base view, tail view or None): one attribute, so a reader never sees half an update
+        self._views: tuple[Csc, Csc | None] | None = None
+
+    @property
+    def _csc(self) -> Csc | None:
+        """The base term -> docs view (None: not built yet)."""
+        return None if self._views is None else self._views[0]
+
+    @_csc.setter
+    def _csc(self, value: Csc | None) -> None:
+        self._views = None if value is None else (value, None)
 
     def copy(self) -> _Postings:
         """A copy that can be appended to without touching this one (arrays are shared)."""
         new = copy.copy(self)
         new.vocab = dict(self.vocab)
+        _copy_bufs(new, self)
         return new
 
     def append(self, rows: list[list[str]]) -> None:
+        """Append rows given as token lists (building a small segment of new documents)."""
         vocab = self.vocab
         ind_parts, dat_parts, counts = [], [], []
         for tokens in rows:
@@ -156,9 +257,31 @@ class _Postings:
             self.indices = np.concatenate([self.indices, *ind_parts])
             self.data = np.concatenate([self.data, *dat_parts])
         self.indptr = np.concatenate([self.indptr, self.indptr[-1] + np.cumsum(counts, dtype=np.int64)])
-        self._csc = None
+        self._views = None
+
+    def extend(self, other: _Postings) -> np.ndarray:
+        """Append the rows of ``other`` (its own vocabulary); returns its term ids in this one."""
+        vocab = self.vocab
+        remap = np.fromiter(
+            (vocab.setdefault(t, len(vocab)) for t in other.vocab), dtype=np.int32, count=len(other.vocab)
+        )
+        n0 = len(self.indptr) - 1
+        ind = remap[other.indices] if len(other.indices) else np.zeros(0, dtype=np.int32)
+        views = self._views
+        _grow(self, "indices", ind)
+        _grow(self, "data", other.data)
+        _grow(self, "indptr", other.indptr[1:] + self.indptr[-1])
+        if views is not None:  # keep the view current: sort only the new postings
+            base, tail = views
+            new = _build_csc(other.indptr, ind, other.data, n0, len(vocab))
+            tail = new if tail is None else _concat_csc(tail, new, len(vocab))
+            if len(tail[1]) * TAIL_FRACTION > max(len(base[1]), 1 << 16):
+                base, tail = _concat_csc(base, tail, len(vocab)), None
+            self._views = (base, tail)
+        return remap
 
     def compact(self, keep: np.ndarray) -> None:
+        views = self._views
         starts, ends = self.indptr[:-1][keep], self.indptr[1:][keep]
         lens = ends - starts
         if len(lens):
@@ -169,25 +292,52 @@ class _Postings:
             idx = np.zeros(0, dtype=np.int64)
         self.indices, self.data = self.indices[idx], self.data[idx]
         self.indptr = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
-        self._csc = None
+        self._views = None
+        if views is not None:  # filter the term -> docs view too: O(postings), no sort
+            ptr, docs, freqs = views[0] if views[1] is None else _concat_csc(*views, len(self.vocab))
+            kept = keep[docs]
+            at = np.zeros(len(kept) + 1, dtype=np.int64)
+            np.cumsum(kept, out=at[1:])
+            new_ptr = np.zeros(len(self.vocab) + 1, dtype=np.int64)
+            new_ptr[: len(ptr)] = at[ptr]
+            new_ptr[len(ptr) :] = new_ptr[len(ptr) - 1]
+            new_pos = (np.cumsum(keep) - 1).astype(np.int32)
+            self._views = ((new_ptr, new_pos[docs[kept]], freqs[kept]), None)
 
-    def csc(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(col_ptr, doc positions, freqs), docs ascending within each term."""
-        if self._csc is None:
-            n_docs = len(self.indptr) - 1
-            rows = np.repeat(np.arange(n_docs, dtype=np.int32), np.diff(self.indptr))
-            order = np.argsort(self.indices, kind="stable")  # stable keeps docs ascending
-            col_counts = np.bincount(self.indices, minlength=len(self.vocab))
-            col_ptr = np.concatenate([[0], np.cumsum(col_counts)]).astype(np.int64)
-            self._csc = (col_ptr, rows[order], self.data[order])
-        return self._csc
+    def _current(self) -> tuple[Csc, Csc | None]:
+        views = self._views
+        if views is None:
+            views = self._views = (
+                _build_csc(self.indptr, self.indices, self.data, 0, len(self.vocab)),
+                None,
+            )
+        return views
+
+    def csc(self) -> Csc:
+        """(col_ptr, doc positions, freqs) of every row, docs ascending within each term."""
+        base, tail = self._current()
+        if tail is None:
+            return base
+        merged = _concat_csc(base, tail, len(self.vocab))
+        self._views = (merged, None)
+        return merged
 
     def postings(self, term: str) -> tuple[np.ndarray, np.ndarray] | None:
         tid = self.vocab.get(term)
         if tid is None:
             return None
-        ptr, docs, freqs = self.csc()
-        return docs[ptr[tid] : ptr[tid + 1]], freqs[ptr[tid] : ptr[tid + 1]]
+        base, tail = self._current()
+        ptr, docs, freqs = base
+        if tid + 1 < len(ptr):
+            d, f = docs[ptr[tid] : ptr[tid + 1]], freqs[ptr[tid] : ptr[tid + 1]]
+        else:  # a term first seen after the base view was built
+            d, f = docs[:0], freqs[:0]
+        if tail is not None and tid + 1 < len(tail[0]):
+            tptr, tdocs, tfreqs = tail
+            td, tf = tdocs[tptr[tid] : tptr[tid + 1]], tfreqs[tptr[tid] : tptr[tid + 1]]
+            if len(td):
+                d, f = (np.concatenate([d, td]), np.concatenate([f, tf])) if len(d) else (td, tf)
+        return d, f
 
     def row_counts(self) -> np.ndarray:
         return np.diff(self.indptr)
@@ -207,7 +357,15 @@ class TextColumn:
     def copy(self) -> TextColumn:
         new = copy.copy(self)
         new.postings = self.postings.copy()
+        _copy_bufs(new, self)
         return new
+
+    def extend(self, other: TextColumn) -> None:
+        """Append the rows of ``other`` (a column of new documents)."""
+        self.postings.extend(other.postings)
+        _grow(self, "lengths", other.lengths)
+        _grow(self, "present", other.present)
+        self._norms = None
 
     def append(self, rows: list[list[str] | None]) -> None:
         self.postings.append([r or [] for r in rows])
@@ -247,7 +405,17 @@ class KeywordColumn:
     def copy(self) -> KeywordColumn:
         new = copy.copy(self)
         new.postings = self.postings.copy()
+        _copy_bufs(new, self)
         return new
+
+    def extend(self, other: KeywordColumn) -> None:
+        """Append the rows of ``other`` (a column of new documents)."""
+        remap = self.postings.extend(other.postings)
+        first = np.full(len(other.first), -1, dtype=np.int32)
+        has = other.first >= 0
+        first[has] = remap[other.first[has]]
+        _grow(self, "first", first)
+        self._terms = None
 
     def append(self, rows: list[list[str] | None]) -> None:
         self.postings.append([list(dict.fromkeys(r)) if r else [] for r in rows])
@@ -290,7 +458,16 @@ class NumericColumn:
         self._stats: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
     def copy(self) -> NumericColumn:
-        return copy.copy(self)  # every change rebinds its arrays
+        new = copy.copy(self)  # every change rebinds its arrays
+        _copy_bufs(new, self)
+        return new
+
+    def extend(self, other: NumericColumn) -> None:
+        """Append the rows of ``other`` (a column of new documents)."""
+        _grow(self, "doc", other.doc + self.n)
+        _grow(self, "values", other.values)
+        self.n += other.n
+        self._stats = None
 
     def append(self, rows: list[list[float] | None]) -> None:
         docs, vals = [], []
@@ -336,7 +513,21 @@ class VectorColumn:
         self._norms: np.ndarray | None = None
 
     def copy(self) -> VectorColumn:
-        return copy.copy(self)  # every change rebinds its arrays
+        new = copy.copy(self)  # every change rebinds its arrays
+        _copy_bufs(new, self)
+        return new
+
+    def extend(self, other: VectorColumn) -> None:
+        """Append the rows of ``other`` (a column of new documents)."""
+        m = len(other.present)
+        if self.dims is None and other.dims is not None and other.present.any():
+            self.dims = other.dims
+            self.matrix = np.zeros((len(self.present), self.dims), dtype=np.float32)
+        if self.dims is not None:
+            block = other.matrix if other.dims == self.dims and len(other.matrix) == m else None
+            _grow(self, "matrix", block if block is not None else np.zeros((m, self.dims), np.float32))
+        _grow(self, "present", other.present)
+        # the norms of the rows already there stay valid: rows are never rewritten (norms())
 
     def append(self, rows: list[np.ndarray | None]) -> None:
         if self.dims is None:
@@ -363,9 +554,15 @@ class VectorColumn:
         self._norms = None
 
     def norms(self) -> np.ndarray:
-        if self._norms is None:
-            self._norms = np.linalg.norm(self.matrix, axis=1).astype(np.float32)
-        return self._norms
+        """L2 norm per row; after an append only the new rows are computed."""
+        have, n = self._norms, len(self.matrix)
+        if have is None or len(have) > n:
+            have = np.linalg.norm(self.matrix, axis=1).astype(np.float32)
+        elif len(have) < n:
+            new = np.linalg.norm(self.matrix[len(have) :], axis=1).astype(np.float32)
+            have = np.concatenate([have, new])
+        self._norms = have
+        return have
 
 
 #: any column; a variable declared with it narrows to the kind assigned
@@ -422,8 +619,9 @@ class Segment:
                 self._id_pos = None
         if self._pending:
             docs, self._pending = self._pending, []
-            self._append(docs)
-            self._id_pos = None
+            mini = Segment(self.mapping)
+            mini._append(docs)
+            self._extend(mini)
 
     def _columns(self):
         yield from self.text.values()
@@ -431,7 +629,38 @@ class Segment:
         yield from self.numeric.values()
         yield from self.vectors.values()
 
+    def _extend(self, other: Segment) -> None:
+        """Append the documents of ``other`` (all newer than ours): each column grows in place
+        (:func:`_grow`) and its term -> docs view sorts only the new postings."""
+        n_before, m = len(self.seqs), len(other.seqs)
+        if not m:
+            return
+        _grow(self, "seqs", other.seqs)
+        self.ids.extend(other.ids)
+        self._id_pos = None
+        kinds: list[tuple[dict, dict, Callable[[Column], Column]]] = [
+            (self.text, other.text, lambda c: TextColumn()),
+            (self.keyword, other.keyword, lambda c: KeywordColumn()),
+            (self.numeric, other.numeric, lambda c: NumericColumn()),
+            (self.vectors, other.vectors, lambda c: VectorColumn(c.dims)),  # type: ignore[union-attr]
+        ]
+        for mine, theirs, make in kinds:
+            for name, col in mine.items():
+                if name not in theirs:
+                    empty = make(col)
+                    empty.append([None] * m)
+                    col.extend(empty)
+            for name, col in theirs.items():
+                if name in mine:
+                    mine[name].extend(col)
+                else:  # a field first seen now: earlier docs have no value in it
+                    new = make(col)
+                    new.append([None] * n_before)
+                    new.extend(col)
+                    mine[name] = new
+
     def _append(self, docs: list[ParsedDoc]) -> None:
+        """Build columns from parsed documents (used on an empty segment of new documents)."""
         n_before = len(self.seqs)
         self.seqs = np.concatenate([self.seqs, np.array([d.seq for d in docs], dtype=np.int64)])
         self.ids.extend(d.id for d in docs)
@@ -471,14 +700,18 @@ class Segment:
         return self._id_pos.get(doc_id)
 
     # --- snapshots -------------------------------------------------------------------
-    def with_changes(self, adds: list[ParsedDoc], deletes) -> Segment:
-        """A new, built segment: this one minus ``deletes`` (seqs) plus ``adds``.
+    def with_changes(self, adds: list[ParsedDoc], deletes, added: Segment | None = None) -> Segment:
+        """A new, built segment: this one minus ``deletes`` (seqs) plus ``adds`` (parsed
+        documents) or the documents of ``added`` (a segment read from a delta file).
 
         ``self`` is not modified (it may be a published snapshot that searches are reading):
-        the copy shares the numpy arrays, which are never written in place, and copies the
-        containers that appending mutates (ids, vocabularies, column registries).
+        the copy shares the numpy arrays, whose visible rows are never written (appends go to
+        spare capacity past them, :func:`_grow`), and copies the containers that appending
+        mutates (ids, vocabularies, column registries). Deletions compact every column (O(index
+        size), no sort: the term -> docs view is filtered, not rebuilt).
         """
         new = Segment(self.mapping)
+        _copy_bufs(new, self)
         new.seqs, new.ids, new.gen = self.seqs, list(self.ids), self.gen
         new.text = {name: col.copy() for name, col in self.text.items()}
         new.keyword = {name: col.copy() for name, col in self.keyword.items()}
@@ -487,42 +720,73 @@ class Segment:
         new._pending = list(self._pending) + list(adds)
         new._deleted = set(self._deleted) | {int(s) for s in deletes}
         new.ensure_built()
+        if added is not None:
+            if len(new.seqs) and len(added.seqs) and added.seqs[0] <= new.seqs[-1]:
+                raise ValueError("added documents are not newer than the segment's")
+            new._extend(added)
         return new
 
     # --- persistence ---------------------------------------------------------------
-    def to_arrays(self) -> tuple[list[np.ndarray], dict]:
-        """All columns as a list of arrays plus a JSON description naming them by position
-        (file names are positions, never field names; see :mod:`engine.commit`)."""
+    def to_arrays(self, start: int = 0, first_ref: int = 0) -> tuple[list[np.ndarray], dict]:
+        """The columns of documents ``start..n`` as a list of arrays plus a JSON description
+        naming them by position, numbered from ``first_ref`` (file names are positions, never
+        field names; see :mod:`engine.commit`). ``start`` 0 is the whole segment with its term
+        -> docs views (a base); otherwise the newer documents with their own vocabularies and
+        no term -> docs view (a delta, a few arrays as small as the documents it holds).
+        Identifiers and vocabularies are arrays too (UTF-8 JSON), so the commit point stays small.
+        """
         self.ensure_built()
-        arrays: list[np.ndarray] = [self.seqs]
+        arrays: list[np.ndarray] = []
+
+        def put(*arrs: np.ndarray) -> list[int]:
+            arrays.extend(arrs)
+            return list(range(first_ref + len(arrays) - len(arrs), first_ref + len(arrays)))
+
+        def json_array(value: list) -> int:
+            return put(np.frombuffer(json.dumps(value, ensure_ascii=False).encode(), dtype=np.uint8))[0]
+
+        n = len(self.seqs)
         desc: dict = {
-            "ids": self.ids,
-            "n": len(self.seqs),
+            "seqs": put(self.seqs[start:])[0],
+            "ids": json_array(self.ids[start:]),
+            "n": n - start,
             "text": [],
             "keyword": [],
             "numeric": [],
             "vectors": [],
         }
 
-        def put(*arrs: np.ndarray) -> list[int]:
-            arrays.extend(arrs)
-            return list(range(len(arrays) - len(arrs), len(arrays)))
+        def rows(p: _Postings) -> tuple[list[str], list[np.ndarray], np.ndarray]:
+            """(vocabulary, CSR arrays, global -> local term ids) of rows ``start..n``."""
+            if not start:
+                return list(p.vocab), [p.indptr, p.indices, p.data], np.arange(len(p.vocab), dtype=np.int32)
+            lo = int(p.indptr[start])
+            used, local = np.unique(p.indices[lo:], return_inverse=True)
+            terms = list(p.vocab)
+            remap = np.full(len(p.vocab), -1, dtype=np.int32)
+            remap[used] = np.arange(len(used), dtype=np.int32)
+            csr = [p.indptr[start:] - lo, local.astype(np.int32).reshape(-1), p.data[lo:]]
+            return [terms[t] for t in used.tolist()], csr, remap
 
         col: Column
         for name, col in self.text.items():
-            p = col.postings
-            desc["text"].append(
-                [name, list(p.vocab), put(p.indptr, p.indices, p.data, col.lengths, col.present, *p.csc())]
-            )
+            vocab, csr, _ = rows(col.postings)
+            view = list(col.postings.csc()) if not start else []
+            refs = put(*csr, col.lengths[start:], col.present[start:], *view)
+            desc["text"].append([name, json_array(vocab), refs])
         for name, col in self.keyword.items():
-            p = col.postings
-            desc["keyword"].append(
-                [name, list(p.vocab), put(p.indptr, p.indices, p.data, col.first, *p.csc())]
-            )
+            vocab, csr, remap = rows(col.postings)
+            first = col.first[start:]
+            if start:
+                first = np.where(first >= 0, remap[np.maximum(first, 0)], -1).astype(np.int32)
+            view = list(col.postings.csc()) if not start else []
+            desc["keyword"].append([name, json_array(vocab), put(*csr, first, *view)])
         for name, col in self.numeric.items():
-            desc["numeric"].append([name, put(col.doc, col.values)])
+            lo = int(np.searchsorted(col.doc, start)) if start else 0  # doc is ascending
+            desc["numeric"].append([name, put(col.doc[lo:] - start, col.values[lo:])])
         for name, col in self.vectors.items():
-            desc["vectors"].append([name, col.dims, put(col.matrix, col.present)])
+            matrix = col.matrix[start:] if len(col.matrix) else col.matrix
+            desc["vectors"].append([name, col.dims, put(matrix, col.present[start:])])
         return arrays, desc
 
     @classmethod
@@ -532,12 +796,13 @@ class Segment:
         try:
             seg = cls(mapping)
             col: Column
-            seg.seqs = _check(arrays[0], np.int64, 1)
+            seg.seqs = _check(arrays[desc.get("seqs", 0)], np.int64, 1)
             n = len(seg.seqs)
-            seg.ids = [str(i) for i in desc["ids"]]
+            seg.ids = _json_list(arrays, desc["ids"])
             if len(seg.ids) != n or desc["n"] != n or (n and np.any(np.diff(seg.seqs) <= 0)):
                 raise ValueError("ids and seqs do not match")
             for name, vocab, refs in desc["text"]:
+                vocab = _json_list(arrays, vocab)
                 col = TextColumn()
                 if len(refs) not in (5, 8):  # 8: with the term -> docs view (saved since issue 16)
                     raise ValueError("text column of another layout")
@@ -547,6 +812,7 @@ class Segment:
                 col.present = _check(arrays[refs[4]], np.bool_, 1, n)
                 seg.text[name] = col
             for name, vocab, refs in desc["keyword"]:
+                vocab = _json_list(arrays, vocab)
                 col = KeywordColumn()
                 if len(refs) not in (4, 7):
                     raise ValueError("keyword column of another layout")
@@ -590,6 +856,22 @@ def _cached(col: object, name: str, source: np.ndarray, compute: Callable[[], in
         hit = (source, compute())
         cache[name] = hit
     return hit[1]
+
+
+def _json_list(arrays: list[np.ndarray], ref) -> list[str]:
+    """A list of strings stored inline (a list: files written before issue 16) or as the
+    UTF-8 JSON bytes of an array (``ref``: its position)."""
+    if isinstance(ref, list):
+        value = ref
+    else:
+        arr = _check(arrays[ref], np.uint8, 1)
+        try:
+            value = json.loads(arr.tobytes())
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise ValueError(f"a list of names is not valid JSON: {e}") from None
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ValueError("a list of names holds something else than strings")
+    return value
 
 
 def _check(arr: np.ndarray, dtype, ndim: int, length: int | None = None) -> np.ndarray:
