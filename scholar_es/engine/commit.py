@@ -9,13 +9,16 @@ Lucene's ``CodecUtil`` footer checks) and the SQLite state the files reflect. A 
 the highest commit point whose own checksum and every listed file verify; anything missing,
 truncated or mismatching is reported as ``None`` so the caller rebuilds from SQLite.
 
-A generation's arrays are stored in one compound file ``_<N>.seg`` (Lucene's compound file
+A generation's new arrays are stored in one compound file ``_<N>.seg`` (Lucene's compound file
 format, ``.cfs``, has the same purpose: few files, few fsyncs), each array an ``.npy`` blob at
-an offset the commit point records with its size and CRC32. File names are numbers only,
-never field or index names. Writers of one
-folder (threads or processes) are serialized by an ``fcntl`` lock on ``write.lock``; a
-commit removes the files of older generations (readers load files fully into memory, so a
-loaded snapshot never needs them again; a reader that loses a race to the cleanup retries).
+an offset the commit point records with its size and CRC32. A commit point lists every file
+its state needs: a full save writes one base file; a delta save writes only a small new file
+and lists the unchanged files of the previous commit point again (``keep``). File names are
+numbers only, never field or index names. Writers of one folder (threads or processes) are
+serialized by an ``fcntl`` lock on ``write.lock``; a commit removes older commit points and
+every data file the new one does not list (Lucene's ``IndexFileDeleter``). Files are opened
+with memory mapping, read-only; a mapping stays valid after its file is unlinked, so a loaded
+snapshot never needs the name again (a reader that loses a race to the cleanup retries).
 """
 
 from __future__ import annotations
@@ -24,10 +27,12 @@ import contextlib
 import io
 import json
 import logging
+import mmap
 import os
 import re
 import zlib
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -110,16 +115,36 @@ def generations(folder: Path) -> list[int]:
 ALIGN = 64
 
 
-def write_commit(folder: Path, arrays: list[np.ndarray], meta: dict) -> int:
-    """Write ``arrays`` as a new generation plus its commit point; returns the generation.
+class StaleCommit(Exception):
+    """A delta was prepared against a commit point that is no longer the newest one."""
+
+
+def write_commit(
+    folder: Path,
+    arrays: list[np.ndarray],
+    meta: dict,
+    keep: list[dict] | None = None,
+    based_on: int | None = None,
+) -> tuple[int, list[dict]]:
+    """Write ``arrays`` as a new data file plus a commit point listing it after the files of
+    ``keep`` (entries of an earlier commit point); returns (generation, listed files).
 
     ``meta`` (JSON) is stored in the commit point: what the arrays mean and which SQLite
-    state they reflect. Steps, each a fault-injection point: files written and fsynced
+    state they reflect. With ``based_on`` (a delta), the newest commit point must still be that
+    generation and every kept file must still be there, else ``StaleCommit`` (another writer
+    committed since: the caller writes a full generation instead). Steps, each a
+    fault-injection point: data file half written (``file_half``), written and fsynced
     (``files``), commit point written to a temporary name and fsynced (``commit_tmp``), renamed
-    into place (``commit``), older generations removed (``cleanup``).
+    into place (``commit``), unlisted files removed (``cleanup``).
     """
+    keep = list(keep or [])
     with write_lock(folder):
-        gen = (generations(folder) or [0])[0] + 1
+        newest = (generations(folder) or [0])[0]
+        if based_on is not None and (
+            newest != based_on or not all((folder / f["name"]).exists() for f in keep)
+        ):
+            raise StaleCommit(f"generation {based_on} is no longer the newest ({newest})")
+        gen = newest + 1
         name = f"_{gen}.seg"
         entries, offset = [], 0
         with open(folder / name, "wb") as f:
@@ -137,7 +162,7 @@ def write_commit(folder: Path, arrays: list[np.ndarray], meta: dict) -> int:
                     fault("file_half")
             f.flush()
             os.fsync(f.fileno())
-        files = [{"name": name, "size": offset, "arrays": entries}]
+        files = [*keep, {"name": name, "size": offset, "arrays": entries}]
         fault("files")
         body = json.dumps({"format": FORMAT, "generation": gen, "files": files, "meta": meta}).encode()
         header = json.dumps({"crc32": zlib.crc32(body), "size": len(body)}).encode()
@@ -151,16 +176,21 @@ def write_commit(folder: Path, arrays: list[np.ndarray], meta: dict) -> int:
         os.replace(tmp, folder / f"segments_{gen}.json")
         _fsync_dir(folder)
         fault("commit")
-        _remove_older(folder, gen)
+        _remove_unlisted(folder, gen, {f["name"] for f in files})
         fault("cleanup")
-        return gen
+        return gen, files
 
 
-def _remove_older(folder: Path, keep: int) -> None:
-    """Delete every commit point, data file and temporary file not of generation ``keep``."""
+def _remove_unlisted(folder: Path, keep: int, listed: set[str]) -> None:
+    """Delete every commit point but ``keep``, every data file it does not list, and temporary
+    files (Lucene's ``IndexFileDeleter`` with its default keep-only-last-commit policy)."""
     for name in os.listdir(folder):
-        m = _COMMIT_RE.match(name) or _FILE_RE.match(name)
-        stale = (m is not None and int(m.group(1)) != keep) or name.endswith(".tmp")
+        if (m := _COMMIT_RE.match(name)) is not None:
+            stale = int(m.group(1)) != keep
+        elif _FILE_RE.match(name):
+            stale = name not in listed
+        else:
+            stale = name.endswith(".tmp")
         if stale or name == "manifest.json" or name.endswith(".npy"):  # .npy, manifest.json: the old cache
             with contextlib.suppress(OSError):
                 os.remove(folder / name)
@@ -170,10 +200,26 @@ class CorruptCommit(Exception):
     """A commit point or one of its files is missing, truncated or fails its checksum."""
 
 
-def read_commit(folder: Path) -> tuple[int, list[np.ndarray], dict] | None:
-    """(generation, arrays, meta) of the newest commit point that verifies, else None.
+@dataclass
+class Commit:
+    """A verified commit point: its arrays (all files, in listed order), meta and file list."""
 
-    Every file is read whole and checked against the size and CRC32 its commit point
+    gen: int
+    arrays: list[np.ndarray]
+    meta: dict
+    files: list[dict]
+
+
+def read_commit(folder: Path) -> tuple[int, list[np.ndarray], dict] | None:
+    """(generation, arrays, meta) of the newest commit point that verifies, else None."""
+    found = open_commit(folder)
+    return None if found is None else (found.gen, found.arrays, found.meta)
+
+
+def open_commit(folder: Path) -> Commit | None:
+    """The newest commit point that verifies, else None.
+
+    Every listed file is mapped and checked against the size and CRC32 its commit point
     records before it is parsed; a failure is logged and the next older commit point (if
     any survived) is tried. ``None`` means: rebuild from SQLite.
     """
@@ -185,7 +231,7 @@ def read_commit(folder: Path) -> tuple[int, list[np.ndarray], dict] | None:
         for gen in gens:
             tried.add(gen)
             try:
-                return gen, *_read_generation(folder, gen)
+                return Commit(gen, *_read_generation(folder, gen))
             except (CorruptCommit, KeyError, TypeError, ValueError) as e:  # the last three: malformed entries
                 log.warning(
                     "segment cache %s generation %d is unusable (%s); rebuilding from SQLite", folder, gen, e
@@ -193,6 +239,21 @@ def read_commit(folder: Path) -> tuple[int, list[np.ndarray], dict] | None:
     if not tried and any(_FILE_RE.match(n) for n in _names(folder)):
         log.warning("segment cache %s has data files but no commit point; rebuilding from SQLite", folder)
     return None
+
+
+def _map(path: Path, size: int) -> memoryview:
+    """The first ``size`` bytes of ``path``, memory-mapped read-only (pages are read when touched;
+    the mapping outlives an unlink of the file). Raises CorruptCommit when the file has another size."""
+    try:
+        with open(path, "rb") as fh:
+            actual = os.fstat(fh.fileno()).st_size
+            if actual != size:
+                raise CorruptCommit(f"file {path.name} has {actual} bytes, the commit point says {size}")
+            if size == 0:
+                return memoryview(b"")
+            return memoryview(mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ))
+    except OSError as e:
+        raise CorruptCommit(f"file {path.name} unreadable: {e.strerror or e}") from None
 
 
 def _npy_view(blob: memoryview) -> np.ndarray:
@@ -220,7 +281,7 @@ def _names(folder: Path) -> list[str]:
         return []
 
 
-def _read_generation(folder: Path, gen: int) -> tuple[list[np.ndarray], dict]:
+def _read_generation(folder: Path, gen: int) -> tuple[list[np.ndarray], dict, list[dict]]:
     try:
         header, _, body = (folder / f"segments_{gen}.json").read_bytes().partition(b"\n")
         check = json.loads(header)
@@ -238,15 +299,9 @@ def _read_generation(folder: Path, gen: int) -> tuple[list[np.ndarray], dict]:
     for f in files:
         name = f.get("name", "") if isinstance(f, dict) else ""
         m = _FILE_RE.match(name)
-        if m is None or int(m.group(1)) != gen:
+        if m is None or int(m.group(1)) > gen:  # files of this or an earlier generation
             raise CorruptCommit(f"commit point names an unexpected file [{name}]")
-        try:
-            with open(folder / name, "rb") as fh:
-                data = memoryview(fh.read(int(f["size"]) + 1))
-        except OSError as e:
-            raise CorruptCommit(f"file {name} unreadable: {e.strerror or e}") from None
-        if len(data) != f["size"]:
-            raise CorruptCommit(f"file {name} has {len(data)} bytes, the commit point says {f['size']}")
+        data = _map(folder / name, int(f["size"]))
         for i, a in enumerate(f["arrays"]):
             blob = data[a["offset"] : a["offset"] + a["size"]]
             if len(blob) != a["size"] or zlib.crc32(blob) != a["crc32"]:
@@ -255,7 +310,17 @@ def _read_generation(folder: Path, gen: int) -> tuple[list[np.ndarray], dict]:
                 arrays.append(_npy_view(blob))
             except (ValueError, OSError, EOFError) as e:
                 raise CorruptCommit(f"array {i} of file {name} is not a valid array: {e}") from None
-    return arrays, entry["meta"]
+    return arrays, entry["meta"], files
 
 
-__all__ = ["CorruptCommit", "fault", "generations", "read_commit", "write_commit", "write_lock"]
+__all__ = [
+    "Commit",
+    "CorruptCommit",
+    "StaleCommit",
+    "fault",
+    "generations",
+    "open_commit",
+    "read_commit",
+    "write_commit",
+    "write_lock",
+]

@@ -18,16 +18,18 @@ import contextlib
 import fnmatch
 import json
 import logging
+import os
 import sqlite3
 import threading
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from scholar_es.engine import similarity as sim
-from scholar_es.engine.commit import read_commit, write_commit
+from scholar_es.engine.commit import Commit, StaleCommit, open_commit, write_commit
 from scholar_es.engine.errors import EsError, illegal_argument, index_not_found
 from scholar_es.engine.mapping import Mapping, keyword_normalizer
 from scholar_es.engine.segment import ParsedDoc, Segment, parse_document
@@ -49,6 +51,37 @@ _INDEX_SETTINGS = {
     "codec",
     "mapping",
 }
+
+
+#: merge policy of the saved files (a save writes a delta unless one of these says "merge"):
+#: at most this many delta files per commit point,
+MAX_DELTAS = 10
+#: and documents added plus deleted in the deltas at most this fraction of the base (or
+#: ``MIN_MERGE_DOCS``, below which a merge would not save any work at open)
+MERGE_RATIO = 0.15
+MIN_MERGE_DOCS = 1_000
+#: set to a non-empty value, every save writes a whole new base (the pre-issue-16 behaviour;
+#: bench/append_latency.py measures it as the baseline)
+FULL_SAVE_ENV = "SCHOLAR_ES_FULL_SAVE"
+
+
+@dataclass
+class _OnDisk:
+    """The newest commit point this process wrote or read, and what a delta against it needs."""
+
+    gen: int  # its generation
+    files: list[dict]  # the files it lists (kept by a delta commit)
+    meta: dict
+    seqs: np.ndarray  # the live seqs it reflects
+    n_arrays: int  # arrays in its files: a delta's array references start here
+
+    @property
+    def base_docs(self) -> int:
+        return int(self.meta["segment"]["n"])
+
+    @property
+    def deltas(self) -> list[dict]:
+        return list(self.meta.get("deltas") or [])
 
 
 def _flat_index_settings(settings: dict) -> dict:
@@ -95,6 +128,7 @@ class IndexHandle:
         self._lock = threading.RLock()  # writers and publishing; searches on a snapshot take none
         self._save_lock = threading.Lock()
         self._saved_gen = -1  # write generation of the newest commit point this process wrote or read
+        self._disk: _OnDisk | None = None  # that commit point, when the snapshot descends from it
 
     @property
     def cache_dir(self) -> Path:
@@ -144,7 +178,7 @@ class IndexHandle:
                     return None
                 # SQLite went back (a restored file): never serve the newer snapshot, rebuild
                 log.warning("index [%s] is older in SQLite than in memory; rebuilding from SQLite", self.name)
-                snap, self._pending = Segment(self.mapping), []
+                snap, self._pending, self._disk = Segment(self.mapping), [], None  # seqs may be reused
             if snap.gen != want:
                 snap = self._advance(snap, want, rd)
             self._snapshot = snap
@@ -154,9 +188,9 @@ class IndexHandle:
         """The segment of the newest commit point that verifies, or an empty one; None when the
         commit point is newer than the caller's read transaction (another process committed
         and saved since it began) and ``wait_for_newer``: the caller reads again."""
-        found = read_commit(self.cache_dir)
+        found = open_commit(self.cache_dir)
         if found is not None:
-            _, arrays, meta = found
+            meta = found.meta
             if wait_for_newer and isinstance(meta.get("write_gen"), int) and meta["write_gen"] > want:
                 return None
             try:
@@ -164,14 +198,33 @@ class IndexHandle:
                     raise ValueError(
                         f"it reflects write generation {meta.get('write_gen')}, SQLite has {want}"
                     )
-                seg = Segment.from_arrays(arrays, meta["segment"], self.mapping)
+                seg = self._load(found)
                 seg.gen = self._saved_gen = int(meta["write_gen"])
+                self._disk = _OnDisk(found.gen, found.files, meta, seg.seqs, len(found.arrays))
                 return seg
             except (ValueError, KeyError, TypeError) as e:
                 log.warning(
                     "segment cache of index [%s] is unusable (%s); rebuilding from SQLite", self.name, e
                 )
         return Segment(self.mapping)
+
+    def _load(self, found: Commit) -> Segment:
+        """The segment of a verified commit point: its base, then each delta's deletions and
+        documents in order; raises ValueError when they do not fit together."""
+        arrays, meta = found.arrays, found.meta
+        seg = Segment.from_arrays(arrays, meta["segment"], self.mapping)
+        for delta in meta.get("deltas") or []:
+            added = Segment.from_arrays(arrays, delta["segment"], self.mapping)
+            deleted = arrays[delta["deleted"]]
+            if deleted.dtype != np.int64 or deleted.ndim != 1:
+                raise ValueError("a delta's deleted seqs have the wrong type")
+            at = np.minimum(np.searchsorted(seg.seqs, deleted), max(len(seg.seqs) - 1, 0))
+            if len(deleted) and (not len(seg.seqs) or not np.array_equal(seg.seqs[at], deleted)):
+                raise ValueError("a delta deletes documents its base does not have")
+            seg = seg.with_changes([], deleted.tolist(), added=added)
+        if len(seg.seqs) != meta["docs"]:
+            raise ValueError(f"{len(seg.seqs)} documents where the commit point says {meta['docs']}")
+        return seg
 
     def _advance(self, seg: Segment, want: int, rd: Reader) -> Segment:
         """``seg`` brought to write generation ``want``: from this process's queued writes when
@@ -213,21 +266,65 @@ class IndexHandle:
         return new
 
     def save(self) -> None:
-        """Write the current snapshot as a new checksummed generation (a Lucene commit)."""
+        """Commit the current snapshot (a Lucene commit): a small delta file with the documents
+        added and the seqs deleted since the last commit point, or a whole new base when the
+        merge policy says so (``MAX_DELTAS``, ``MERGE_RATIO``) or no usable commit point is known."""
         with self._save_lock:
             seg = self.segment()
             if seg.gen == self._saved_gen:
                 return
-            arrays, desc = seg.to_arrays()
             meta = {
                 "index_uuid": self.uuid,
                 "write_gen": seg.gen,
                 "docs": len(seg.seqs),
                 "max_seq": int(seg.seqs.max()) if len(seg.seqs) else 0,
-                "segment": desc,
             }
-            write_commit(self.cache_dir, arrays, meta)
+            disk, plan = self._disk, self._delta_plan(seg)
+            if disk is not None and plan is not None:
+                start, deleted = plan
+                arrays, desc = seg.to_arrays(start=start, first_ref=disk.n_arrays)
+                arrays.append(deleted)
+                entry = {"segment": desc, "deleted": disk.n_arrays + len(arrays) - 1, "deletes": len(deleted)}
+                meta.update(segment=disk.meta["segment"], deltas=[*disk.deltas, entry])
+                try:
+                    gen, files = write_commit(
+                        self.cache_dir, arrays, meta, keep=disk.files, based_on=disk.gen
+                    )
+                    self._disk = _OnDisk(gen, files, meta, seg.seqs, disk.n_arrays + len(arrays))
+                    self._saved_gen = seg.gen
+                    return
+                except StaleCommit as e:  # another process committed since: write it whole
+                    log.info("index [%s]: %s; writing a full generation", self.name, e)
+            arrays, desc = seg.to_arrays()
+            meta.update(segment=desc, deltas=[])
+            gen, files = write_commit(self.cache_dir, arrays, meta)
+            self._disk = _OnDisk(gen, files, meta, seg.seqs, len(arrays))
             self._saved_gen = seg.gen
+
+    def _delta_plan(self, seg: Segment) -> tuple[int, np.ndarray] | None:
+        """(position of the first document added since the last commit point, seqs deleted
+        since) when a delta can express ``seg`` against it and the merge policy allows one."""
+        disk = self._disk
+        if disk is None or os.environ.get(FULL_SAVE_ENV):
+            return None
+        saved, seqs = disk.seqs, seg.seqs
+        start = int(np.searchsorted(seqs, saved[-1], side="right")) if len(saved) else 0
+        kept = seqs[:start]
+        if start == len(saved) and np.array_equal(kept, saved):
+            deleted = saved[:0]
+        else:  # the documents before ``start`` must be saved ones (else: rebuilt in between)
+            pos = np.searchsorted(saved, kept)
+            if np.any(pos >= len(saved)) or not np.array_equal(saved[np.minimum(pos, len(saved) - 1)], kept):
+                return None
+            gone = np.ones(len(saved), dtype=bool)
+            gone[pos] = False
+            deleted = saved[gone]
+        deltas = disk.deltas
+        churn = sum(int(d["segment"]["n"]) + int(d.get("deletes", 0)) for d in deltas)
+        churn += len(seqs) - start + len(deleted)
+        if len(deltas) >= MAX_DELTAS or churn > max(MERGE_RATIO * disk.base_docs, MIN_MERGE_DOCS):
+            return None  # merge: the next commit point lists one new base
+        return start, np.ascontiguousarray(deleted, dtype=np.int64)
 
     # --- writes ---------------------------------------------------------------------------
     def write(self, ops: list[tuple]) -> list[dict]:
