@@ -294,7 +294,8 @@ class _Postings:
         self.indptr = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
         self._views = None
         if views is not None:  # filter the term -> docs view too: O(postings), no sort
-            ptr, docs, freqs = views[0] if views[1] is None else _concat_csc(*views, len(self.vocab))
+            base, tail = views
+            ptr, docs, freqs = base if tail is None else _concat_csc(base, tail, len(self.vocab))
             kept = keep[docs]
             at = np.zeros(len(kept) + 1, dtype=np.int64)
             np.cumsum(kept, out=at[1:])
@@ -765,7 +766,7 @@ class Segment:
             terms = list(p.vocab)
             remap = np.full(len(p.vocab), -1, dtype=np.int32)
             remap[used] = np.arange(len(used), dtype=np.int32)
-            csr = [p.indptr[start:] - lo, local.astype(np.int32).reshape(-1), p.data[lo:]]
+            csr: list[np.ndarray] = [p.indptr[start:] - lo, local.astype(np.int32).reshape(-1), p.data[lo:]]
             return [terms[t] for t in used.tolist()], csr, remap
 
         col: Column
