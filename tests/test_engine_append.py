@@ -375,3 +375,39 @@ def test_random_add_delete_refresh_reopen_rounds_answer_as_a_fresh_index(tmp_pat
     finally:
         engine.store.close()
     assert _open(path) == _rebuilt(path, tmp_path)
+
+
+def test_a_delta_of_columns_without_values_reopens(tmp_path):
+    """A keyword, numeric and vector field no document has a value in yet: their delta columns
+    are empty (empty vocabulary, no vector dims) and still load."""
+    path = tmp_path / "engine"
+    es = embedded_client(path)
+    es.indices.create(
+        index="p",
+        mappings={
+            "properties": {
+                "title": {"type": "text"},
+                "tag": {"type": "keyword"},
+                "n": {"type": "integer"},
+                "v": {"type": "dense_vector"},
+            }
+        },
+    )
+    docs = {}
+    for r in range(3):
+        for i in range(5):
+            docs[f"{r}-{i}"] = {"title": f"graph {'model ' * i}"}
+            es.index(index="p", id=f"{r}-{i}", document=docs[f"{r}-{i}"])
+        es.indices.refresh(index="p")
+    assert len(_commit(path)["files"]) == 3
+    es.index(index="p", id="tagged", document={"title": "graph", "tag": "a", "n": 3, "v": [1.0, 0.0]})
+    es.indices.refresh(index="p")
+    es.close()
+    engine = Engine(path)
+    try:
+        status, resp = rest_handle(engine, "POST", "/p/_search", {}, {"query": {"match": {"title": "graph"}}})
+        assert status == 200 and resp["hits"]["total"]["value"] == 16
+        status, resp = rest_handle(engine, "POST", "/p/_search", {}, {"query": {"term": {"tag": "a"}}})
+        assert [h["_id"] for h in resp["hits"]["hits"]] == ["tagged"]
+    finally:
+        engine.store.close()

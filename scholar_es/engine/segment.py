@@ -779,7 +779,10 @@ class Segment:
             vocab, csr, remap = rows(col.postings)
             first = col.first[start:]
             if start:
-                first = np.where(first >= 0, remap[np.maximum(first, 0)], -1).astype(np.int32)
+                local_first = np.full(len(first), -1, dtype=np.int32)
+                has = first >= 0
+                local_first[has] = remap[first[has]]
+                first = local_first
             view = list(col.postings.csc()) if not start else []
             desc["keyword"].append([name, json_array(vocab), put(*csr, first, *view)])
         for name, col in self.numeric.items():
