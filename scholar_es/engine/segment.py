@@ -239,24 +239,30 @@ class _Postings:
         return new
 
     def append(self, rows: list[list[str]]) -> None:
-        """Append rows given as token lists (building a small segment of new documents)."""
+        """Append rows given as token lists (building a small segment of new documents): the
+        distinct terms of each row ascending with their counts, from one sort of all tokens."""
         vocab = self.vocab
-        ind_parts, dat_parts, counts = [], [], []
-        for tokens in rows:
-            if tokens:
-                ids = np.fromiter(
-                    (vocab.setdefault(t, len(vocab)) for t in tokens), dtype=np.int32, count=len(tokens)
-                )
-                u, c = np.unique(ids, return_counts=True)
-                ind_parts.append(u.astype(np.int32))
-                dat_parts.append(c.astype(np.int32))
-                counts.append(len(u))
-            else:
-                counts.append(0)
-        if ind_parts:
-            self.indices = np.concatenate([self.indices, *ind_parts])
-            self.data = np.concatenate([self.data, *dat_parts])
-        self.indptr = np.concatenate([self.indptr, self.indptr[-1] + np.cumsum(counts, dtype=np.int64)])
+        lens = np.fromiter((len(r) for r in rows), dtype=np.int64, count=len(rows))
+        ids = np.fromiter(
+            (vocab.setdefault(t, len(vocab)) for tokens in rows for t in tokens),
+            dtype=np.int64,
+            count=int(lens.sum()),
+        )
+        if len(ids):
+            width = len(vocab)
+            keys = np.sort(np.repeat(np.arange(len(rows), dtype=np.int64), lens) * width + ids)
+            first = np.empty(len(keys), dtype=bool)
+            first[0] = True
+            np.not_equal(keys[1:], keys[:-1], out=first[1:])
+            starts = np.flatnonzero(first)
+            counts = np.diff(np.append(starts, len(keys))).astype(np.int32)
+            distinct = keys[starts]
+            per_row = np.bincount(distinct // width, minlength=len(rows))
+            self.indices = np.concatenate([self.indices, (distinct % width).astype(np.int32)])
+            self.data = np.concatenate([self.data, counts])
+        else:
+            per_row = np.zeros(len(rows), dtype=np.int64)
+        self.indptr = np.concatenate([self.indptr, self.indptr[-1] + np.cumsum(per_row, dtype=np.int64)])
         self._views = None
 
     def extend(self, other: _Postings) -> np.ndarray:
