@@ -6,8 +6,9 @@ SQLite and the snapshot that reflects exactly that state (the index's write gene
 its hits and their ``_source`` come from one point in time; a write (serialized per handle)
 commits to SQLite and queues its parsed documents, and the next reader publishes a new
 snapshot from them -- or, when another process wrote in between, from SQLite itself. Refresh
-and exit save the snapshot as a checksummed generation with a commit point
-(:mod:`engine.commit`); a new process starts from the newest one that verifies. See
+and exit commit the snapshot (:mod:`engine.commit`): a small delta file with the documents
+added and deleted since the last commit point, or a whole new base when the merge policy says
+so; a new process starts from the newest commit point that verifies (base + deltas). See
 docs/storage.md.
 """
 

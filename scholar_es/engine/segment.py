@@ -1,9 +1,11 @@
 """The searchable, in-memory form of one index: postings, doc values and vectors.
 
 Built from the documents in :mod:`engine.store` and saved as checksummed arrays
-(:meth:`Segment.to_arrays`, written by :mod:`engine.commit`) so a new process opens a
-100k-chunk index in well under a second. A published segment is an immutable snapshot:
-:meth:`Segment.with_changes` returns a new one and leaves it untouched. Documents are kept in
+(:meth:`Segment.to_arrays`: the whole segment as a base, or the newest documents as a delta;
+written by :mod:`engine.commit`) so a new process opens a 100k-chunk index in well under a
+second. A published segment is an immutable snapshot: :meth:`Segment.with_changes` returns a
+new one and leaves it untouched (appends go to spare capacity past the rows it sees,
+:func:`_grow`). Documents are kept in
 ``seq`` order (Lucene's doc-id order on a single shard); deletions are applied by
 compacting, i.e. the engine always behaves like a force-merged index, so collection
 statistics count live documents only (a cluster also counts deleted-but-unmerged ones).
