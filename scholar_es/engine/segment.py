@@ -204,6 +204,8 @@ def _concat_csc(a: Csc, b: Csc, n_terms: int) -> Csc:
 #: a tail of the term -> docs view is folded into the base one when it holds more than this
 #: fraction of the base's postings (amortized O(1) per appended posting)
 TAIL_FRACTION = 8
+#: ... and never below this many postings (small indices: a tail this small costs nothing)
+TAIL_MIN_POSTINGS = 1 << 16
 
 
 class _Postings:
@@ -283,7 +285,7 @@ class _Postings:
             base, tail = views
             new = _build_csc(other.indptr, ind, other.data, n0, len(vocab))
             tail = new if tail is None else _concat_csc(tail, new, len(vocab))
-            if len(tail[1]) * TAIL_FRACTION > max(len(base[1]), 1 << 16):
+            if len(tail[1]) * TAIL_FRACTION > max(len(base[1]), TAIL_MIN_POSTINGS):
                 base, tail = _concat_csc(base, tail, len(vocab)), None
             self._views = (base, tail)
         return remap
