@@ -272,7 +272,12 @@ class IndexHandle:
         merge policy says so (``MAX_DELTAS``, ``MERGE_RATIO``) or no usable commit point is known."""
         with self._save_lock:
             seg = self.segment()
-            if seg.gen == self._saved_gen:
+            new_graph = seg.graphs_unsaved() and not self._base_has_graphs(seg)
+            if seg.gen == self._saved_gen and not new_graph:
+                # nothing changed; a graph is saved with a base only (segment.to_arrays): one
+                # built since the base was written is worth a new base (else every new process
+                # would build it again), one that only grew by the rows of deltas is not (a new
+                # process adds those rows again) and waits for the next merge
                 return
             meta = {
                 "index_uuid": self.uuid,
@@ -280,7 +285,7 @@ class IndexHandle:
                 "docs": len(seg.seqs),
                 "max_seq": int(seg.seqs.max()) if len(seg.seqs) else 0,
             }
-            disk, plan = self._disk, self._delta_plan(seg)
+            disk, plan = self._disk, None if new_graph else self._delta_plan(seg)
             if disk is not None and plan is not None:
                 start, deleted = plan
                 arrays, desc = seg.to_arrays(start=start, first_ref=disk.n_arrays)
@@ -301,6 +306,13 @@ class IndexHandle:
             gen, files = write_commit(self.cache_dir, arrays, meta)
             self._disk = _OnDisk(gen, files, meta, seg.seqs, len(arrays))
             self._saved_gen = seg.gen
+
+    def _base_has_graphs(self, seg: Segment) -> bool:
+        """Whether the base on disk holds a graph for every vector column that has one now."""
+        if self._disk is None:
+            return False
+        stored = {name for name, _, refs in self._disk.meta["segment"].get("vectors", []) if len(refs) > 2}
+        return all(name in stored for name, col in seg.vectors.items() if col.graph is not None)
 
     def _delta_plan(self, seg: Segment) -> tuple[int, np.ndarray] | None:
         """(position of the first document added since the last commit point, seqs deleted

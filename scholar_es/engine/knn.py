@@ -1,15 +1,21 @@
-"""k-nearest-neighbour search over dense_vector fields, exact (brute force, float32).
+"""k-nearest-neighbour search over dense_vector fields: exact (brute force, float32), or
+through an HNSW graph for large fields mapped with an hnsw type (:mod:`engine.hnsw`).
 
-Elasticsearch answers kNN approximately (HNSW, by default on int8/bbq-quantized vectors);
-the embedded engine computes the exact neighbours and the exact float similarity, which
-is what a cluster returns for ``index_options.type: flat`` and approximately otherwise.
+Elasticsearch answers kNN approximately (HNSW, by default on int8/bbq-quantized vectors). The
+embedded engine computes the exact neighbours and the exact float similarity -- what a cluster
+returns for ``index_options.type: flat`` -- for flat/bbq types and for fields under
+:data:`engine.hnsw.GRAPH_THRESHOLD` vectors; above it, hnsw/int8_hnsw/int4_hnsw fields take
+``num_candidates`` candidates from the graph (:func:`approximate`), re-scored exactly.
 The score conversions are in :func:`engine.similarity.knn_score`.
 """
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
+from scholar_es.engine import hnsw
 from scholar_es.engine import similarity as sim
 from scholar_es.engine.errors import illegal_argument, parsing_error, unsupported
 from scholar_es.engine.hits import order_by_score
@@ -32,8 +38,9 @@ KNN_PARAMS = {
 MAX_CANDIDATES = 10_000
 
 
-def raw_similarity(ctx: Ctx, field: str, qv: np.ndarray) -> tuple[np.ndarray, np.ndarray, str]:
-    """(raw similarity per doc, has-vector mask, similarity name); for l2_norm the squared distance."""
+def _vector_field(ctx: Ctx, field: str, qv: np.ndarray):
+    """(field spec, column or None) of a kNN field; errors as Elasticsearch's for a missing or
+    non-vector field and a query vector of other dimensions."""
     fs = ctx.seg.mapping.get(field)
     if fs is None:
         raise illegal_argument(f"field [{field}] does not exist in the mapping")
@@ -49,6 +56,19 @@ def raw_similarity(ctx: Ctx, field: str, qv: np.ndarray) -> tuple[np.ndarray, np
             f"The query vector has a different number of dimensions [{qv.shape[0]}] than the "
             f"document vectors [{dims}]."
         )
+    return fs, col
+
+
+def _zero_magnitude(qv: np.ndarray):
+    return illegal_argument(
+        "The [cosine] similarity does not support vectors with zero magnitude. "
+        "Preview of invalid vector: " + str(qv[:5].tolist())
+    )
+
+
+def raw_similarity(ctx: Ctx, field: str, qv: np.ndarray) -> tuple[np.ndarray, np.ndarray, str]:
+    """(raw similarity per doc, has-vector mask, similarity name); for l2_norm the squared distance."""
+    fs, col = _vector_field(ctx, field, qv)
     if col is None or col.dims is None:
         return np.zeros(ctx.n), np.zeros(ctx.n, dtype=bool), fs.similarity or "cosine"
     m = col.matrix
@@ -57,10 +77,7 @@ def raw_similarity(ctx: Ctx, field: str, qv: np.ndarray) -> tuple[np.ndarray, np
     if kind == "cosine":
         qn = np.float32(np.linalg.norm(qv))
         if qn == 0:
-            raise illegal_argument(
-                "The [cosine] similarity does not support vectors with zero magnitude. "
-                "Preview of invalid vector: " + str(qv[:5].tolist())
-            )
+            raise _zero_magnitude(qv)
         with np.errstate(divide="ignore", invalid="ignore"):
             raw = dots / (col.norms() * qn)
     elif kind == "l2_norm":
@@ -69,6 +86,75 @@ def raw_similarity(ctx: Ctx, field: str, qv: np.ndarray) -> tuple[np.ndarray, np
     else:
         raw = dots
     return np.where(col.present, raw, 0.0).astype(np.float64), col.present, kind
+
+
+def subset_raw(col, kind: str, qv: np.ndarray, pos: np.ndarray) -> np.ndarray:
+    """:func:`raw_similarity` of the documents at ``pos`` only, each row's value independent of
+    which other rows are scored (``einsum`` per row; the full pass's BLAS product may differ from
+    it in the last float32 bit, by summation order)."""
+    m = col.matrix[pos]
+    if kind == "l2_norm":
+        diff = m - qv
+        raw = np.einsum("ij,ij->i", diff, diff)
+    else:
+        raw = np.einsum("ij,j->i", m, qv)
+        if kind == "cosine":
+            qn = np.float32(np.linalg.norm(qv))
+            with np.errstate(divide="ignore", invalid="ignore"):
+                raw = raw / (np.linalg.norm(m, axis=1).astype(np.float32) * qn)
+    return raw.astype(np.float64)
+
+
+def approximate(
+    ctx: Ctx,
+    field: str,
+    qv: np.ndarray,
+    k: int,
+    nc: int,
+    filter_mask: np.ndarray | None,
+    threshold: float | None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, str] | None:
+    """(top-k positions ascending, their unboosted scores, their raw similarity, similarity name)
+    through the field's HNSW graph, or None when the exact path answers (a flat/bbq type, a field
+    under the graph threshold). Lucene's filtered search (AbstractKnnVectorQuery#getLeafResults):
+    when the filter's matching count is at most ``num_candidates``, or so small that the graph
+    would visit more nodes than it (here: the oversampled candidate count ``nc * live / matching``
+    exceeds it), the filtered documents are scored exactly; otherwise the graph's candidates are
+    post-filtered, and fewer than ``min(k, matching)`` survivors fall back to exact as well."""
+    fs, col = _vector_field(ctx, field, qv)
+    params = hnsw.graph_params(fs)
+    if params is None or col is None or col.dims is None:
+        return None
+    live = int(np.count_nonzero(col.present))
+    if live < hnsw.GRAPH_THRESHOLD:
+        return None
+    kind = fs.similarity or "cosine"
+    if kind == "cosine" and not np.any(qv):
+        raise _zero_magnitude(qv)
+    allowed = col.present if filter_mask is None else col.present & filter_mask
+    cost = live if filter_mask is None else int(np.count_nonzero(allowed))
+    cand: np.ndarray | None = None
+    if cost > nc:
+        graph = hnsw.graph_for(col, params, ctx.seg.seqs)
+        count = math.ceil(nc * max(graph.size, live) / cost)
+        if count <= cost:
+            found = graph.search(qv, count, nc, col.matrix, col.present, ctx.seg.seqs)
+            found = found[allowed[found]]
+            if len(found) >= min(k, cost):
+                cand = np.sort(found)
+    if cand is None:  # exact over the allowed documents
+        cand = np.flatnonzero(allowed)
+    raw = subset_raw(col, kind, qv, cand)
+    if threshold is not None:
+        keep = (np.sqrt(raw) <= threshold) if kind == "l2_norm" else (raw >= threshold)
+        cand, raw = cand[keep], raw[keep]
+    score = sim.knn_score(kind, raw).astype(np.float32).astype(np.float64)
+    if kind == "cosine":
+        score = np.maximum(score, 0.0)  # Lucene clamps (1 + cos) / 2 at 0
+    if len(cand) > k:
+        top = np.sort(order_by_score(np.arange(len(cand)), score, k))  # ties: lower position first
+        cand, score, raw = cand[top], score[top], raw[top]
+    return cand.astype(np.int64), score, raw, kind
 
 
 def _query_vector(spec: dict) -> np.ndarray:
@@ -89,7 +175,8 @@ def _query_vector(spec: dict) -> np.ndarray:
 
 
 class KnnNode(Node):
-    """The exact top-k neighbours among the docs its own ``filter`` allows, scored by similarity x boost.
+    """The top-k neighbours among the docs its own ``filter`` allows, scored by similarity x boost:
+    exact, or from the HNSW graph's candidates (:func:`approximate`).
 
     Only the clause's own filter pre-filters: a ``bool`` filter beside a knn query applies
     after the top k are chosen ("Filter approximate kNN results": pre-filtering only happens
@@ -113,10 +200,20 @@ class KnnNode(Node):
         k = self.k if self.k is not None else ctx.default_k
         nc = self.num_candidates if self.num_candidates is not None else round(min(MAX_CANDIDATES, 1.5 * k))
         _validate_k(k, nc)
-        raw, present, kind = raw_similarity(ctx, self.field, self.qv)
-        allowed = present.copy()
+        _vector_field(ctx, self.field, self.qv)  # field errors before filter errors
+        fmask = None
         for f in self.filters:
-            allowed &= f.run(ctx)[0]
+            m = f.run(ctx)[0]
+            fmask = m if fmask is None else fmask & m
+        approx = approximate(ctx, self.field, self.qv, k, nc, fmask, self.threshold)
+        if approx is not None:
+            cand, top, raw_top, kind = approx
+            mask, score, raw = np.zeros(ctx.n, dtype=bool), np.zeros(ctx.n), np.zeros(ctx.n)
+            mask[cand], score[cand], raw[cand] = True, top, raw_top
+            self._raw, self._kind = raw, kind
+            return mask, np.where(mask, score * self.boost, 0.0)
+        raw, present, kind = raw_similarity(ctx, self.field, self.qv)
+        allowed = present.copy() if fmask is None else present & fmask
         if self.threshold is not None:
             allowed &= (np.sqrt(raw) <= self.threshold) if kind == "l2_norm" else (raw >= self.threshold)
         score = sim.knn_score(kind, raw).astype(np.float32).astype(np.float64)

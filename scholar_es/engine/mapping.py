@@ -34,6 +34,18 @@ TOTAL_FIELDS_LIMIT = 1000
 DEPTH_LIMIT = 20
 FIELD_TYPES = {TEXT, KEYWORD, VECTOR, "boolean", "date", "object", *NUMERIC_TYPES}
 VECTOR_SIMILARITIES = ("cosine", "dot_product", "l2_norm", "max_inner_product")
+# DenseVectorFieldMapper.VectorIndexType names (8.x/9.x); engine/hnsw.py decides which use a graph
+VECTOR_INDEX_TYPES = (
+    "hnsw",
+    "int8_hnsw",
+    "int4_hnsw",
+    "bbq_hnsw",
+    "flat",
+    "int8_flat",
+    "int4_flat",
+    "bbq_flat",
+    "bbq_disk",
+)
 
 # Parameters each type accepts; anything else is rejected rather than ignored, because a
 # parameter we silently dropped would make the engine rank differently from a cluster.
@@ -71,6 +83,26 @@ for _t in NUMERIC_TYPES:
 
 def mapper_error(reason: str) -> EsError:
     return EsError(400, "mapper_parsing_exception", reason)
+
+
+def _vector_index_options(name: str, opts) -> None:
+    """Check a dense_vector's ``index_options`` (DenseVectorFieldMapper.parseIndexOptions: a
+    ``type`` is required and must be known; ``m``/``ef_construction`` are integers)."""
+    if opts is None:
+        return
+    if not isinstance(opts, dict):
+        raise mapper_error(f"Failed to parse mapping: [index_options] of field [{name}] must be an object")
+    if "type" not in opts:
+        raise mapper_error("[index_options] requires field [type] to be configured")
+    if opts["type"] not in VECTOR_INDEX_TYPES:
+        raise mapper_error(f"Unknown vector index options type [{opts['type']}] for field [{name}]")
+    for param in ("m", "ef_construction"):
+        value = opts.get(param)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise mapper_error(
+                f"Failed to parse mapping: [index_options.{param}] of field [{name}] must be a positive "
+                f"integer, got [{value!r:.40}]"
+            )
 
 
 def keyword_normalizer(fs: FieldSpec, analysis: dict | None):
@@ -230,6 +262,7 @@ class Mapping:
             raise mapper_error(
                 f"Unknown value [{sim}] for field [similarity] - accepted values are {list(VECTOR_SIMILARITIES)}"
             )
+        _vector_index_options(name, spec.get("index_options"))
         return FieldSpec(
             name=name, type=VECTOR, dims=dims, similarity=sim, index=bool(spec.get("index", True)), raw=spec
         )

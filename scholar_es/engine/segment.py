@@ -15,7 +15,7 @@ Columns by field type:
 * text   -- term -> postings (doc, tf) in CSC layout, token counts per doc, norms
 * keyword -- value -> postings, first value per doc (collapse, sort)
 * numeric/date/boolean -- all values flattened, min/max per doc
-* dense_vector -- float32 matrix and a presence mask
+* dense_vector -- float32 matrix and a presence mask (+ the HNSW graph, :mod:`engine.hnsw`)
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ import numpy as np
 from scholar_es.engine import similarity as sim
 from scholar_es.engine.analysis import get_analyzer
 from scholar_es.engine.errors import EsError
+from scholar_es.engine.hnsw import HnswGraph
 from scholar_es.engine.mapping import KEYWORD, TEXT, VECTOR, FieldSpec, Mapping, keyword_normalizer
 
 
@@ -522,9 +523,12 @@ class VectorColumn:
         self.matrix = np.zeros((0, dims or 0), dtype=np.float32)
         self.present = np.zeros(0, dtype=bool)
         self._norms: np.ndarray | None = None
+        #: the HNSW graph (engine.hnsw.HnswGraph), built on the first approximate kNN; keyed by
+        #: seq, so every snapshot (copies, compactions, appends) shares it
+        self.graph: HnswGraph | None = None
 
     def copy(self) -> VectorColumn:
-        new = copy.copy(self)  # every change rebinds its arrays
+        new = copy.copy(self)  # every change rebinds its arrays; the graph is shared
         _copy_bufs(new, self)
         return new
 
@@ -738,6 +742,11 @@ class Segment:
         return new
 
     # --- persistence ---------------------------------------------------------------
+    def graphs_unsaved(self) -> bool:
+        """Whether a vector column's HNSW graph changed since it was last saved (a save is then
+        worth writing even when no document changed)."""
+        return any(col.graph is not None and col.graph.unsaved for col in self.vectors.values())
+
     def to_arrays(self, start: int = 0, first_ref: int = 0) -> tuple[list[np.ndarray], dict]:
         """The columns of documents ``start..n`` as a list of arrays plus a JSON description
         naming them by position, numbered from ``first_ref`` (file names are positions, never
@@ -800,7 +809,10 @@ class Segment:
             desc["numeric"].append([name, put(col.doc[lo:] - start, col.values[lo:])])
         for name, col in self.vectors.items():
             matrix = col.matrix[start:] if len(col.matrix) else col.matrix
-            desc["vectors"].append([name, col.dims, put(matrix, col.present[start:])])
+            # the HNSW graph (engine.hnsw) is saved with a base only; rows a delta adds are
+            # added to it again after a cold open (before the first approximate kNN)
+            graph = [col.graph.to_array()] if col.graph is not None and not start else []
+            desc["vectors"].append([name, col.dims, put(matrix, col.present[start:], *graph)])
         return arrays, desc
 
     @classmethod
@@ -855,6 +867,8 @@ class Segment:
                     raise ValueError("vector matrix has the wrong type")
                 if dims is not None and col.matrix.shape != (n, dims):
                     raise ValueError("vector matrix has the wrong shape")
+                if len(refs) > 2:  # the HNSW graph (engine.hnsw), restored on first use
+                    col.graph = HnswGraph.from_array(arrays[refs[2]], dims)
                 seg.vectors[name] = col
         except (IndexError, KeyError, TypeError) as e:
             raise ValueError(f"segment description does not match its files: {e}") from None

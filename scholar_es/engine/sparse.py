@@ -24,7 +24,14 @@ from scholar_es.engine import similarity as sim
 from scholar_es.engine.errors import EsError
 from scholar_es.engine.functions import FunctionScoreNode, ScriptScoreNode, SegmentScriptContext, _combine
 from scholar_es.engine.hits import order_by_score
-from scholar_es.engine.knn import MAX_CANDIDATES, KnnNode, _validate_k, raw_similarity
+from scholar_es.engine.knn import (
+    MAX_CANDIDATES,
+    KnnNode,
+    _validate_k,
+    _vector_field,
+    approximate,
+    raw_similarity,
+)
 from scholar_es.engine.nodes import (
     BoolNode,
     BoostNode,
@@ -284,7 +291,8 @@ def _knn_scores(kind: str, raw: np.ndarray) -> np.ndarray:
 
 
 def _knn(node: KnnNode, ctx: Ctx) -> Hits | None:
-    """KnnNode's exact top k, scoring only the documents near the k-th similarity.
+    """KnnNode's top k: the graph's (:func:`engine.knn.approximate`) where it applies, else the
+    exact top k, scoring only the documents near the k-th similarity.
 
     The score is a non-decreasing function of the raw similarity (of minus the squared distance
     for l2_norm) after float32 rounding, so the top k by score are among the documents whose raw
@@ -294,12 +302,17 @@ def _knn(node: KnnNode, ctx: Ctx) -> Hits | None:
     k = node.k if node.k is not None else ctx.default_k
     nc = node.num_candidates if node.num_candidates is not None else round(min(MAX_CANDIDATES, 1.5 * k))
     _validate_k(k, nc)
-    raw, present, kind = raw_similarity(ctx, node.field, node.qv)
-    allowed = present
+    _vector_field(ctx, node.field, node.qv)  # field errors before filter errors
+    fmask = None
     for f in node.filters:
-        fmask = np.zeros(ctx.n, dtype=bool)
-        fmask[run_sparse(f, ctx)[0]] = True
-        allowed = allowed & fmask
+        m = np.zeros(ctx.n, dtype=bool)
+        m[run_sparse(f, ctx)[0]] = True
+        fmask = m if fmask is None else fmask & m
+    approx = approximate(ctx, node.field, node.qv, k, nc, fmask, node.threshold)
+    if approx is not None:
+        return approx[0], approx[1] * node.boost
+    raw, present, kind = raw_similarity(ctx, node.field, node.qv)
+    allowed = present if fmask is None else present & fmask
     if node.threshold is not None:
         allowed = allowed & (
             (np.sqrt(raw) <= node.threshold) if kind == "l2_norm" else (raw >= node.threshold)
