@@ -663,6 +663,12 @@ def _search_batch(queries_file, run_out, strategy, profile, size, papers, prefix
     default=None,
     help="Index alias prefix [default: <name>-<split>- for QASPER, <name>- for BEIR].",
 )
+@click.option(
+    "--chunking",
+    default="paragraph",
+    show_default=True,
+    help="paragraph or window (as `scholar-es index`); a window index gets its own prefix (<prefix>window-).",
+)
 @click.option("--quiet", is_flag=True, help="No progress bars or progress lines (the report still prints).")
 @_backend_option
 def eval_cmd(
@@ -680,6 +686,7 @@ def eval_cmd(
     plot_out,
     profile,
     prefix,
+    chunking,
     quiet,
     backend,
 ) -> None:
@@ -705,6 +712,7 @@ def eval_cmd(
             profile=profile,
             prefix=prefix,
             heads=heads,
+            chunking=chunking,
             progress=not quiet,
             corpus_sample=corpus_sample,
             full_corpus=full_corpus,

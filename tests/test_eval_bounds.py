@@ -175,3 +175,18 @@ def test_cli_eval_limit_options(beir, tmp_path):
     assert "--corpus-sample" in help_text and "--full-corpus" in help_text and "--quiet" in help_text
     bad = CliRunner().invoke(main, ["eval", str(beir), "--json", str(tmp_path / "x" / "y.json")])
     assert bad.exit_code == 2 and "does not exist; create it first" in bad.output
+
+
+def test_cli_eval_chunking_window_gets_its_own_index(beir, tmp_path):
+    """`eval --chunking window` indexes windows under their own prefix (the real bundled model on
+    50 tiny documents); an unknown mode exits 2 naming the modes; --help lists the option."""
+    assert "--chunking" in CliRunner().invoke(main, ["eval", "--help"]).output
+    target = str(tmp_path / "engine")
+    args = ["eval", str(beir), "--format", "beir", "--split", "train", "--strategy", "bm25", "--es", target]
+    ok = CliRunner().invoke(main, [*args, "--chunking", "window", "--quiet"])
+    assert ok.exit_code == 0, ok.output
+    assert "index tiny-window-chunks: 50 chunks, 50 papers" in ok.output
+    # each query names its own document's unique number: BM25 puts it first
+    assert "| bm25 | 1.000 |" in ok.output
+    bad = CliRunner().invoke(main, [*args, "--chunking", "sentence", "--quiet"])
+    assert bad.exit_code == 2 and "unknown chunking 'sentence'" in bad.output and "window" in bad.output
