@@ -106,8 +106,13 @@ class EmbeddedNode(BaseNode):
 
 
 def embedded_client(path: str | Path, **kwargs):
-    """An ``elasticsearch.Elasticsearch`` client backed by the engine in ``path``."""
+    """An ``elasticsearch.Elasticsearch`` client backed by the engine in ``path``; its JSON
+    serializer is :class:`engine.client_json.EngineJsonSerializer` unless ``kwargs`` name one."""
     from elasticsearch import Elasticsearch
 
+    from scholar_es.engine.client_json import EngineJsonSerializer
+
     config = NodeConfig("http", EMBEDDED_HOST, 9200, _extras={"engine_path": str(Path(path).expanduser())})
+    if "serializer" not in kwargs and "serializers" not in kwargs:
+        kwargs["serializer"] = EngineJsonSerializer()
     return Elasticsearch(hosts=[config], node_class=EmbeddedNode, **kwargs)
