@@ -304,6 +304,9 @@ def _keep_unstemmed(words: frozenset[str]) -> TermFilter:
 # --------------------------------------------------------------------------------------- analyzer
 
 
+RECENT_TEXTS = 4096  # texts whose terms an analyzer keeps (Analyzer.__call__)
+
+
 @dataclass(frozen=True, eq=False)
 class Analyzer:
     """A tokenizer plus token filters, called on a text to get the indexed terms in order."""
@@ -314,8 +317,23 @@ class Analyzer:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_term", _compose(self.filters))
+        object.__setattr__(self, "_recent", {})
 
     def __call__(self, text: str) -> list[str]:
+        """The terms of ``text``. The last ``RECENT_TEXTS`` texts' terms are kept: documents
+        written together often repeat a field's text (the title and abstract of the chunks of
+        one paper, section names), which is then analyzed once."""
+        recent: dict[str, list[str]] = self._recent  # type: ignore[attr-defined]
+        hit = recent.get(text)
+        if hit is not None:
+            return list(hit)
+        terms = self._analyze(text)
+        if len(recent) >= RECENT_TEXTS:
+            recent.clear()  # cheaper than an LRU; a batch's repeats are close together
+        recent[text] = terms
+        return list(terms)
+
+    def _analyze(self, text: str) -> list[str]:
         if _SURROGATE.search(text):  # Java reads UTF-16: a high+low surrogate pair is one code point
             text = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
         tokens = self.tokenizer(text)
