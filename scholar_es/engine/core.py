@@ -409,8 +409,8 @@ class IndexHandle:
                     "_index": self.name,
                     "_id": doc_id,
                     "_version": version,
-                    "result": "deleted" if version else "not_found",
-                    "status": 200 if version else 404,
+                    "result": "deleted" if previous is not None else "not_found",
+                    "status": 200 if previous is not None else 404,
                 }
             else:
                 pdoc = pdocs[i]
@@ -421,8 +421,8 @@ class IndexHandle:
                     "_index": self.name,
                     "_id": doc_id,
                     "_version": version,
-                    "result": "updated" if version > 1 else "created",
-                    "status": 200 if version > 1 else 201,
+                    "result": "updated" if previous is not None else "created",
+                    "status": 200 if previous is not None else 201,
                 }
             done = results[i]
             assert done is not None  # both branches above set it
