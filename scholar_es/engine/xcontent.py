@@ -146,7 +146,13 @@ def loads(text: str) -> Any:
         try:
             return orjson.loads(text)
         except orjson.JSONDecodeError:
-            pass  # the json path below refuses it with its own message (or accepts it: lone surrogates)
+            pass  # the json path refuses it with its own message (or accepts it: lone surrogates)
+    return loads_json(text)
+
+
+def loads_json(text: str) -> Any:
+    """The ``json`` path of :func:`loads` alone (the reference its ``orjson`` path must match),
+    after the nesting check."""
     try:
         return json.loads(
             text, parse_int=_parse_int, parse_float=_parse_float, parse_constant=_parse_constant
