@@ -368,3 +368,20 @@ def test_closing_the_actions_stops_the_thread(tmp_path):
     assert first["_index"] == "c"
     gen.close()
     assert not [t for t in threading.enumerate() if t.name == "scholar-es-embed-ahead"]
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        {"a": [1, 2.5, 1e-05, -0.0], "b": 'é\n"', "c": {"d": None}},
+        {"n": 10**30},
+        {"s": "\ud800"},
+        {"f": float("nan")},
+        {"t": "nullable", "u": True},
+    ],
+    ids=range(5),
+)
+def test_stored_source_text_reads_back_as_json_dumps(source):
+    ours = xcontent.dumps_text(source)
+    assert isinstance(ours, str)
+    assert repr(json.loads(ours)) == repr(json.loads(json.dumps(source, ensure_ascii=False)))

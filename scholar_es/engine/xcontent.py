@@ -166,8 +166,21 @@ def loads_json(text: str) -> Any:
         raise JsonSyntaxError(e.msg, e.lineno, e.colno) from None
 
 
+def dumps_text(obj: Any) -> str:
+    """``json.dumps(obj, ensure_ascii=False)`` read back alike, several times faster: orjson's
+    compact text, unless orjson refuses ``obj`` (integers beyond 64 bits, lone surrogates,
+    non-string keys) or may have written a non-finite float as ``null`` (any ``null``)."""
+    try:
+        out = orjson.dumps(obj)
+    except orjson.JSONEncodeError:
+        return json.dumps(obj, ensure_ascii=False)
+    return json.dumps(obj, ensure_ascii=False) if b"null" in out else out.decode("utf-8")
+
+
 __all__ = [
+    "dumps_text",
     "loads",
+    "loads_json",
     "number_risk",
     "JsonSyntaxError",
     "nesting_depth",
