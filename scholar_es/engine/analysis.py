@@ -160,7 +160,7 @@ class _PorterStemmer:
 
     def stem(self, word: str) -> str:
         b = list(word)  # Java chars: a supplementary character is two UTF-16 units
-        if word and max(word) > "\uffff":
+        if not word.isascii() and max(word) > "\uffff":  # isascii: O(1) on str
             b = [chr(u) for u in memoryview(word.encode("utf-16-le", "surrogatepass")).cast("H")]
         if len(b) <= 2:  # stem(): `if (k > k0 + 1)`
             return word

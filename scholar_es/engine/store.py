@@ -25,6 +25,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
+import orjson
 
 GC_DELETES_SECONDS = 60.0  # index.gc_deletes' default (IndexSettings.DEFAULT_GC_DELETES)
 
@@ -52,7 +53,7 @@ def pack_vectors(vectors: dict[str, np.ndarray]) -> bytes | None:
     """Vectors of one document as bytes: a JSON header line, then float32 data."""
     if not vectors:
         return None
-    header = json.dumps({k: int(v.shape[0]) for k, v in vectors.items()}).encode()
+    header = orjson.dumps({k: int(v.shape[0]) for k, v in vectors.items()})
     return header + b"\n" + b"".join(np.asarray(v, dtype="<f4").tobytes() for v in vectors.values())
 
 
