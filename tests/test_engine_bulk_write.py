@@ -385,3 +385,20 @@ def test_stored_source_text_reads_back_as_json_dumps(source):
     ours = xcontent.dumps_text(source)
     assert isinstance(ours, str)
     assert repr(json.loads(ours)) == repr(json.loads(json.dumps(source, ensure_ascii=False)))
+
+
+def test_big_integers_in_a_bulk_body_keep_every_digit(tmp_engine):
+    # one scan of the whole NDJSON body finds them (node._decode_body), and the client reads them back
+    tmp_engine.indices.create(index="b", mappings={"dynamic": False})
+    big = 123456789012345678901234567890
+    r = tmp_engine.bulk(
+        operations=[
+            {"index": {"_index": "b", "_id": "1"}},
+            {"n": 1.5},
+            {"index": {"_index": "b", "_id": "2"}},
+            {"n": big},
+        ]
+    )
+    assert not r["errors"]
+    assert tmp_engine.get(index="b", id="2")["_source"] == {"n": big}
+    assert tmp_engine.get(index="b", id="1")["_source"] == {"n": 1.5}

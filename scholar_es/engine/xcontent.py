@@ -132,8 +132,10 @@ def nesting_depth(text: str) -> int:
     return int(np.cumsum(step).max(initial=0))
 
 
-def loads(text: str) -> Any:
-    """``json.loads`` with Jackson's limits; an ``x_content_parse_exception`` EsError on refusal."""
+def loads(text: str, checked: bool = False) -> Any:
+    """``json.loads`` with Jackson's limits; an ``x_content_parse_exception`` EsError on refusal.
+    ``checked``: the caller found no :func:`number_risk` in a text holding this one (one scan
+    of a whole NDJSON body instead of one per line)."""
     # depth can only pass the limit with more openers than that (str.count: cheap on every body)
     openers = text.count("[") + text.count("{")
     depth = nesting_depth(text) if openers > MAX_NESTING_DEPTH else 0
@@ -142,7 +144,7 @@ def loads(text: str) -> Any:
             f"Document nesting depth ({depth}) exceeds the maximum allowed ({MAX_NESTING_DEPTH}, from "
             "`StreamReadConstraints.getMaxNestingDepth()`)"
         )
-    if not number_risk(text.encode("utf-8", "surrogatepass")):
+    if checked or not number_risk(text.encode("utf-8", "surrogatepass")):
         try:
             return orjson.loads(text)
         except orjson.JSONDecodeError:
