@@ -305,6 +305,7 @@ def _keep_unstemmed(words: frozenset[str]) -> TermFilter:
 
 
 RECENT_TEXTS = 4096  # texts whose terms an analyzer keeps (Analyzer.__call__)
+RECENT_MAX_CHARS = 8192  # ... when they are no longer than this (titles, abstracts, names)
 
 
 @dataclass(frozen=True, eq=False)
@@ -320,7 +321,7 @@ class Analyzer:
         object.__setattr__(self, "_recent", {})
 
     def __call__(self, text: str) -> list[str]:
-        """The terms of ``text``. The last ``RECENT_TEXTS`` texts' terms are kept: documents
+        """The terms of ``text``. The last ``RECENT_TEXTS`` short texts' terms are kept: documents
         written together often repeat a field's text (the title and abstract of the chunks of
         one paper, section names), which is then analyzed once."""
         recent: dict[str, list[str]] = self._recent  # type: ignore[attr-defined]
@@ -328,10 +329,12 @@ class Analyzer:
         if hit is not None:
             return list(hit)
         terms = self._analyze(text)
-        if len(recent) >= RECENT_TEXTS:
-            recent.clear()  # cheaper than an LRU; a batch's repeats are close together
-        recent[text] = terms
-        return list(terms)
+        if len(text) <= RECENT_MAX_CHARS:  # bounded memory: at most RECENT_TEXTS short texts
+            if len(recent) >= RECENT_TEXTS:
+                recent.clear()  # cheaper than an LRU; a batch's repeats are close together
+            recent[text] = terms
+            return list(terms)
+        return terms
 
     def _analyze(self, text: str) -> list[str]:
         if _SURROGATE.search(text):  # Java reads UTF-16: a high+low surrogate pair is one code point
