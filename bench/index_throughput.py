@@ -8,9 +8,11 @@ torch,onnx,onnx-int8, each at its default batch size: 32, 8, 8; the first is the
 machine load. Reports wall and CPU seconds (this process, all threads), chunks/s, and the speedup
 over torch's median in the same run. Model loading and the one-off ONNX export happen before the
 timed runs. Targets: time outside ``encode`` under 10% (issue 2); default backend >= 2.5x torch's
-chunks/s (issue 16).
+chunks/s (issue 16). ``backend:batch:0`` runs the indexer's sequential path (no embed-ahead thread),
+to compare with ``backend:batch`` (``EMBED_AHEAD`` batches embedded ahead of the writes).
 
     .venv/bin/python bench/index_throughput.py [--paragraphs 1000] [--rounds 2] [--backends torch,onnx]
+    .venv/bin/python bench/index_throughput.py --paragraphs 400 --rounds 2 --backends onnx:8:0,onnx:8
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from indexer.embedder import DEFAULT_BATCH, Embedder  # noqa: E402
-from indexer.pipeline import IndexRun  # noqa: E402
+from indexer.pipeline import EMBED_AHEAD, IndexRun  # noqa: E402
 from scholar_es.engine.node import embedded_client  # noqa: E402
 
 
@@ -57,7 +59,9 @@ def main() -> None:
     ap.add_argument(
         "--backends",
         default="torch,onnx,onnx-int8",
-        help="backend[:batch size], comma-separated; the first is the baseline",
+        help="backend[:batch size[:embed ahead]], comma-separated; the first is the baseline "
+        "(embed ahead: batches embedded in a background thread ahead of the writes, 0 = sequential; "
+        "default indexer.pipeline.EMBED_AHEAD)",
     )
     ap.add_argument("--rounds", type=int, default=1)
     args = ap.parse_args()
@@ -67,22 +71,23 @@ def main() -> None:
     backends = [
         b if ":" in b else f"{b}:{args.batch_size or DEFAULT_BATCH[b]}" for b in args.backends.split(",")
     ]
+    aheads = [EMBED_AHEAD if b.count(":") < 2 else int(b.rsplit(":", 1)[1]) for b in backends]
     runs: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp:
         sample_file = Path(tmp) / "sample.jsonl"
         n = sample(source, args.paragraphs, sample_file)
         embedders = {}
         for label in backends:  # loads (and exports, the first time) before anything is timed
-            name, _, batch = label.partition(":")
+            name, batch = label.split(":")[:2]
             embedders[label] = Embedder(batch_size=int(batch), use_cache=False, backend=name)
             embedders[label].encode(["warm up"])
         for r in range(args.rounds):
-            for backend in backends:
+            for backend, ahead in zip(backends, aheads, strict=True):
                 embedder = embedders[backend]
                 embedder.encode_seconds = 0.0
                 es = embedded_client(Path(tmp) / f"engine-{backend}-{r}")
                 t0, c0 = time.perf_counter(), time.process_time()
-                summary = IndexRun(es, embedder).run([sample_file], "qasper")
+                summary = IndexRun(es, embedder, embed_ahead=ahead).run([sample_file], "qasper")
                 total, cpu = time.perf_counter() - t0, time.process_time() - c0
                 es.close()
                 runs.append(

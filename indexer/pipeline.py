@@ -2,18 +2,23 @@
 
 Everything streams: papers are read one at a time, chunks are embedded in batches, and the
 bulk actions are a generator consumed by ``elasticsearch.helpers.streaming_bulk``, so memory
-stays bounded whatever the corpus size. Bad records are reported with their location,
+stays bounded whatever the corpus size. Reading, chunking and embedding run in one background
+thread up to ``EMBED_AHEAD`` batches ahead of the writes (``IndexRun(embed_ahead=0)``: all in
+the caller's thread). Bad records are reported with their location,
 counted, and cost nothing else.
 """
 
 from __future__ import annotations
 
 import os
+import queue
 import signal
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TypeVar
 
 from elasticsearch import helpers
 
@@ -25,6 +30,9 @@ from indexer.readers import read_papers
 from scholar_es.errors import ConfigError, InputError
 
 EMBED_BATCH = 64  # chunks embedded per model call: large enough to keep the model busy
+#: batches a background thread reads, chunks and embeds ahead of the one being written
+#: (IndexRun(embed_ahead=0): the sequential path, everything in the caller's thread)
+EMBED_AHEAD = 2
 #: fault hook for the crash tests: the process kills itself (SIGKILL, no cleanup runs) once this
 #: many papers were acknowledged by the index, i.e. in the middle of a run
 FAULT_ENV = "SCHOLAR_ES_FAULT_KILL_AFTER_PAPERS"
@@ -112,6 +120,64 @@ def paper_doc(paper: Paper, chunks: list[Chunk], vector) -> dict:
     }
 
 
+T = TypeVar("T")
+
+
+class _Failed:
+    """What the producer thread raised; re-raised in the consumer with its own traceback."""
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+
+_DONE = object()
+
+
+def _ahead(items: Iterator[T], depth: int) -> Iterator[T]:
+    """``items``, produced by one background thread at most ``depth`` items ahead of the
+    consumer. An exception in the producer is raised here (its traceback shows where it was
+    raised in the producer); closing this generator (the bulk stopped, Ctrl-C in the consumer)
+    stops the producer at its next item and waits for it."""
+    q: queue.Queue = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def put(item: object) -> bool:
+        while not stop.is_set():
+            try:
+                q.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def produce() -> None:
+        try:
+            for item in items:
+                if not put(item):
+                    return
+            put(_DONE)
+        except BaseException as e:  # noqa: BLE001 - handed to the consumer, which raises it
+            put(_Failed(e))
+        finally:
+            close = getattr(items, "close", None)
+            if close is not None:
+                close()
+
+    thread = threading.Thread(target=produce, name="scholar-es-embed-ahead", daemon=True)
+    thread.start()
+    try:
+        while True:
+            item = q.get()
+            if item is _DONE:
+                return
+            if isinstance(item, _Failed):
+                raise item.error
+            yield item
+    finally:
+        stop.set()
+        thread.join()
+
+
 class IndexRun:
     """One ``scholar-es index`` run over some sources into one engine or cluster."""
 
@@ -124,11 +190,13 @@ class IndexRun:
         chunking: str = "paragraph",
         rebuild: bool = False,
         bulk_size: int = 500,
+        embed_ahead: int = EMBED_AHEAD,
         on_error: Callable[[str], None] | None = None,
         on_progress: Callable[[int, int], None] | None = None,
     ) -> None:
         self.es, self.embedder = es, embedder
         self.prefix, self.chunking, self.rebuild, self.bulk_size = prefix, chunking, rebuild, bulk_size
+        self.embed_ahead = embed_ahead
         self.on_error = on_error or (lambda msg: None)
         self.on_progress = on_progress or (lambda papers, chunks: None)
         self.summary = IndexSummary()
@@ -157,7 +225,19 @@ class IndexRun:
                     yield item, source
 
     def actions(self, papers: Iterable[tuple[Paper, str]], targets: dict[str, str]) -> Iterator[dict]:
-        """Bulk actions in batches: every chunk embedded once, then written with a stable id."""
+        """Bulk actions in batches: every chunk embedded once, then written with a stable id.
+
+        With ``embed_ahead`` > 0 one background thread reads, chunks and embeds up to that many
+        batches ahead (a bounded queue) while the caller writes the previous ones; 0 does it all
+        in the caller's thread, batch after batch."""
+        batches = self._batches(papers)
+        if self.embed_ahead > 0:
+            batches = _ahead(batches, self.embed_ahead)
+        for batch, vectors in batches:
+            yield from self._batch_actions(batch, vectors, targets)
+
+    def _batches(self, papers: Iterable[tuple[Paper, str]]) -> Iterator[tuple[list, Any]]:
+        """(papers with their chunks and source, their vectors), EMBED_BATCH chunks at a time."""
         batch: list[tuple[Paper, list[Chunk], str]] = []
         size = 0
         for paper, source in papers:
@@ -169,10 +249,23 @@ class IndexRun:
             batch.append((paper, chunks, source))
             size += len(chunks) + 1
             if size >= EMBED_BATCH:
-                yield from self._batch_actions(batch, targets)
+                yield batch, self._embed(batch)
                 batch, size = [], 0
         if batch:
-            yield from self._batch_actions(batch, targets)
+            yield batch, self._embed(batch)
+
+    def _embed(self, batch: list[tuple[Paper, list[Chunk], str]]) -> Any:
+        """One row per paper (title + abstract) followed by one per chunk, in batch order."""
+        texts = []
+        for paper, chunks, _ in batch:
+            head = f"{paper.title}\n{paper.abstract}".strip()
+            texts.append(head or (embedding_text(chunks[0], paper) if chunks else paper.id))
+            texts.extend(embedding_text(c, paper) for c in chunks)
+        # a BEIR paper's text and its only chunk's text are the same string: embed it once,
+        # whatever embedder is plugged in
+        unique = list(dict.fromkeys(texts))
+        row = {t: i for i, t in enumerate(unique)}
+        return self.embedder.encode(unique)[[row[t] for t in texts]]
 
     def _previous_chunks(self, batch, targets) -> dict[str, set[str]]:
         """Chunk ids the papers of this batch had in the index before (none in a fresh index)."""
@@ -184,17 +277,7 @@ class IndexRun:
         )
         return {h["_id"]: set(h["_source"].get("chunk_ids") or []) for h in resp["hits"]["hits"]}
 
-    def _batch_actions(self, batch, targets) -> Iterator[dict]:
-        texts = []
-        for paper, chunks, _ in batch:
-            head = f"{paper.title}\n{paper.abstract}".strip()
-            texts.append(head or (embedding_text(chunks[0], paper) if chunks else paper.id))
-            texts.extend(embedding_text(c, paper) for c in chunks)
-        # a BEIR paper's text and its only chunk's text are the same string: embed it once,
-        # whatever embedder is plugged in
-        unique = list(dict.fromkeys(texts))
-        row = {t: i for i, t in enumerate(unique)}
-        vectors = self.embedder.encode(unique)[[row[t] for t in texts]]
+    def _batch_actions(self, batch, vectors, targets) -> Iterator[dict]:
         previous = self._previous_chunks(batch, targets)
         i = 0
         for paper, chunks, source in batch:

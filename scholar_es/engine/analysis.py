@@ -160,7 +160,7 @@ class _PorterStemmer:
 
     def stem(self, word: str) -> str:
         b = list(word)  # Java chars: a supplementary character is two UTF-16 units
-        if word and max(word) > "\uffff":
+        if not word.isascii() and max(word) > "\uffff":  # isascii: O(1) on str
             b = [chr(u) for u in memoryview(word.encode("utf-16-le", "surrogatepass")).cast("H")]
         if len(b) <= 2:  # stem(): `if (k > k0 + 1)`
             return word
@@ -304,6 +304,10 @@ def _keep_unstemmed(words: frozenset[str]) -> TermFilter:
 # --------------------------------------------------------------------------------------- analyzer
 
 
+RECENT_TEXTS = 4096  # texts whose terms an analyzer keeps (Analyzer.__call__)
+RECENT_MAX_CHARS = 8192  # ... when they are no longer than this (titles, abstracts, names)
+
+
 @dataclass(frozen=True, eq=False)
 class Analyzer:
     """A tokenizer plus token filters, called on a text to get the indexed terms in order."""
@@ -314,8 +318,25 @@ class Analyzer:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_term", _compose(self.filters))
+        object.__setattr__(self, "_recent", {})
 
     def __call__(self, text: str) -> list[str]:
+        """The terms of ``text``. The last ``RECENT_TEXTS`` short texts' terms are kept: documents
+        written together often repeat a field's text (the title and abstract of the chunks of
+        one paper, section names), which is then analyzed once."""
+        recent: dict[str, list[str]] = self._recent  # type: ignore[attr-defined]
+        hit = recent.get(text)
+        if hit is not None:
+            return list(hit)
+        terms = self._analyze(text)
+        if len(text) <= RECENT_MAX_CHARS:  # bounded memory: at most RECENT_TEXTS short texts
+            if len(recent) >= RECENT_TEXTS:
+                recent.clear()  # cheaper than an LRU; a batch's repeats are close together
+            recent[text] = terms
+            return list(terms)
+        return terms
+
+    def _analyze(self, text: str) -> list[str]:
         if _SURROGATE.search(text):  # Java reads UTF-16: a high+low surrogate pair is one code point
             text = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
         tokens = self.tokenizer(text)

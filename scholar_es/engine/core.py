@@ -35,6 +35,7 @@ from scholar_es.engine.errors import EsError, illegal_argument, index_not_found
 from scholar_es.engine.mapping import Mapping, keyword_normalizer
 from scholar_es.engine.segment import ParsedDoc, Segment, parse_document
 from scholar_es.engine.store import Reader, Store, merge_mappings, pack_vectors, unpack_vectors
+from scholar_es.engine.xcontent import dumps_text
 
 log = logging.getLogger("scholar_es.engine")
 
@@ -388,9 +389,7 @@ class IndexHandle:
                 results[i] = _item_error(e)
                 continue
             stored = self._stored_source(source)
-            writes.append(
-                (i, ("index", doc_id, json.dumps(stored, ensure_ascii=False), pack_vectors(pdoc.vectors)))
-            )
+            writes.append((i, ("index", doc_id, dumps_text(stored), pack_vectors(pdoc.vectors))))
             parsed.append((i, pdoc))
             exists_in_batch[doc_id] = True
         mapping_after = json.dumps(self.mapping.to_body(), sort_keys=True)
@@ -409,8 +408,8 @@ class IndexHandle:
                     "_index": self.name,
                     "_id": doc_id,
                     "_version": version,
-                    "result": "deleted" if version else "not_found",
-                    "status": 200 if version else 404,
+                    "result": "deleted" if previous is not None else "not_found",
+                    "status": 200 if previous is not None else 404,
                 }
             else:
                 pdoc = pdocs[i]
@@ -421,8 +420,8 @@ class IndexHandle:
                     "_index": self.name,
                     "_id": doc_id,
                     "_version": version,
-                    "result": "updated" if version > 1 else "created",
-                    "status": 200 if version > 1 else 201,
+                    "result": "updated" if previous is not None else "created",
+                    "status": 200 if previous is not None else 201,
                 }
             done = results[i]
             assert done is not None  # both branches above set it

@@ -12,6 +12,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from scholar_es.engine.errors import EsError
 
 TEXT = "text"
@@ -453,14 +455,27 @@ def _coerce(fs: FieldSpec, v: Any) -> Any:
     return v
 
 
+_PLAIN_NUMBERS = frozenset({int, float})  # not bool (type(True) is bool), nor subclasses
+_FLOAT_MAX = 3.4028234663852886e38  # Float.MAX_VALUE
+
+
 def _vector_values(fs: FieldSpec, value: Any) -> Any:
     """A dense_vector value: an array of finite numbers within the float range."""
+    if isinstance(value, list) and value and set(map(type, value)) <= _PLAIN_NUMBERS:
+        # the common case checked on the whole array at once; the loop below finds the bad
+        # value of a refused one (and its message), and takes integers beyond the float range
+        try:
+            arr = np.asarray(value, dtype=np.float64)
+        except OverflowError:
+            arr = None
+        if arr is not None and np.isfinite(arr).all() and float(np.abs(arr).max()) <= _FLOAT_MAX:
+            return value
     if isinstance(value, list):
         for v in value:
             if isinstance(v, bool) or not isinstance(v, (int, float)):
                 break
             try:
-                if math.isfinite(float(v)) and abs(float(v)) <= 3.4028234663852886e38:
+                if math.isfinite(float(v)) and abs(float(v)) <= _FLOAT_MAX:
                     continue
             except OverflowError:
                 pass

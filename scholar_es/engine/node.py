@@ -30,7 +30,8 @@ def _decode_body(body: bytes | None, content_type: str):
         return None
     text = body.decode("utf-8")
     if "ndjson" in content_type or "x-ndjson" in content_type:
-        return [xcontent.loads(line) for line in text.splitlines() if line.strip()]
+        checked = not xcontent.number_risk(body)  # one scan of the body, not one per line
+        return [xcontent.loads(line, checked) for line in text.splitlines() if line.strip()]
     return xcontent.loads(text)
 
 
@@ -106,8 +107,13 @@ class EmbeddedNode(BaseNode):
 
 
 def embedded_client(path: str | Path, **kwargs):
-    """An ``elasticsearch.Elasticsearch`` client backed by the engine in ``path``."""
+    """An ``elasticsearch.Elasticsearch`` client backed by the engine in ``path``; its JSON
+    serializer is :class:`engine.client_json.EngineJsonSerializer` unless ``kwargs`` name one."""
     from elasticsearch import Elasticsearch
 
+    from scholar_es.engine.client_json import EngineJsonSerializer
+
     config = NodeConfig("http", EMBEDDED_HOST, 9200, _extras={"engine_path": str(Path(path).expanduser())})
+    if "serializer" not in kwargs and "serializers" not in kwargs:
+        kwargs["serializer"] = EngineJsonSerializer()
     return Elasticsearch(hosts=[config], node_class=EmbeddedNode, **kwargs)

@@ -21,6 +21,7 @@ Columns by field type:
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -247,12 +248,12 @@ class _Postings:
         """Append rows given as token lists (building a small segment of new documents): the
         distinct terms of each row ascending with their counts, from one sort of all tokens."""
         vocab = self.vocab
-        lens = np.fromiter((len(r) for r in rows), dtype=np.int64, count=len(rows))
-        ids = np.fromiter(
-            (vocab.setdefault(t, len(vocab)) for tokens in rows for t in tokens),
-            dtype=np.int64,
-            count=int(lens.sum()),
-        )
+        lens = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
+        flat = list(itertools.chain.from_iterable(rows))
+        # new terms get the next ids in order of first occurrence, then one C-level look-up per token
+        new = [t for t in dict.fromkeys(flat) if t not in vocab]
+        vocab.update(zip(new, range(len(vocab), len(vocab) + len(new)), strict=True))
+        ids = np.fromiter(map(vocab.__getitem__, flat), dtype=np.int64, count=len(flat))
         if len(ids):
             width = len(vocab)
             keys = np.sort(np.repeat(np.arange(len(rows), dtype=np.int64), lens) * width + ids)

@@ -9,6 +9,9 @@ derived from these rows and cached separately (see :mod:`engine.segment`).
 Every document row gets a fresh, increasing ``seq`` when written, so an update appends a
 new row and retires the old one, as Lucene does: the insertion order that breaks score
 ties follows the last write, exactly as on a single-shard cluster.
+
+A deleted document leaves a tombstone (its id and version) for ``GC_DELETES_SECONDS``, as
+Elasticsearch keeps a deleted document's version for ``index.gc_deletes`` (60 s by default).
 """
 
 from __future__ import annotations
@@ -17,10 +20,14 @@ import contextlib
 import json
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
+import orjson
+
+GC_DELETES_SECONDS = 60.0  # index.gc_deletes' default (IndexSettings.DEFAULT_GC_DELETES)
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS indices (
@@ -33,6 +40,9 @@ CREATE TABLE IF NOT EXISTS docs (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, index_name TEXT NOT NULL, id TEXT NOT NULL,
     version INTEGER NOT NULL, source TEXT NOT NULL, vectors BLOB,
     UNIQUE (index_name, id));
+CREATE TABLE IF NOT EXISTS tombstones (
+    index_name TEXT NOT NULL, id TEXT NOT NULL, version INTEGER NOT NULL, deleted_at REAL NOT NULL,
+    PRIMARY KEY (index_name, id));
 CREATE TABLE IF NOT EXISTS scripts (id TEXT PRIMARY KEY, body TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS write_gen (index_name TEXT PRIMARY KEY, gen INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS meta_gen (id INTEGER PRIMARY KEY CHECK (id = 0), gen INTEGER NOT NULL);
@@ -43,7 +53,7 @@ def pack_vectors(vectors: dict[str, np.ndarray]) -> bytes | None:
     """Vectors of one document as bytes: a JSON header line, then float32 data."""
     if not vectors:
         return None
-    header = json.dumps({k: int(v.shape[0]) for k, v in vectors.items()}).encode()
+    header = orjson.dumps({k: int(v.shape[0]) for k, v in vectors.items()})
     return header + b"\n" + b"".join(np.asarray(v, dtype="<f4").tobytes() for v in vectors.values())
 
 
@@ -123,6 +133,16 @@ def merge_mappings(stored: dict, ours: dict) -> dict:
         else:
             out[key] = value
     return out
+
+
+def _lookup(db: sqlite3.Connection, sql: str, index: str, ids: list[str]) -> dict[str, tuple]:
+    """id -> the rest of its row, for ``sql`` ending in ``id IN`` (asked 500 ids at a time)."""
+    found: dict[str, tuple] = {}
+    for start in range(0, len(ids), 500):
+        part = ids[start : start + 500]
+        for row in db.execute(f"{sql} ({','.join('?' * len(part))})", (index, *part)):
+            found[row[0]] = row[1:]
+    return found
 
 
 def _gen(db: sqlite3.Connection, index: str) -> int:
@@ -242,6 +262,7 @@ class Store:
     def delete_index(self, name: str) -> None:
         with self._meta_write() as db:
             db.execute("DELETE FROM docs WHERE index_name = ?", (name,))
+            db.execute("DELETE FROM tombstones WHERE index_name = ?", (name,))
             db.execute("DELETE FROM aliases WHERE index_name = ?", (name,))
             db.execute("DELETE FROM indices WHERE name = ?", (name,))
 
@@ -267,39 +288,94 @@ class Store:
                 )
             for index in remove_indices:
                 db.execute("DELETE FROM docs WHERE index_name = ?", (index,))
+                db.execute("DELETE FROM tombstones WHERE index_name = ?", (index,))
                 db.execute("DELETE FROM aliases WHERE index_name = ?", (index,))
                 db.execute("DELETE FROM indices WHERE name = ?", (index,))
 
     # --- documents -----------------------------------------------------------------
     def write(self, index: str, ops: Sequence[tuple]) -> tuple[list[tuple[int | None, int, int | None]], int]:
         """Apply ("index", id, source_json, vectors_blob) and ("delete", id) ops in one
-        transaction. Returns, per op, (new seq or None, version (0: not found), seq of the
-        row it replaced or None), and the index's write generation after the transaction
-        (the one before is that minus one)."""
+        transaction. Returns, per op, (new seq or None, version, seq of the row it replaced or
+        None: a delete found its document when that is set), and the index's write generation
+        after the transaction (the one before is that minus one).
+
+        Versions follow Elasticsearch's internal versioning: every write of an id, deletes
+        included, takes the version after the current one, and a deleted id's version is kept
+        for ``GC_DELETES_SECONDS`` (``index.gc_deletes``) so a delete of a missing id gets
+        version 1 and a document written again soon after its delete goes on from its version.
+
+        The whole request is planned in Python from one look-up of its ids, then written with
+        one ``executemany`` per statement: rows replaced or deleted, new rows (with the seqs
+        AUTOINCREMENT would have given them, one per index op in order, kept in
+        ``sqlite_sequence`` even when a later op of the same request replaced the row) and
+        tombstones."""
         out: list[tuple[int | None, int, int | None]] = []
         with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
+            db = self._db
+            db.execute("BEGIN IMMEDIATE")
             try:
-                for op in ops:
-                    row = self._db.execute(
-                        "SELECT version, seq FROM docs WHERE index_name = ? AND id = ?", (index, op[1])
-                    ).fetchone()
-                    if row:
-                        self._db.execute("DELETE FROM docs WHERE seq = ?", (row[1],))
-                    if op[0] == "delete":
-                        out.append((None, row[0] + 1 if row else 0, row[1] if row else None))
-                        continue
-                    version = row[0] + 1 if row else 1
-                    cur = self._db.execute(
-                        "INSERT INTO docs (index_name, id, version, source, vectors) VALUES (?, ?, ?, ?, ?)",
-                        (index, op[1], version, op[2], op[3]),
+                now = time.time()
+                ids = list(dict.fromkeys(op[1] for op in ops))
+                live = _lookup(
+                    db, "SELECT id, version, seq FROM docs WHERE index_name = ? AND id IN", index, ids
+                )
+                dead: dict[str, tuple] = {}
+                if (
+                    any(op[0] == "delete" for op in ops)
+                    or db.execute("SELECT 1 FROM tombstones LIMIT 1").fetchone()
+                ):
+                    db.execute("DELETE FROM tombstones WHERE deleted_at < ?", (now - GC_DELETES_SECONDS,))
+                    dead = _lookup(
+                        db, "SELECT id, version FROM tombstones WHERE index_name = ? AND id IN", index, ids
                     )
-                    out.append((cur.lastrowid, version, row[1] if row else None))
-                gen = _gen(self._db, index) + 1
-                self._db.execute("INSERT OR REPLACE INTO write_gen VALUES (?, ?)", (index, gen))
-                self._db.execute("COMMIT")
+                row = db.execute(
+                    "SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'docs'), 0), "
+                    "coalesce((SELECT max(seq) FROM docs), 0))"
+                ).fetchone()
+                last_seq = int(row[0])
+                state: dict[str, tuple[int, int | None, tuple | None]] = {}  # id -> (version, seq, op)
+                for doc_id in ids:
+                    if doc_id in live:
+                        state[doc_id] = (live[doc_id][0], live[doc_id][1], None)
+                    elif doc_id in dead:
+                        state[doc_id] = (dead[doc_id][0], None, None)
+                for op in ops:
+                    version, seq, _ = state.get(op[1], (0, None, None))  # version 0: never written
+                    if op[0] == "delete":
+                        state[op[1]] = (version + 1, None, None)
+                        out.append((None, version + 1, seq))
+                        continue
+                    last_seq += 1
+                    state[op[1]] = (version + 1, last_seq, op)
+                    out.append((last_seq, version + 1, seq))
+                retired = [(live[i][1],) for i in ids if i in live]  # every op retires the row
+                if retired:
+                    db.executemany("DELETE FROM docs WHERE seq = ?", retired)
+                rows = [
+                    (seq, index, op[1], version, op[2], op[3])
+                    for version, seq, op in state.values()
+                    if op is not None
+                ]
+                if rows:
+                    db.executemany(
+                        "INSERT INTO docs (seq, index_name, id, version, source, vectors) VALUES (?, ?, ?, ?, ?, ?)",
+                        rows,
+                    )
+                if not db.execute(
+                    "UPDATE sqlite_sequence SET seq = max(seq, ?) WHERE name = 'docs'", (last_seq,)
+                ).rowcount:
+                    db.execute("INSERT INTO sqlite_sequence (name, seq) VALUES ('docs', ?)", (last_seq,))
+                tombs = [(index, i, v, now) for i, (v, seq, _) in state.items() if seq is None]
+                if tombs:
+                    db.executemany("INSERT OR REPLACE INTO tombstones VALUES (?, ?, ?, ?)", tombs)
+                gone = [(index, i) for i, (_, seq, _) in state.items() if seq is not None and i in dead]
+                if gone:
+                    db.executemany("DELETE FROM tombstones WHERE index_name = ? AND id = ?", gone)
+                gen = _gen(db, index) + 1
+                db.execute("INSERT OR REPLACE INTO write_gen VALUES (?, ?)", (index, gen))
+                db.execute("COMMIT")
             except BaseException:
-                self._db.execute("ROLLBACK")
+                db.execute("ROLLBACK")
                 raise
         return out, gen
 

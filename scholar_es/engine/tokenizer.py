@@ -401,7 +401,7 @@ def standard_tokenize(text: str, max_token_length: int = 255) -> list[str]:
         text = text[: cut.start()]  # a 1-char buffer cannot hold a surrogate pair: zzRefill -> EOF
     if not text:
         return []
-    if max(text) <= "\uffff":
+    if text.isascii() or max(text) <= "\uffff":  # isascii: O(1) on str
         if _SLOW_BMP.search(text) is None:
             tokens = list(filter(None, _FINDALL_BMP.findall(text)))  # BMP: code points = UTF-16 units
             if max(map(len, tokens), default=0) <= max_token_length:
