@@ -331,11 +331,12 @@ class IndexHandle:
             if new is old:
                 continue
             fault("graph")  # tests: a crash after a build, before anything of this save is written
-            col.graph = new
-            snap = self._snapshot
-            cur = snap.vectors.get(name) if snap is not None and snap is not seg else None
-            if cur is not None and cur.graph is old:
-                cur.graph = new
+            with self._lock:  # no snapshot is published from a column still holding the old one
+                col.graph = new
+                snap = self._snapshot
+                cur = snap.vectors.get(name) if snap is not None and snap is not seg else None
+                if cur is not None and cur.graph is old:
+                    cur.graph = new
 
     def _delta_plan(self, seg: Segment) -> tuple[int, np.ndarray] | None:
         """(position of the first document added since the last commit point, seqs deleted

@@ -5,7 +5,8 @@ Elasticsearch answers kNN approximately (HNSW, by default on int8/bbq-quantized 
 embedded engine computes the exact neighbours and the exact float similarity -- what a cluster
 returns for ``index_options.type: flat`` -- for flat/bbq types and for fields under
 :data:`engine.hnsw.GRAPH_THRESHOLD` vectors; above it, hnsw/int8_hnsw/int4_hnsw fields take
-``num_candidates`` candidates from the graph (:func:`approximate`), re-scored exactly.
+``num_candidates`` candidates from the graph their last base saved (:func:`approximate`) plus
+every newer row, all re-scored exactly.
 The score conversions are in :func:`engine.similarity.knn_score`.
 """
 
