@@ -181,6 +181,10 @@ def test_appended_and_deleted_docs(es):
     es.index(index="h", id="new", document={"v": q.tolist(), "c": "new", "b": "new"}, refresh=True)
     got = knn(es, "h", q)
     assert got[0] == ("new", pytest.approx(1.0, abs=1e-6))
+    # a row newer than the graph is filtered like the graph's own candidates
+    filtered = knn(es, "h", q, filter={"term": {"b": "3"}})
+    assert len(filtered) == 10 and all(d != "new" and BAND[int(d)] == 3 for d, _ in filtered)
+    assert knn(es, "h", q, k=1, nc=10, filter={"term": {"c": "new"}}) == [got[0]]
     top = got[1][0]
     es.delete(index="h", id=top, refresh=True)
     got2 = knn(es, "h", q)
