@@ -170,13 +170,13 @@ class HnswGraph:
         vecs = np.ascontiguousarray(vecs, dtype=np.float32)
         if self.params["dtype"] != "i8":
             return vecs
-        scale = self.scale
         if query and self.params["metric"] != "l2sq":
-            # cosine and inner-product orderings do not change with the query's scale: use the
-            # full int8 range rather than clamp a query longer than the documents
+            # cosine and inner-product orderings do not change with the query's (positive) scale:
+            # the largest component maps to 127, the full int8 range, whatever the query's length
+            # (no normalization needed: a unit vector would be scaled the same way)
             top = float(np.abs(vecs).max())
-            scale = 127.0 / top if top > 0 else 1.0
-        return np.clip(np.rint(_unit(self.params, vecs) * scale), -127, 127).astype(np.int8)
+            return np.rint(vecs * np.float32(127.0 / top if top > 0 else 1.0)).astype(np.int8)
+        return np.clip(np.rint(_unit(self.params, vecs) * self.scale), -127, 127).astype(np.int8)
 
     # --- searching ------------------------------------------------------------------------
     def search(self, qv: np.ndarray, count: int, ef: int) -> np.ndarray:
