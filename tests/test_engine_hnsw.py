@@ -452,3 +452,14 @@ def test_threads_search_while_a_writer_appends(tmp_path):
     expected = reference("cosine", X[: n0 + 1000], q)
     assert len({d for d, _ in got} & set(exact_top(expected, 10))) >= 9
     es.close()
+
+
+def test_build_threads_from_the_environment(monkeypatch):
+    monkeypatch.delenv(hnsw.THREADS_ENV, raising=False)
+    assert hnsw.build_threads() >= 1
+    monkeypatch.setenv(hnsw.THREADS_ENV, "3")
+    assert hnsw.build_threads() == 3
+    for bad in ("two", "0"):
+        monkeypatch.setenv(hnsw.THREADS_ENV, bad)
+        with pytest.raises(ValueError, match=hnsw.THREADS_ENV):
+            hnsw.build_threads()
