@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -117,11 +118,12 @@ def test_graph_is_used_above_the_threshold(es):
     from scholar_es.engine.mapping import Mapping
 
     for index in ("h", "i8", "dot", "l2"):
+        assert _graph(es, index) is not None  # built when the refresh wrote the base
+    builds = hnsw.counts["build"]
+    for index in ("h", "i8", "dot", "l2", "flat", "small"):
         knn(es, index, QUERIES[0])
-    builds = hnsw.BUILDS
-    knn(es, "flat", QUERIES[0])
-    knn(es, "small", QUERIES[0])
-    assert builds == hnsw.BUILDS  # flat and small fields never build a graph
+    assert builds == hnsw.counts["build"]  # a search never builds
+    assert _graph(es, "flat") is None and _graph(es, "small") is None
     fs = Mapping(_mapping("cosine", {"type": "int8_flat"})).get("v")
     assert graph_params(fs) is None
     assert graph_params(Mapping(_mapping("cosine", {"type": "bbq_hnsw", "m": 16})).get("v")) is None
@@ -175,75 +177,223 @@ def test_appended_and_deleted_docs(es):
     """Rows added after the graph was built are found (usearch add); deleted ones never return."""
     q = QUERIES[5]
     knn(es, "h", q)  # the graph exists
-    builds = hnsw.BUILDS
+    builds = hnsw.counts["build"]
     es.index(index="h", id="new", document={"v": q.tolist(), "c": "new", "b": "new"}, refresh=True)
     got = knn(es, "h", q)
     assert got[0] == ("new", pytest.approx(1.0, abs=1e-6))
+    # a row newer than the graph is filtered like the graph's own candidates
+    filtered = knn(es, "h", q, filter={"term": {"b": "3"}})
+    assert len(filtered) == 10 and all(d != "new" and BAND[int(d)] == 3 for d, _ in filtered)
+    assert knn(es, "h", q, k=1, nc=10, filter={"term": {"c": "new"}}) == [got[0]]
     top = got[1][0]
     es.delete(index="h", id=top, refresh=True)
     got2 = knn(es, "h", q)
     assert top not in {d for d, _ in got2} and got2[0][0] == "new"
-    assert builds == hnsw.BUILDS  # extended in place, not rebuilt
+    assert builds == hnsw.counts["build"]  # extended in place, not rebuilt
     es.delete(index="h", id="new", refresh=True)
     es.index(index="h", id=top, document={"v": X[int(top)].tolist(), "c": "x", "b": "x"}, refresh=True)
 
 
 REPO = Path(__file__).resolve().parents[1]
+EXTRA = (CENTERS[RNG.integers(0, CLUSTERS, 3000)] + 0.35 * RNG.standard_normal((3000, D))).astype(np.float32)
 
 
-def _in_subprocess(path: Path, n_queries: int) -> tuple[list, int]:
-    """(kNN answers for the first queries, graphs built) from a fresh process that opens ``path``
-    and closes it again (the engine of one path is shared within a process)."""
-    script = textwrap.dedent(
-        f"""
+def _graph(es, index: str):
+    """The HNSW graph of field ``v`` in the index's current snapshot (None: exact kNN)."""
+    return es.transport.node_pool.get()._engine.handle(index).segment().vectors["v"].graph
+
+
+def _in_subprocess(path: Path, n_queries: int, body: str = "", env: dict | None = None) -> dict:
+    """A fresh process opens ``path``, runs ``body`` (it may write), answers the first queries'
+    kNN, reports whether the graph it searched was restored from disk, closes the engine (a save)
+    and reports how many graphs it built and extended; ``rc`` is its exit status."""
+    script = (
+        textwrap.dedent(
+            f"""
         import json
         import numpy as np
         from scholar_es.engine import hnsw
         from scholar_es.engine.node import embedded_client
         queries = np.array(json.loads({json.dumps(QUERIES[:n_queries].tolist())!r}), dtype=np.float32)
         es = embedded_client({str(path)!r})
-        out = []
-        for q in queries:
-            body = {{"field": "v", "query_vector": q.tolist(), "k": 10, "num_candidates": 100}}
-            hits = es.search(index="p", knn=body, size=10)["hits"]["hits"]
-            out.append([[h["_id"], h["_score"]] for h in hits])
-        es.close()
-        print(json.dumps([out, hnsw.BUILDS]))
+        out = {{}}
         """
+        )
+        + textwrap.dedent(body)
+        + textwrap.dedent(
+            """
+        answers = []
+        for q in queries:
+            body = {"field": "v", "query_vector": q.tolist(), "k": 10, "num_candidates": 100}
+            hits = es.search(index="p", knn=body, size=10)["hits"]["hits"]
+            answers.append([[h["_id"], h["_score"]] for h in hits])
+        graph = es.transport.node_pool.get()._engine.handle("p").segment().vectors["v"].graph
+        out.update(answers=answers, restored=graph is not None and graph.restored)
+        out["at_search"] = [hnsw.counts["build"], hnsw.counts["extend"]]
+        es.close()
+        out["after_close"] = [hnsw.counts["build"], hnsw.counts["extend"]]
+        print(json.dumps(out))
+        """
+        )
     )
-    env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    full_env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    full_env.update(env or {})
     proc = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300, cwd=str(REPO)
+        [sys.executable, "-"],
+        input=script,
+        capture_output=True,
+        text=True,
+        env=full_env,
+        timeout=300,
+        cwd=str(REPO),
     )
-    assert proc.returncode == 0, proc.stderr
-    answers, builds = json.loads(proc.stdout.strip().splitlines()[-1])
-    return [[tuple(h) for h in a] for a in answers], builds
+    if proc.returncode != 0:
+        return {"rc": proc.returncode, "stderr": proc.stderr}
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    out["answers"] = [[tuple(h) for h in a] for a in out["answers"]]
+    out["rc"] = 0
+    return out
 
 
-def test_graph_survives_reopen_and_a_corrupted_graph_is_rebuilt(tmp_path):
+def _commit_body(path: Path) -> dict:
+    (point,) = path.glob("segments/*/segments_*.json")
+    return json.loads(point.read_bytes().partition(b"\n")[2])
+
+
+def _check_answers(answers: list, vecs: np.ndarray, live: np.ndarray, min_recall: float) -> None:
+    """Every score is the formula's for that document, only live documents come back, and
+    recall@10 against the exact top 10 of the live documents is at least ``min_recall``."""
+    recalls = []
+    for q, got in zip(QUERIES, answers, strict=False):
+        expected = reference("cosine", vecs, q)
+        assert len(got) == 10
+        for doc, score in got:
+            assert live[int(doc)], doc
+            assert score == pytest.approx(expected[int(doc)], abs=2e-6)
+        recalls.append(len({d for d, _ in got} & set(exact_top(expected, 10, live))) / 10)
+    assert np.mean(recalls) >= min_recall
+
+
+def test_graph_is_built_at_save_and_a_fresh_process_loads_it(tmp_path):
+    """Lucene builds a segment's graph when it writes the segment: the refresh that writes the
+    base builds it (once), and a new process restores it instead of building at its first kNN."""
+    es = embedded_client(tmp_path)
+    before = hnsw.counts["build"]
+    _fill(es, "p", _mapping("cosine", {"type": "int8_hnsw"}), X)
+    assert hnsw.counts["build"] == before + 1 and _graph(es, "p") is not None
+    knn(es, "p", QUERIES[0])
+    es.close()
+    assert hnsw.counts["build"] == before + 1  # neither the search nor the closing save built another
+    (refs,) = [r for name, _, r in _commit_body(tmp_path)["meta"]["segment"]["vectors"] if name == "v"]
+    assert len(refs) == 3  # matrix, presence, graph
+
+    first = _in_subprocess(tmp_path, 10)
+    assert first["rc"] == 0, first
+    assert first["restored"] and first["at_search"] == [0, 0] and first["after_close"] == [0, 0]
+    _check_answers(first["answers"], X, np.ones(N, dtype=bool), 0.95)
+    again = _in_subprocess(tmp_path, 10)
+    assert again["answers"] == first["answers"]  # the same saved graph: the same approximate answers
+
+
+def test_deltas_then_a_cold_open(tmp_path):
+    """Documents added and deleted after the base are saved as delta files without a graph; a new
+    process searches the base's graph plus the delta rows exactly, and builds nothing."""
+    es = embedded_client(tmp_path)
+    _fill(es, "p", _mapping("cosine", None), X)
+    vecs = np.concatenate([X, EXTRA[:600]])
+    vecs[N] = QUERIES[0]  # a new document equal to the first query
+    live = np.ones(len(vecs), dtype=bool)
+    builds = hnsw.counts["build"]
+    for r in range(3):
+        helpers.bulk(
+            es,
+            (
+                {"_index": "p", "_id": str(i), "v": vecs[i].tolist()}
+                for i in range(N + 200 * r, N + 200 * (r + 1))
+            ),
+        )
+        es.indices.refresh(index="p")
+    gone = [int(d) for d in exact_top(reference("cosine", X, QUERIES[1]), 50)]
+    for d in gone:
+        es.delete(index="p", id=str(d))
+        live[d] = False
+    es.indices.refresh(index="p")
+    assert hnsw.counts["build"] == builds and hnsw.counts["extend"] == 0
+    es.close()
+    meta = _commit_body(tmp_path)["meta"]
+    assert len(meta["deltas"]) == 4
+    assert all(len(r) == 2 for d in meta["deltas"] for _, _, r in d["segment"]["vectors"])  # no graph
+
+    out = _in_subprocess(tmp_path, 10)
+    assert out["rc"] == 0, out
+    assert out["restored"] and out["at_search"] == [0, 0] and out["after_close"] == [0, 0]
+    assert out["answers"][0][0] == (str(N), pytest.approx(1.0, abs=1e-6))
+    _check_answers(out["answers"], vecs, live, 0.95)
+
+
+def test_a_merge_extends_the_graph_and_a_crash_before_it_is_written_loses_nothing(tmp_path):
+    """More than MERGE_RATIO of new documents makes the next save write a base: the graph is
+    extended by the new rows, not rebuilt. A process killed after that build, before the commit
+    point, leaves the previous commit point; SQLite has every document, the next process answers
+    with them (exact beside the old graph) and its closing save extends the graph."""
+    from scholar_es.engine import core
+
+    n0 = 12_000
+    es = embedded_client(tmp_path)
+    _fill(es, "p", _mapping("cosine", {"type": "hnsw"}), X[:n0])
+    es.close()
+    added = int(core.MERGE_RATIO * n0) + 200
+    vecs = np.concatenate([X[:n0], EXTRA[:added]])
+    vecs[n0] = QUERIES[0]
+    write = f"""
+        from elasticsearch import helpers
+        vecs = np.array(json.loads({json.dumps(vecs[n0:].tolist())!r}), dtype=np.float32)
+        helpers.bulk(es, ({{"_index": "p", "_id": str({n0} + i), "v": v.tolist()}} for i, v in enumerate(vecs)))
+        es.indices.refresh(index="p")
+        """
+    crashed = _in_subprocess(tmp_path, 10, write, env={"SCHOLAR_ES_CRASH_AT": "graph"})
+    assert crashed["rc"] == -signal.SIGKILL, crashed
+    assert _commit_body(tmp_path)["meta"]["docs"] == n0  # the commit point before the crash
+
+    after = _in_subprocess(tmp_path, 10)
+    assert after["rc"] == 0, after
+    assert after["restored"] and after["at_search"] == [0, 0]
+    assert after["after_close"] == [0, 1]  # the closing save wrote a base: extended, not rebuilt
+    assert after["answers"][0][0] == (str(n0), pytest.approx(1.0, abs=1e-6))
+    live = np.ones(len(vecs), dtype=bool)
+    _check_answers(after["answers"], vecs, live, 0.95)
+    meta = _commit_body(tmp_path)["meta"]
+    assert meta["docs"] == len(vecs) and meta["deltas"] == []
+
+    reopened = _in_subprocess(tmp_path, 10)
+    assert reopened["restored"] and reopened["after_close"] == [0, 0]
+    assert reopened["answers"][0][0] == (str(n0), pytest.approx(1.0, abs=1e-6))
+    _check_answers(reopened["answers"], vecs, live, 0.95)
+
+
+def test_a_corrupted_graph_is_never_searched_and_the_next_base_rebuilds_it(tmp_path):
     es = embedded_client(tmp_path)
     _fill(es, "p", _mapping("cosine", {"type": "int8_hnsw"}), X)
-    es.close()  # saved without a graph: no kNN ran yet
-
-    first, builds = _in_subprocess(tmp_path, 10)
-    assert builds == 1  # built by the first kNN, saved on close although no document changed
-    again, builds = _in_subprocess(tmp_path, 10)
-    assert (again, builds) == (first, 0)  # restored from the commit point, not rebuilt
-
+    es.close()
     # flip bytes inside the stored graph array: its CRC32 fails, the index is rebuilt from
-    # SQLite and the graph rebuilt (deterministically: the same approximate answers)
-    (point,) = tmp_path.glob("segments/*/segments_*.json")
-    body = json.loads(point.read_bytes().partition(b"\n")[2])
+    # SQLite, kNN is exact until the closing save writes a base with a new graph
+    body = _commit_body(tmp_path)
     (refs,) = [r for name, _, r in body["meta"]["segment"]["vectors"] if name == "v"]
-    assert len(refs) == 3
     entry = body["files"][0]["arrays"][refs[2]]
+    (point,) = tmp_path.glob("segments/*/segments_*.json")
     seg_file = point.parent / body["files"][0]["name"]
     data = bytearray(seg_file.read_bytes())
     mid = entry["offset"] + entry["size"] // 2
     data[mid : mid + 8] = bytes(255 - b for b in data[mid : mid + 8])
     seg_file.write_bytes(bytes(data))
-    rebuilt, builds = _in_subprocess(tmp_path, 10)
-    assert (rebuilt, builds) == (first, 1)
+    out = _in_subprocess(tmp_path, 10)
+    assert out["rc"] == 0, out
+    assert not out["restored"] and out["at_search"] == [0, 0] and out["after_close"] == [1, 0]
+    for q, got in zip(QUERIES, out["answers"], strict=False):
+        assert [d for d, _ in got] == exact_top(reference("cosine", X, q), 10)
+    again = _in_subprocess(tmp_path, 10)
+    assert again["restored"] and again["after_close"] == [0, 0]
+    _check_answers(again["answers"], X, np.ones(N, dtype=bool), 0.95)
 
 
 @pytest.mark.parametrize(
@@ -302,3 +452,14 @@ def test_threads_search_while_a_writer_appends(tmp_path):
     expected = reference("cosine", X[: n0 + 1000], q)
     assert len({d for d, _ in got} & set(exact_top(expected, 10))) >= 9
     es.close()
+
+
+def test_build_threads_from_the_environment(monkeypatch):
+    monkeypatch.delenv(hnsw.THREADS_ENV, raising=False)
+    assert hnsw.build_threads() >= 1
+    monkeypatch.setenv(hnsw.THREADS_ENV, "3")
+    assert hnsw.build_threads() == 3
+    for bad in ("two", "0"):
+        monkeypatch.setenv(hnsw.THREADS_ENV, bad)
+        with pytest.raises(ValueError, match=hnsw.THREADS_ENV):
+            hnsw.build_threads()

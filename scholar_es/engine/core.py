@@ -29,8 +29,9 @@ from pathlib import Path
 
 import numpy as np
 
+from scholar_es.engine import hnsw
 from scholar_es.engine import similarity as sim
-from scholar_es.engine.commit import Commit, StaleCommit, open_commit, write_commit
+from scholar_es.engine.commit import Commit, StaleCommit, fault, open_commit, write_commit
 from scholar_es.engine.errors import EsError, illegal_argument, index_not_found
 from scholar_es.engine.mapping import Mapping, keyword_normalizer
 from scholar_es.engine.segment import ParsedDoc, Segment, parse_document
@@ -273,20 +274,18 @@ class IndexHandle:
         merge policy says so (``MAX_DELTAS``, ``MERGE_RATIO``) or no usable commit point is known."""
         with self._save_lock:
             seg = self.segment()
-            new_graph = seg.graphs_unsaved() and not self._base_has_graphs(seg)
-            if seg.gen == self._saved_gen and not new_graph:
-                # nothing changed; a graph is saved with a base only (segment.to_arrays): one
-                # built since the base was written is worth a new base (else every new process
-                # would build it again), one that only grew by the rows of deltas is not (a new
-                # process adds those rows again) and waits for the next merge
-                return
+            missing = self._graph_missing(seg)
+            if seg.gen == self._saved_gen and not missing:
+                return  # nothing changed
             meta = {
                 "index_uuid": self.uuid,
                 "write_gen": seg.gen,
                 "docs": len(seg.seqs),
                 "max_seq": int(seg.seqs.max()) if len(seg.seqs) else 0,
             }
-            disk, plan = self._disk, None if new_graph else self._delta_plan(seg)
+            # a field that should have a graph and has none (a base written before it crossed the
+            # threshold, an older commit point) is worth a new base: written with its graph
+            disk, plan = self._disk, None if missing else self._delta_plan(seg)
             if disk is not None and plan is not None:
                 start, deleted = plan
                 arrays, desc = seg.to_arrays(start=start, first_ref=disk.n_arrays)
@@ -302,18 +301,43 @@ class IndexHandle:
                     return
                 except StaleCommit as e:  # another process committed since: write it whole
                     log.info("index [%s]: %s; writing a full generation", self.name, e)
+            self._graphs_for_base(seg)
             arrays, desc = seg.to_arrays()
             meta.update(segment=desc, deltas=[])
             gen, files = write_commit(self.cache_dir, arrays, meta)
             self._disk = _OnDisk(gen, files, meta, seg.seqs, len(arrays))
             self._saved_gen = seg.gen
 
-    def _base_has_graphs(self, seg: Segment) -> bool:
-        """Whether the base on disk holds a graph for every vector column that has one now."""
-        if self._disk is None:
-            return False
-        stored = {name for name, _, refs in self._disk.meta["segment"].get("vectors", []) if len(refs) > 2}
-        return all(name in stored for name, col in seg.vectors.items() if col.graph is not None)
+    @staticmethod
+    def _graph_missing(seg: Segment) -> bool:
+        """Whether a vector column that a base would give a graph has no usable one."""
+        return any(
+            params is not None
+            and col.dims is not None
+            and int(np.count_nonzero(col.present)) >= hnsw.GRAPH_THRESHOLD
+            and not hnsw.fits(col, params)
+            for _, col, params in seg.graph_candidates()
+        )
+
+    def _graphs_for_base(self, seg: Segment) -> None:
+        """Build or extend the HNSW graph of every vector column of ``seg`` about to be written
+        as a base (Lucene builds a segment's graph when it writes the segment, never at query
+        time): on every core, outside the handle's lock (writes go on), before the commit point
+        names the files. The new graph replaces the old one in ``seg`` and in the newest snapshot
+        that still has the old one (a search holding the old graph keeps it: graphs are never
+        changed once built)."""
+        for name, col, params in seg.graph_candidates():
+            old = col.graph
+            new = hnsw.graph_for_base(name, col, params, seg.seqs)
+            if new is old:
+                continue
+            fault("graph")  # tests: a crash after a build, before anything of this save is written
+            with self._lock:  # no snapshot is published from a column still holding the old one
+                col.graph = new
+                snap = self._snapshot
+                cur = snap.vectors.get(name) if snap is not None and snap is not seg else None
+                if cur is not None and cur.graph is old:
+                    cur.graph = new
 
     def _delta_plan(self, seg: Segment) -> tuple[int, np.ndarray] | None:
         """(position of the first document added since the last commit point, seqs deleted

@@ -5,7 +5,8 @@ Elasticsearch answers kNN approximately (HNSW, by default on int8/bbq-quantized 
 embedded engine computes the exact neighbours and the exact float similarity -- what a cluster
 returns for ``index_options.type: flat`` -- for flat/bbq types and for fields under
 :data:`engine.hnsw.GRAPH_THRESHOLD` vectors; above it, hnsw/int8_hnsw/int4_hnsw fields take
-``num_candidates`` candidates from the graph (:func:`approximate`), re-scored exactly.
+``num_candidates`` candidates from the graph their last base saved (:func:`approximate`) plus
+every newer row, all re-scored exactly.
 The score conversions are in :func:`engine.similarity.knn_score`.
 """
 
@@ -116,34 +117,51 @@ def approximate(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, str] | None:
     """(top-k positions ascending, their unboosted scores, their raw similarity, similarity name)
     through the field's HNSW graph, or None when the exact path answers (a flat/bbq type, a field
-    under the graph threshold). Lucene's filtered search (AbstractKnnVectorQuery#getLeafResults):
-    when the filter's matching count is at most ``num_candidates``, or so small that the graph
-    would visit more nodes than it (here: the oversampled candidate count ``nc * live / matching``
-    exceeds it), the filtered documents are scored exactly; otherwise the graph's candidates are
-    post-filtered, and fewer than ``min(k, matching)`` survivors fall back to exact as well."""
+    whose base had no graph). The rows newer than the graph (delta files, unsaved writes; at most
+    ``MERGE_RATIO`` of the base) are all candidates, as if their segment were searched exactly
+    and merged (docs/storage.md). Lucene's filtered search
+    (AbstractKnnVectorQuery#getLeafResults): when the filter's matching count is at most
+    ``num_candidates``, or so small that the graph would visit more nodes than it (here: the
+    oversampled candidate count ``nc * graph size / matching in the graph`` exceeds it), the
+    filtered documents are scored exactly; otherwise the graph's candidates are post-filtered, and
+    fewer than ``min(k, matching)`` survivors fall back to exact as well."""
     fs, col = _vector_field(ctx, field, qv)
-    params = hnsw.graph_params(fs)
-    if params is None or col is None or col.dims is None:
+    if col is None or col.dims is None:
         return None
-    live = int(np.count_nonzero(col.present))
-    if live < hnsw.GRAPH_THRESHOLD:
+    graph = hnsw.searchable(col, hnsw.graph_params(fs))
+    if graph is None:
         return None
     kind = fs.similarity or "cosine"
     if kind == "cosine" and not np.any(qv):
         raise _zero_magnitude(qv)
-    allowed = col.present if filter_mask is None else col.present & filter_mask
-    cost = live if filter_mask is None else int(np.count_nonzero(allowed))
+    seqs = ctx.seg.seqs
+    tail = int(np.searchsorted(seqs, graph.hw, side="right"))  # rows from here are not in the graph
+    present = col.present
+    if filter_mask is None:
+        head_cost = _count(present, tail, None)
+        cost = head_cost + _count(present, len(seqs), None, tail)
+    else:
+        head_cost = _count(present, tail, filter_mask)
+        cost = head_cost + _count(present, len(seqs), filter_mask, tail)
     cand: np.ndarray | None = None
-    if cost > nc:
-        graph = hnsw.graph_for(col, params, ctx.seg.seqs)
-        count = math.ceil(nc * max(graph.size, live) / cost)
-        if count <= cost:
-            found = graph.search(qv, count, nc, col.matrix, col.present, ctx.seg.seqs)
-            found = found[allowed[found]]
-            if len(found) >= min(k, cost):
-                cand = np.sort(found)
+    if cost > nc and head_cost:
+        count = math.ceil(nc * graph.size / head_cost)
+        if count <= head_cost:
+            keys = graph.search(qv, count, nc)
+            pos = np.searchsorted(seqs[:tail], keys)
+            ok = pos < tail
+            ok[ok] = seqs[pos[ok]] == keys[ok]
+            found = pos[ok]
+            found = (
+                found[present[found]] if filter_mask is None else found[present[found] & filter_mask[found]]
+            )
+            if len(found) >= min(k, head_cost):
+                newer = tail + np.flatnonzero(
+                    present[tail:] if filter_mask is None else present[tail:] & filter_mask[tail:]
+                )
+                cand = np.concatenate([np.sort(found), newer])
     if cand is None:  # exact over the allowed documents
-        cand = np.flatnonzero(allowed)
+        cand = np.flatnonzero(present if filter_mask is None else present & filter_mask)
     raw = subset_raw(col, kind, qv, cand)
     if threshold is not None:
         keep = (np.sqrt(raw) <= threshold) if kind == "l2_norm" else (raw >= threshold)
@@ -155,6 +173,13 @@ def approximate(
         top = np.sort(order_by_score(np.arange(len(cand)), score, k))  # ties: lower position first
         cand, score, raw = cand[top], score[top], raw[top]
     return cand.astype(np.int64), score, raw, kind
+
+
+def _count(present: np.ndarray, stop: int, mask: np.ndarray | None, start: int = 0) -> int:
+    """Documents with a vector (and allowed by ``mask``) among positions ``start..stop``."""
+    if mask is None:
+        return int(np.count_nonzero(present[start:stop]))
+    return int(np.count_nonzero(present[start:stop] & mask[start:stop]))
 
 
 def _query_vector(spec: dict) -> np.ndarray:

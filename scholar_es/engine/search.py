@@ -144,34 +144,35 @@ class SearchRun:
     # --- scoring ---------------------------------------------------------------------
     def score(self) -> tuple[np.ndarray, np.ndarray, list[Node]]:
         """(mask, scores, scoring nodes) of query + top-level knn (a SHOULD union, summed)."""
-        n = self.ctx.n
         nodes: list[Node] = []
-        mask, scores = np.zeros(n, dtype=bool), np.zeros(n)
         knn_spec = self.body.get("knn")
+        dense = not sparse.sparse_enabled() or bool(self.body.get("explain"))
+        parts: list[tuple[np.ndarray, np.ndarray]] = []  # (documents ascending, scores) per leg
         if "query" in self.body or knn_spec is None:
-            q = self.parser.parse(self.body.get("query", {"match_all": {}}))
-            # the sparse path (engine/sparse.py) unless explain needs every node's own arrays
-            if sparse.sparse_enabled() and not self.body.get("explain"):
-                m, s = sparse.densify(sparse.run_sparse(q, self.ctx), n)
-            else:
-                m, s = q.run(self.ctx)
-            nodes.append(q)
-            mask |= m
-            scores += np.where(m, s, 0.0)
+            nodes.append(self.parser.parse(self.body.get("query", {"match_all": {}})))
         if knn_spec is not None:
             specs = knn_spec if isinstance(knn_spec, list) else [knn_spec]
-            for spec in specs:
-                node = _top_level_knn(self.parser, spec)
-                if sparse.sparse_enabled() and not self.body.get("explain"):
-                    m, s = sparse.densify(sparse.run_sparse(node, self.ctx), n)
-                else:
-                    m, s = node.run(self.ctx)
-                nodes.append(node)
-                mask |= m
-                scores += np.where(m, s, 0.0)
+            nodes.extend(_top_level_knn(self.parser, spec) for spec in specs)
+        for node in nodes:
+            # the sparse path (engine/sparse.py) unless explain needs every node's own arrays
+            if dense:
+                m, s = node.run(self.ctx)
+                docs = np.flatnonzero(m)
+                parts.append((docs, s[docs]))
+            else:
+                parts.append(sparse.run_sparse(node, self.ctx))
+        # summed over the legs in order, from 0.0, as a dense ``scores += where(m, s, 0)`` sums them
+        docs = sparse.union_docs([d for d, _ in parts])
+        total = np.zeros(len(docs))
+        for d, s in parts:
+            total[np.searchsorted(docs, d)] += s
         if "min_score" in self.body:
-            mask &= scores >= float(self.body["min_score"])
-        return mask, np.where(mask, scores.astype(np.float32).astype(np.float64), 0.0), nodes
+            keep = total >= float(self.body["min_score"])
+            docs, total = docs[keep], total[keep]
+        mask, scores = np.zeros(self.ctx.n, dtype=bool), np.zeros(self.ctx.n)
+        mask[docs] = True
+        scores[docs] = total.astype(np.float32)
+        return mask, scores, nodes
 
     def run(self) -> dict:
         """Run on a snapshot pinned for the whole search (hits and ``_source`` agree)."""

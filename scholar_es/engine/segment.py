@@ -23,7 +23,7 @@ from __future__ import annotations
 import copy
 import itertools
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -31,7 +31,7 @@ import numpy as np
 from scholar_es.engine import similarity as sim
 from scholar_es.engine.analysis import get_analyzer
 from scholar_es.engine.errors import EsError
-from scholar_es.engine.hnsw import HnswGraph
+from scholar_es.engine.hnsw import HnswGraph, graph_params
 from scholar_es.engine.mapping import KEYWORD, TEXT, VECTOR, FieldSpec, Mapping, keyword_normalizer
 
 
@@ -524,8 +524,8 @@ class VectorColumn:
         self.matrix = np.zeros((0, dims or 0), dtype=np.float32)
         self.present = np.zeros(0, dtype=bool)
         self._norms: np.ndarray | None = None
-        #: the HNSW graph (engine.hnsw.HnswGraph), built on the first approximate kNN; keyed by
-        #: seq, so every snapshot (copies, compactions, appends) shares it
+        #: the HNSW graph (engine.hnsw.HnswGraph) of the rows of the last base, built when that
+        #: base was written; keyed by seq, so every snapshot (copies, compactions, appends) shares it
         self.graph: HnswGraph | None = None
 
     def copy(self) -> VectorColumn:
@@ -743,10 +743,11 @@ class Segment:
         return new
 
     # --- persistence ---------------------------------------------------------------
-    def graphs_unsaved(self) -> bool:
-        """Whether a vector column's HNSW graph changed since it was last saved (a save is then
-        worth writing even when no document changed)."""
-        return any(col.graph is not None and col.graph.unsaved for col in self.vectors.values())
+    def graph_candidates(self) -> Iterator[tuple[str, VectorColumn, dict | None]]:
+        """(field name, column, graph parameters or None) of every vector column."""
+        for name, col in self.vectors.items():
+            fs = self.mapping.get(name)
+            yield name, col, (graph_params(fs) if fs is not None else None)
 
     def to_arrays(self, start: int = 0, first_ref: int = 0) -> tuple[list[np.ndarray], dict]:
         """The columns of documents ``start..n`` as a list of arrays plus a JSON description
@@ -810,8 +811,8 @@ class Segment:
             desc["numeric"].append([name, put(col.doc[lo:] - start, col.values[lo:])])
         for name, col in self.vectors.items():
             matrix = col.matrix[start:] if len(col.matrix) else col.matrix
-            # the HNSW graph (engine.hnsw) is saved with a base only; rows a delta adds are
-            # added to it again after a cold open (before the first approximate kNN)
+            # the HNSW graph (engine.hnsw) is saved with a base only (IndexHandle.save builds or
+            # extends it first); the rows of a delta are scored exactly beside it (engine.knn)
             graph = [col.graph.to_array()] if col.graph is not None and not start else []
             desc["vectors"].append([name, col.dims, put(matrix, col.present[start:], *graph)])
         return arrays, desc

@@ -98,7 +98,7 @@ def _gather(hits: Hits, cand: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return hit, np.where(hit, scores[idx] if len(docs) else 0.0, 0.0)
 
 
-def _union(parts: list[np.ndarray]) -> np.ndarray:
+def union_docs(parts: list[np.ndarray]) -> np.ndarray:
     """Sorted union of sorted unique arrays (concatenate, sort, drop repeats; no hashing)."""
     if not parts:
         return np.zeros(0, dtype=np.int64)
@@ -144,7 +144,7 @@ def _bool(node: BoolNode, ctx: Ctx) -> Hits | None:
         for docs, _ in must[1:]:
             cand = cand[_member(docs, cand)[0]]
     else:
-        cand = _union([docs for docs, _ in should])
+        cand = union_docs([docs for docs, _ in should])
     for q in node.filter:
         cand = cand[_member(run_sparse(q, ctx)[0], cand)[0]]
     for q in node.must_not:
@@ -168,7 +168,7 @@ def _dis_max(node: DisMaxNode, ctx: Ctx) -> Hits | None:
     if not node.queries:
         return _empty()
     results = [run_sparse(q, ctx) for q in node.queries]
-    cand = _union([docs for docs, _ in results])
+    cand = union_docs([docs for docs, _ in results])
     stack = np.stack([_gather(r, cand)[1] for r in results])
     best = stack.max(axis=0)
     total = best + node.tie * (stack.sum(axis=0) - best)  # DisjunctionMaxScorer, as DisMaxNode
