@@ -27,6 +27,7 @@ from indexer.chunker import chunk_paper
 from indexer.embedder import Embedder
 from indexer.models import Chunk, Paper
 from indexer.readers import read_papers
+from scholar_es.engine.hnsw import GRAPH_THRESHOLD
 from scholar_es.errors import ConfigError, InputError
 
 EMBED_BATCH = 64  # chunks embedded per model call: large enough to keep the model busy
@@ -193,12 +194,15 @@ class IndexRun:
         embed_ahead: int = EMBED_AHEAD,
         on_error: Callable[[str], None] | None = None,
         on_progress: Callable[[int, int], None] | None = None,
+        on_stage: Callable[[str], None] | None = None,
     ) -> None:
         self.es, self.embedder = es, embedder
         self.prefix, self.chunking, self.rebuild, self.bulk_size = prefix, chunking, rebuild, bulk_size
         self.embed_ahead = embed_ahead
         self.on_error = on_error or (lambda msg: None)
         self.on_progress = on_progress or (lambda papers, chunks: None)
+        #: told what a long step without progress of its own is doing (the final refresh)
+        self.on_stage = on_stage or (lambda message: None)
         self.summary = IndexSummary()
         self._in_flight: dict[tuple[str, str], str] = {}  # (index, doc id) -> where it came from
         self._seen: dict[str, str] = {}  # paper id -> the source that gave it first
@@ -354,4 +358,8 @@ class IndexRun:
                 err = op.get("error", {})
                 reason = err.get("reason", err) if isinstance(err, dict) else err
                 self.reject(f"{source}: document {op.get('_id')!r} refused by the index: {reason}")
+        self.on_stage(
+            f"refreshing {self.summary.chunks} chunks (the embedded engine builds the kNN graph of "
+            f"a vector field of {GRAPH_THRESHOLD:,}+ vectors here: minutes at 100k+) ..."
+        )
         self.es.indices.refresh(index=",".join(targets.values()))

@@ -144,6 +144,12 @@ def index_cmd(sources, fmt, target, chunking, model, batch_size, prefix, rebuild
         click.echo(f"rejected: {message}", err=True)
         bar.refresh()
 
+    def stage(message: str) -> None:
+        if not quiet:
+            bar.clear()
+            click.echo(message, err=True)
+            bar.refresh()
+
     def body():
         nonlocal bar, run
         es = connect(target)
@@ -171,6 +177,7 @@ def index_cmd(sources, fmt, target, chunking, model, batch_size, prefix, rebuild
             rebuild=rebuild,
             on_error=report,
             on_progress=progress,
+            on_stage=stage,
         )
         try:
             return run.run(list(sources), fmt)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -171,5 +172,7 @@ def test_progress_says_the_model_loads_and_has_a_total(tmp_path):
     assert result.exit_code == 1, result.output
     assert "loading the embedding model all-MiniLM-L6-v2 (up to a minute the first time)" in result.output
     assert "4/4" in result.output  # three papers and the rejected record: the bar reaches its total
+    # the final refresh (where the engine builds a large index's kNN graph) says what it does
+    assert re.search(r"refreshing \d+ chunks \(the embedded engine builds the kNN graph", result.output)
     quiet = _run(str(src), "--es", str(tmp_path / "engine"))
-    assert "loading" not in quiet.output and "/4" not in quiet.output
+    assert "loading" not in quiet.output and "/4" not in quiet.output and "refreshing" not in quiet.output
