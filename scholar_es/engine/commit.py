@@ -256,6 +256,32 @@ def _map(path: Path, size: int) -> memoryview:
         raise CorruptCommit(f"file {path.name} unreadable: {e.strerror or e}") from None
 
 
+#: bytes checksummed per step; each step's pages are then released from the process (below)
+_CRC_STEP = 32 * 1024 * 1024
+
+
+def _crc32(data: memoryview, offset: int, size: int) -> int:
+    """CRC32 of ``data[offset:offset + size]``, releasing each checked step's pages from this
+    process afterwards (``madvise(MADV_DONTNEED)`` on the read-only file mapping: the bytes stay in
+    the page cache and a later read maps them again). Verifying every array touches every page of
+    the commit point; without the release all of them stay in the process's resident set (a 4 GB
+    commit point at 1M chunks made a fresh process's peak RSS 10.5 GB), though a search reads few."""
+    mm = data.obj if isinstance(data.obj, mmap.mmap) else None
+    advise = getattr(mmap, "MADV_DONTNEED", None) if mm is not None else None
+    crc, pos, end = 0, offset, offset + size
+    while pos < end:
+        stop = min(pos + _CRC_STEP, end)
+        crc = zlib.crc32(data[pos:stop], crc)
+        if advise is not None and mm is not None:
+            lo = pos - pos % mmap.PAGESIZE
+            try:
+                mm.madvise(advise, lo, stop - lo)
+            except OSError:  # advice only: a platform that refuses it keeps the pages
+                advise = None
+        pos = stop
+    return crc
+
+
 def _npy_view(blob: memoryview) -> np.ndarray:
     """The array of an ``.npy`` blob as a read-only view of the bytes already read (no copy:
     opening is one read and one CRC pass; read-only suits an immutable segment)."""
@@ -304,7 +330,7 @@ def _read_generation(folder: Path, gen: int) -> tuple[list[np.ndarray], dict, li
         data = _map(folder / name, int(f["size"]))
         for i, a in enumerate(f["arrays"]):
             blob = data[a["offset"] : a["offset"] + a["size"]]
-            if len(blob) != a["size"] or zlib.crc32(blob) != a["crc32"]:
+            if len(blob) != a["size"] or _crc32(data, a["offset"], a["size"]) != a["crc32"]:
                 raise CorruptCommit(f"array {i} of file {name} fails its CRC32 checksum")
             try:
                 arrays.append(_npy_view(blob))

@@ -206,8 +206,13 @@ class HnswGraph:
             blob = self._blob
             assert blob is not None  # a graph is built (index) or read (blob)
             header_len = 12 + int.from_bytes(bytes(blob[8:12]), "little")
+            # a view of the saved bytes (memory-mapped and CRC-checked by commit.py), not a copy:
+            # a graph is never changed once built (an extension copies it first), and ``_blob``
+            # keeps the mapping alive as long as the graph is (1M x 384 i8: 0.14 s against 0.98 s
+            # for a copying load, and no second copy of the graph in memory)
             index = Index.restore(
-                blob[header_len:].tobytes(),
+                blob[header_len:],
+                view=True,
                 connectivity=self.params["m"],
                 expansion_add=self.params["ef_construction"],  # not part of usearch's serialization
             )
