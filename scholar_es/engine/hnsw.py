@@ -211,7 +211,7 @@ class HnswGraph:
             # keeps the mapping alive as long as the graph is (1M x 384 i8: 0.14 s against 0.98 s
             # for a copying load, and no second copy of the graph in memory)
             index = Index.restore(
-                blob[header_len:],
+                blob[header_len:].data,
                 view=True,
                 connectivity=self.params["m"],
                 expansion_add=self.params["ef_construction"],  # not part of usearch's serialization
