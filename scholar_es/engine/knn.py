@@ -164,11 +164,9 @@ def approximate(
         cand = np.flatnonzero(present if filter_mask is None else present & filter_mask)
     raw = subset_raw(col, kind, qv, cand)
     if threshold is not None:
-        keep = (np.sqrt(raw) <= threshold) if kind == "l2_norm" else (raw >= threshold)
+        keep = within_threshold(kind, raw, threshold)
         cand, raw = cand[keep], raw[keep]
-    score = sim.knn_score(kind, raw).astype(np.float32).astype(np.float64)
-    if kind == "cosine":
-        score = np.maximum(score, 0.0)  # Lucene clamps (1 + cos) / 2 at 0
+    score = knn_scores(kind, raw)
     if len(cand) > k:
         top = np.sort(order_by_score(np.arange(len(cand)), score, k))  # ties: lower position first
         cand, score, raw = cand[top], score[top], raw[top]
@@ -180,6 +178,19 @@ def _count(present: np.ndarray, stop: int, mask: np.ndarray | None, start: int =
     if mask is None:
         return int(np.count_nonzero(present[start:stop]))
     return int(np.count_nonzero(present[start:stop] & mask[start:stop]))
+
+
+def knn_scores(kind: str, raw: np.ndarray) -> np.ndarray:
+    """A knn query's _score from the raw similarity: :func:`engine.similarity.knn_score`,
+    rounded to float32, cosine clamped at 0 (Lucene clamps (1 + cos) / 2 at 0)."""
+    score = sim.knn_score(kind, raw).astype(np.float32).astype(np.float64)
+    return np.maximum(score, 0.0) if kind == "cosine" else score
+
+
+def within_threshold(kind: str, raw: np.ndarray, threshold: float) -> np.ndarray:
+    """The knn ``similarity`` parameter: an l2_norm distance (``raw`` is its square) at most
+    ``threshold``, any other similarity at least ``threshold``."""
+    return (np.sqrt(raw) <= threshold) if kind == "l2_norm" else (raw >= threshold)
 
 
 def _query_vector(spec: dict) -> np.ndarray:
@@ -240,10 +251,8 @@ class KnnNode(Node):
         raw, present, kind = raw_similarity(ctx, self.field, self.qv)
         allowed = present.copy() if fmask is None else present & fmask
         if self.threshold is not None:
-            allowed &= (np.sqrt(raw) <= self.threshold) if kind == "l2_norm" else (raw >= self.threshold)
-        score = sim.knn_score(kind, raw).astype(np.float32).astype(np.float64)
-        if kind == "cosine":
-            score = np.maximum(score, 0.0)  # Lucene clamps (1 + cos) / 2 at 0
+            allowed &= within_threshold(kind, raw, self.threshold)
+        score = knn_scores(kind, raw)
         cand = np.flatnonzero(allowed)
         if len(cand) > k:
             # highest score first, ties by doc order; argpartition-based, O(n) rather than a full sort

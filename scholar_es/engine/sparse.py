@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from scholar_es.engine import similarity as sim
 from scholar_es.engine.errors import EsError
 from scholar_es.engine.functions import FunctionScoreNode, ScriptScoreNode, SegmentScriptContext, _combine
 from scholar_es.engine.hits import order_by_score
@@ -30,7 +29,9 @@ from scholar_es.engine.knn import (
     _validate_k,
     _vector_field,
     approximate,
+    knn_scores,
     raw_similarity,
+    within_threshold,
 )
 from scholar_es.engine.nodes import (
     BoolNode,
@@ -284,12 +285,6 @@ def _function_score(node: FunctionScoreNode, ctx: Ctx) -> Hits | None:
     return docs, final
 
 
-def _knn_scores(kind: str, raw: np.ndarray) -> np.ndarray:
-    """KnnNode's _score from the raw similarity (float32-rounded; cosine clamped at 0)."""
-    score = sim.knn_score(kind, raw).astype(np.float32).astype(np.float64)
-    return np.maximum(score, 0.0) if kind == "cosine" else score
-
-
 def _knn(node: KnnNode, ctx: Ctx) -> Hits | None:
     """KnnNode's top k: the graph's (:func:`engine.knn.approximate`) where it applies, else the
     exact top k, scoring only the documents near the k-th similarity.
@@ -314,24 +309,22 @@ def _knn(node: KnnNode, ctx: Ctx) -> Hits | None:
     raw, present, kind = raw_similarity(ctx, node.field, node.qv)
     allowed = present if fmask is None else present & fmask
     if node.threshold is not None:
-        allowed = allowed & (
-            (np.sqrt(raw) <= node.threshold) if kind == "l2_norm" else (raw >= node.threshold)
-        )
+        allowed = allowed & within_threshold(kind, raw, node.threshold)
     cand = np.flatnonzero(allowed)
     sign = -1.0 if kind == "l2_norm" else 1.0
     if len(cand) > k:
         key = sign * raw[cand]
         kth = float(np.partition(key, len(key) - k)[len(key) - k])
         margin = 1e-5 * max(1.0, abs(kth))
-        kth_score = _knn_scores(kind, np.array([sign * kth]))[0]
-        below = _knn_scores(kind, np.array([sign * (kth - margin)]))[0]
+        kth_score = knn_scores(kind, np.array([sign * kth]))[0]
+        below = knn_scores(kind, np.array([sign * (kth - margin)]))[0]
         if np.isfinite(kth) and not np.isnan(key).any() and below < kth_score:
             cand = cand[key >= kth - margin]
-        score = _knn_scores(kind, raw[cand])
+        score = knn_scores(kind, raw[cand])
         top = np.sort(order_by_score(np.arange(len(cand)), score, k))  # ties: lower position first
         cand, score = cand[top], score[top]
     else:
-        score = _knn_scores(kind, raw[cand])
+        score = knn_scores(kind, raw[cand])
     return cand.astype(np.int64), score * node.boost
 
 
