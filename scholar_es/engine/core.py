@@ -312,10 +312,7 @@ class IndexHandle:
     def _graph_missing(seg: Segment) -> bool:
         """Whether a vector column that a base would give a graph has no usable one."""
         return any(
-            params is not None
-            and col.dims is not None
-            and int(np.count_nonzero(col.present)) >= hnsw.GRAPH_THRESHOLD
-            and not hnsw.fits(col, params)
+            hnsw.wants_graph(col, params) and not hnsw.fits(col, params)
             for _, col, params in seg.graph_candidates()
         )
 

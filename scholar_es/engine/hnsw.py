@@ -297,16 +297,22 @@ def searchable(col, params: dict | None) -> HnswGraph | None:
     return g if g is not None and fits(col, params) and g.usable() else None
 
 
+def wants_graph(col, params: dict | None) -> bool:
+    """Whether a base saves a graph for the column: an hnsw type with at least
+    :data:`GRAPH_THRESHOLD` live vectors."""
+    return (
+        params is not None and col.dims is not None and int(np.count_nonzero(col.present)) >= GRAPH_THRESHOLD
+    )
+
+
 def graph_for_base(name: str, col, params: dict | None, seqs: np.ndarray) -> HnswGraph | None:
     """The graph a base being written saves for column ``col`` (field ``name``): None under
     :data:`GRAPH_THRESHOLD` live vectors or for an exact type; the current graph when it already
     covers every row; extended by the rows added since when most of its keys are live; else a
     new build. Runs on :func:`build_threads` threads and logs one line before and after."""
-    if params is None or col.dims is None:
+    if params is None or not wants_graph(col, params):  # (None: narrows the type for the build)
         return None
     live = int(np.count_nonzero(col.present))
-    if live < GRAPH_THRESHOLD:
-        return None
     g = searchable(col, params)
     newest = int(seqs[-1]) if len(seqs) else -1
     if g is not None and g.size > 2 * live:
@@ -335,4 +341,5 @@ __all__ = [
     "graph_for_base",
     "graph_params",
     "searchable",
+    "wants_graph",
 ]
