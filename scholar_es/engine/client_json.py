@@ -24,7 +24,7 @@ from typing import Any
 import orjson
 from elasticsearch.serializer import JsonSerializer, OrjsonSerializer
 
-from scholar_es.engine.xcontent import number_risk
+from scholar_es.engine.xcontent import number_risk, orjson_exact
 
 
 class EngineJsonSerializer(OrjsonSerializer):
@@ -33,11 +33,8 @@ class EngineJsonSerializer(OrjsonSerializer):
     _plain = JsonSerializer()
 
     def json_dumps(self, data: Any) -> bytes:
-        try:
-            out = orjson.dumps(data, default=self.default)
-        except orjson.JSONEncodeError:
-            return self._plain.json_dumps(data)
-        return self._plain.json_dumps(data) if b"null" in out else out
+        out = orjson_exact(data, self.default)
+        return self._plain.json_dumps(data) if out is None else out
 
     def json_loads(self, data: bytes) -> Any:
         if not number_risk(data):
