@@ -217,3 +217,50 @@ def test_top_level_knn_sparse_equals_dense(es, index, query):
 
 def test_sparse_is_on_by_default():
     assert sparse.sparse_enabled()
+
+
+def _rescored(es, index, query, rescore):
+    try:
+        resp = es.search(index=index, size=50, query=query, rescore=rescore)
+    except Exception as e:
+        return ("error", type(e).__name__, str(e))
+    hits = resp["hits"]["hits"]
+    return resp["hits"]["total"], [h["_id"] for h in hits], [h["_score"] for h in hits]
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    index=st.sampled_from(["c1", "c2"]),
+    query=queries,
+    rescore_query=queries,
+    window=st.sampled_from([1, 5, 20, 60]),
+    weights=st.sampled_from([(1.0, 1.0), (0.0, 1.0), (0.7, 1.2)]),
+    mode=st.sampled_from(["total", "multiply", "avg", "max", "min"]),
+)
+def test_rescore_window_only_equals_dense(es, index, query, rescore_query, window, weights, mode):
+    """The rescore scores only its window's documents (``Ctx.restrict``); the dense reference runs
+    the rescore query over every document. Same hits, order and scores; a query whose script fails
+    outside the window may fail densely only (Elasticsearch evaluates the window alone)."""
+    rescore = {
+        "window_size": window,
+        "query": {
+            "rescore_query": rescore_query,
+            "query_weight": weights[0],
+            "rescore_query_weight": weights[1],
+            "score_mode": mode,
+        },
+    }
+    sparse.use_sparse(False)
+    try:
+        dense = _rescored(es, index, query, rescore)
+    finally:
+        sparse.use_sparse(True)
+    fast = _rescored(es, index, query, rescore)
+    if fast[0] == "error":
+        assert dense[0] == "error" and dense[1] == fast[1], (query, rescore, fast)
+        return
+    if dense[0] == "error":
+        assert "invalid" in dense[2] or "Must be a non-negative" in dense[2], dense
+        return
+    assert fast[0] == dense[0] and fast[1] == dense[1], (query, rescore)
+    assert fast[2] == pytest.approx(dense[2], rel=1e-6, abs=1e-9), (query, rescore)

@@ -328,7 +328,9 @@ def parse_function_score(parser, p: dict, script_query: bool = False) -> Node:
     if "filter" in p and "query" not in p:
         raise parsing_error("[function_score] query does not support [filter]")
     query = (
-        parser.parse(p["query"]) if "query" in p else ConstNode("*:*", lambda ctx: np.ones(ctx.n, dtype=bool))
+        parser.parse(p["query"])
+        if "query" in p
+        else ConstNode("*:*", lambda ctx: np.ones(ctx.n, dtype=bool), matches_all=True)
     )
     functions = []
     top_level = {k: p[k] for k in single if k in p}

@@ -27,6 +27,9 @@ class Ctx:
     bm25: sim.FieldSimilarities = sim.FieldSimilarities()
     #: while a rescore query runs: the documents of its window (scripts are evaluated on those only)
     window: np.ndarray | None = None
+    #: the same window as sorted document positions: the sparse path (engine/sparse.py) scores
+    #: only these documents, so a rescore costs what its window holds, not the index size
+    restrict: np.ndarray | None = None
 
     @property
     def n(self) -> int:
@@ -101,10 +104,17 @@ class TermNode(Node):
             return None
         docs, freqs = found
         params = ctx.bm25.get(self.field)
-        idf = sim.bm25_idf(len(docs), doc_count)
+        df = len(docs)  # idf counts every posting, whatever the documents scored
+        idf = sim.bm25_idf(df, doc_count)
         avgdl = sim.bm25_avgdl(sttf, doc_count)
         cache = sim.bm25_norm_cache(avgdl, params.k1, params.b)
         weight = sim.bm25_weight(self.boost, idf, params.k1)
+        if ctx.restrict is not None:  # score the postings of the restricted documents only
+            at = np.searchsorted(docs, ctx.restrict)
+            inside = at < len(docs)
+            at = at[inside]
+            at = at[docs[at] == ctx.restrict[inside]]
+            docs, freqs = docs[at], freqs[at]
         if norm_bytes is None:
             norm_inv = np.full(len(docs), cache[1], dtype=np.float32)
             freqs = np.ones(len(docs), dtype=np.int32)
@@ -115,7 +125,7 @@ class TermNode(Node):
             freqs=freqs,
             idf=idf,
             avgdl=avgdl,
-            n=len(docs),
+            n=df,
             N=doc_count,
             norm_bytes=norm_bytes,
             params=params,
@@ -165,10 +175,12 @@ class TermNode(Node):
 
 
 class ConstNode(Node):
-    """A filter that scores a constant (terms, range, exists, ids, match_all, ...)."""
+    """A filter that scores a constant (terms, range, exists, ids, match_all, ...).
+    ``matches_all``: the matcher is true for every document (``match_all``), which the sparse
+    path uses to skip it."""
 
-    def __init__(self, name: str, matcher, boost: float = 1.0) -> None:
-        self.name, self.matcher, self.boost = name, matcher, boost
+    def __init__(self, name: str, matcher, boost: float = 1.0, matches_all: bool = False) -> None:
+        self.name, self.matcher, self.boost, self.matches_all = name, matcher, boost, matches_all
 
     def _run(self, ctx: Ctx):
         mask = self.matcher(ctx)

@@ -170,7 +170,10 @@ class QueryParser:
     def _q_match_all(self, p):
         _check_params("match_all", p, {"boost", "_name"})
         return ConstNode(
-            "*:*", lambda ctx: np.ones(ctx.n, dtype=bool), _float("match_all", "boost", p.get("boost", 1.0))
+            "*:*",
+            lambda ctx: np.ones(ctx.n, dtype=bool),
+            _float("match_all", "boost", p.get("boost", 1.0)),
+            matches_all=True,
         )
 
     def _q_match_none(self, p):

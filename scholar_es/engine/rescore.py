@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from scholar_es.engine import sparse
 from scholar_es.engine.errors import EsError, illegal_argument, parsing_error, unsupported
 from scholar_es.engine.nodes import Node, expl
 
@@ -158,11 +159,13 @@ def collect_size(rescorers: list[QueryRescorer], from_size: int) -> int:
 
 
 def rescore(
-    run, rescorers: list[QueryRescorer], ordered: np.ndarray, scores: np.ndarray
+    run, rescorers: list[QueryRescorer], ordered: np.ndarray, scores: np.ndarray, dense: bool = False
 ) -> tuple[np.ndarray, np.ndarray]:
     """Apply ``rescorers`` in order to the top hits ``ordered`` (positions, best first).
 
     ``run`` is the :class:`~scholar_es.engine.search.SearchRun` (its parser and context).
+    ``dense``: run each rescore query over every document (the reference path, which ``explain``
+    reads); otherwise only the window's documents are scored (engine/sparse.py).
     Returns (the hits in their new order, a copy of ``scores`` holding their new scores).
     """
     scores = scores.copy()
@@ -174,20 +177,41 @@ def rescore(
         r.rescored = window
         node = r.node if r.node is not None else run.parser.parse(r.query)
         r.node = node
-        in_window = np.zeros(run.ctx.n, dtype=bool)
-        in_window[window] = True
-        mask, second = run_on(node, run.ctx, in_window)
+        matched, second = score_window(node, run.ctx, window, dense=dense)
         qw, rw = np.float32(r.query_weight), np.float32(r.rescore_query_weight)
         first = scores[ordered].astype(np.float32) * qw
         new = first.copy()
         head = slice(0, len(window))
-        matched = mask[window]
-        weighted = second[window].astype(np.float32) * rw
+        weighted = second.astype(np.float32) * rw
         new[head] = np.where(matched, combine(r.score_mode, first[head], weighted), first[head])
         scores[ordered] = new.astype(np.float64)
         order = np.lexsort((ordered, -new))  # score descending, ties by document order
         ordered = ordered[order]
     return ordered, scores
+
+
+def score_window(node: Node, ctx, window: np.ndarray, dense: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(does ``node`` match each ``window`` document, its score there, 0.0 where not).
+
+    The sparse way restricts every leaf to the window (``Ctx.restrict``): a term scores only its
+    postings among the window's documents, ``match_all`` yields the window, so the cost follows
+    the window, as Elasticsearch's ``QueryRescorer`` scores only the top docs. The dense way runs
+    the query over the whole index (the reference, and what ``explain`` reads back)."""
+    in_window = np.zeros(ctx.n, dtype=bool)
+    in_window[window] = True
+    if dense:
+        mask, second = run_on(node, ctx, in_window)
+        return mask[window], second[window]
+    prev = ctx.window, ctx.restrict
+    ctx.window, ctx.restrict = in_window, np.unique(window)
+    try:
+        docs, scores = sparse.run_sparse(node, ctx)
+    finally:
+        ctx.window, ctx.restrict = prev
+    at = np.searchsorted(docs, window)
+    at = np.minimum(at, max(len(docs) - 1, 0))
+    matched = docs[at] == window if len(docs) else np.zeros(len(window), dtype=bool)
+    return matched, np.where(matched, scores[at] if len(docs) else 0.0, 0.0)
 
 
 def run_on(node: Node, ctx, window: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

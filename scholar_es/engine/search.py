@@ -232,7 +232,8 @@ class SearchRun:
             ordered = order_by_score(cand, scores, limit)
         first_scores = scores
         if rescorers:
-            ordered, scores = rescore(self, rescorers, ordered, scores)
+            dense = not sparse.sparse_enabled() or bool(body.get("explain"))  # explain reads dense arrays
+            ordered, scores = rescore(self, rescorers, ordered, scores, dense=dense)
         page = ordered[self.from_ : self.from_ + self.size]
         if sort_values is not None:
             picks = range(self.from_, self.from_ + len(page))

@@ -37,6 +37,7 @@ from scholar_es.engine.nodes import (
     BoolNode,
     BoostNode,
     ConstantScoreNode,
+    ConstNode,
     Ctx,
     DisMaxNode,
     MatchNoneNode,
@@ -65,15 +66,31 @@ def _empty() -> Hits:
 
 
 def run_sparse(node: Node, ctx: Ctx) -> Hits:
-    """The documents ``node`` matches and their scores, as the dense ``node.run`` would give them."""
+    """The documents ``node`` matches and their scores, as the dense ``node.run`` would give them.
+
+    With ``ctx.restrict`` (a rescore's window, sorted positions) only those documents: each leaf
+    scores just its postings among them (idf and avgdl still count the whole index), so a
+    compound combines window-sized sets and the rescore costs what its window holds."""
     handler = _HANDLERS.get(type(node))
     if handler is not None:
         out = handler(node, ctx)
         if out is not None:
             return out
-    mask, scores = node.run(ctx)
-    docs = np.flatnonzero(mask)
+    restrict, ctx.restrict = ctx.restrict, None  # a dense node computes every document, as before
+    try:
+        mask, scores = node.run(ctx)
+    finally:
+        ctx.restrict = restrict
+    docs = np.flatnonzero(mask) if restrict is None else restrict[mask[restrict]]
     return docs, scores[docs]
+
+
+def _restricted(hits: Hits, ctx: Ctx) -> Hits:
+    """``hits`` among ``ctx.restrict``'s documents (all of them when there is no restriction)."""
+    if ctx.restrict is None:
+        return hits
+    keep = _member(ctx.restrict, hits[0])[0]
+    return hits[0][keep], hits[1][keep]
 
 
 def densify(hits: Hits, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -128,6 +145,15 @@ def _term(node: TermNode, ctx: Ctx) -> Hits | None:
 
 def _none(node: MatchNoneNode, ctx: Ctx) -> Hits | None:
     return _empty()
+
+
+def _const(node: ConstNode, ctx: Ctx) -> Hits | None:
+    """``match_all`` under a restriction: the restricted documents, each scoring the boost (as
+    ConstNode); other matchers read whole columns and run densely."""
+    if not node.matches_all or ctx.restrict is None:
+        return None
+    docs = ctx.restrict.astype(np.int64, copy=False)
+    return docs, np.full(len(docs), node.boost, dtype=np.float64)
 
 
 # --- compound ------------------------------------------------------------------------------------
@@ -286,6 +312,17 @@ def _function_score(node: FunctionScoreNode, ctx: Ctx) -> Hits | None:
 
 
 def _knn(node: KnnNode, ctx: Ctx) -> Hits | None:
+    """KnnNode's top k of the whole index (its filters unrestricted), then the documents a
+    restriction keeps."""
+    restrict, ctx.restrict = ctx.restrict, None
+    try:
+        hits = _knn_top(node, ctx)
+    finally:
+        ctx.restrict = restrict
+    return _restricted(hits, ctx)
+
+
+def _knn_top(node: KnnNode, ctx: Ctx) -> Hits:
     """KnnNode's top k: the graph's (:func:`engine.knn.approximate`) where it applies, else the
     exact top k, scoring only the documents near the k-th similarity.
 
@@ -332,6 +369,7 @@ _HANDLERS: dict = {
     KnnNode: _knn,
     TermNode: _term,
     MatchNoneNode: _none,
+    ConstNode: _const,
     BoolNode: _bool,
     DisMaxNode: _dis_max,
     ConstantScoreNode: _constant_score,
