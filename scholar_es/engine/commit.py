@@ -32,10 +32,12 @@ import os
 import re
 import zlib
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+
+from scholar_es.engine.array_stats import ArrayStats, StatsAccumulator
 
 log = logging.getLogger("scholar_es.engine")
 
@@ -202,12 +204,14 @@ class CorruptCommit(Exception):
 
 @dataclass
 class Commit:
-    """A verified commit point: its arrays (all files, in listed order), meta and file list."""
+    """A verified commit point: its arrays (all files, in listed order), meta and file list, and
+    per array the facts its CRC pass gathered (None for arrays that are not 1-D integer)."""
 
     gen: int
     arrays: list[np.ndarray]
     meta: dict
     files: list[dict]
+    stats: list[ArrayStats | None] = field(default_factory=list)
 
 
 def read_commit(folder: Path) -> tuple[int, list[np.ndarray], dict] | None:
@@ -260,18 +264,35 @@ def _map(path: Path, size: int) -> memoryview:
 _CRC_STEP = 32 * 1024 * 1024
 
 
-def _crc32(data: memoryview, offset: int, size: int) -> int:
+def _crc32(
+    data: memoryview,
+    offset: int,
+    size: int,
+    arr: np.ndarray | None = None,
+    acc: StatsAccumulator | None = None,
+) -> int:
     """CRC32 of ``data[offset:offset + size]``, releasing each checked step's pages from this
     process afterwards (``madvise(MADV_DONTNEED)`` on the read-only file mapping: the bytes stay in
     the page cache and a later read maps them again). Verifying every array touches every page of
     the commit point; without the release all of them stay in the process's resident set (a 4 GB
-    commit point at 1M chunks made a fresh process's peak RSS 10.5 GB), though a search reads few."""
+    commit point at 1M chunks made a fresh process's peak RSS 10.5 GB), though a search reads few.
+
+    With ``arr`` (the array these bytes hold, its data at their end) and ``acc``, each step's
+    elements are also fed to ``acc`` while the step's pages are mapped (engine/array_stats.py)."""
     mm = data.obj if isinstance(data.obj, mmap.mmap) else None
     advise = getattr(mmap, "MADV_DONTNEED", None) if mm is not None else None
     crc, pos, end = 0, offset, offset + size
+    flat = arr.reshape(-1) if arr is not None and acc is not None else None
+    start = end - (flat.nbytes if flat is not None else 0)  # where the array's elements begin
+    itemsize = flat.itemsize if flat is not None else 1
+    done = 0  # elements fed so far
     while pos < end:
         stop = min(pos + _CRC_STEP, end)
         crc = zlib.crc32(data[pos:stop], crc)
+        if flat is not None and acc is not None and stop > start:
+            upto = len(flat) if stop == end else (stop - start) // itemsize
+            acc.add(flat[done:upto])
+            done = upto
         if advise is not None and mm is not None:
             lo = pos - pos % mmap.PAGESIZE
             try:
@@ -307,7 +328,9 @@ def _names(folder: Path) -> list[str]:
         return []
 
 
-def _read_generation(folder: Path, gen: int) -> tuple[list[np.ndarray], dict, list[dict]]:
+def _read_generation(
+    folder: Path, gen: int
+) -> tuple[list[np.ndarray], dict, list[dict], list[ArrayStats | None]]:
     try:
         header, _, body = (folder / f"segments_{gen}.json").read_bytes().partition(b"\n")
         check = json.loads(header)
@@ -321,7 +344,8 @@ def _read_generation(folder: Path, gen: int) -> tuple[list[np.ndarray], dict, li
             raise CorruptCommit("commit point file list is malformed")
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise CorruptCommit(f"commit point unreadable: {type(e).__name__}: {e}") from None
-    arrays = []
+    arrays: list[np.ndarray] = []
+    stats: list[ArrayStats | None] = []
     for f in files:
         name = f.get("name", "") if isinstance(f, dict) else ""
         m = _FILE_RE.match(name)
@@ -330,13 +354,24 @@ def _read_generation(folder: Path, gen: int) -> tuple[list[np.ndarray], dict, li
         data = _map(folder / name, int(f["size"]))
         for i, a in enumerate(f["arrays"]):
             blob = data[a["offset"] : a["offset"] + a["size"]]
-            if len(blob) != a["size"] or _crc32(data, a["offset"], a["size"]) != a["crc32"]:
+            if len(blob) != a["size"]:
                 raise CorruptCommit(f"array {i} of file {name} fails its CRC32 checksum")
+            # the header is read first (it says where the elements are, for the facts gathered
+            # during the CRC pass); a header that does not parse is reported after the CRC
+            arr: np.ndarray | None = None
+            bad: Exception | None = None
             try:
-                arrays.append(_npy_view(blob))
+                arr = _npy_view(blob)
             except (ValueError, OSError, EOFError) as e:
-                raise CorruptCommit(f"array {i} of file {name} is not a valid array: {e}") from None
-    return arrays, entry["meta"], files
+                bad = e
+            acc = StatsAccumulator.for_array(arr) if arr is not None else None
+            if _crc32(data, a["offset"], a["size"], arr, acc) != a["crc32"]:
+                raise CorruptCommit(f"array {i} of file {name} fails its CRC32 checksum")
+            if arr is None:
+                raise CorruptCommit(f"array {i} of file {name} is not a valid array: {bad}") from None
+            arrays.append(arr)
+            stats.append(acc.result() if acc is not None else None)
+    return arrays, entry["meta"], files, stats
 
 
 __all__ = [

@@ -214,10 +214,10 @@ class IndexHandle:
     def _load(self, found: Commit) -> Segment:
         """The segment of a verified commit point: its base, then each delta's deletions and
         documents in order; raises ValueError when they do not fit together."""
-        arrays, meta = found.arrays, found.meta
-        seg = Segment.from_arrays(arrays, meta["segment"], self.mapping)
+        arrays, meta, stats = found.arrays, found.meta, found.stats
+        seg = Segment.from_arrays(arrays, meta["segment"], self.mapping, stats)
         for delta in meta.get("deltas") or []:
-            added = Segment.from_arrays(arrays, delta["segment"], self.mapping)
+            added = Segment.from_arrays(arrays, delta["segment"], self.mapping, stats)
             deleted = arrays[delta["deleted"]]
             if deleted.dtype != np.int64 or deleted.ndim != 1:
                 raise ValueError("a delta's deleted seqs have the wrong type")

@@ -23,13 +23,14 @@ from __future__ import annotations
 import copy
 import itertools
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from scholar_es.engine import similarity as sim
 from scholar_es.engine.analysis import get_analyzer
+from scholar_es.engine.array_stats import ArrayStats
 from scholar_es.engine.errors import EsError
 from scholar_es.engine.hnsw import HnswGraph, graph_params
 from scholar_es.engine.mapping import KEYWORD, TEXT, VECTOR, FieldSpec, Mapping, keyword_normalizer
@@ -818,24 +819,41 @@ class Segment:
         return arrays, desc
 
     @classmethod
-    def from_arrays(cls, arrays: list[np.ndarray], desc: dict, mapping: Mapping) -> Segment:
+    def from_arrays(
+        cls,
+        arrays: list[np.ndarray],
+        desc: dict,
+        mapping: Mapping,
+        stats: Sequence[ArrayStats | None] | None = None,
+    ) -> Segment:
         """The segment ``to_arrays`` described; raises ValueError when the arrays do not fit
-        together (a check beyond the checksums: wrong shapes or out-of-range ids never load)."""
+        together (a check beyond the checksums: wrong shapes or out-of-range ids never load).
+        ``stats``: per array, the facts the CRC pass gathered (engine/array_stats.py), so the
+        range checks do not read the postings again; computed here where absent."""
+
+        def facts(i: int) -> ArrayStats:
+            found = stats[i] if stats is not None and i < len(stats) else None
+            got = found if found is not None else ArrayStats.of(arrays[i])
+            if got is None:
+                raise ValueError(f"array {i} is not a 1-D integer array")
+            return got
+
         try:
             seg = cls(mapping)
             col: Column
-            seg.seqs = _check(arrays[desc.get("seqs", 0)], np.int64, 1)
+            seqs_at = desc.get("seqs", 0)
+            seg.seqs = _check(arrays[seqs_at], np.int64, 1)
             n = len(seg.seqs)
             seg.ids = _json_list(arrays, desc["ids"])
-            if len(seg.ids) != n or desc["n"] != n or (n and np.any(np.diff(seg.seqs) <= 0)):
+            if len(seg.ids) != n or desc["n"] != n or (n and not facts(seqs_at).increasing):
                 raise ValueError("ids and seqs do not match")
             for name, vocab, refs in desc["text"]:
                 vocab = _json_list(arrays, vocab)
                 col = TextColumn()
                 if len(refs) not in (5, 8):  # 8: with the term -> docs view (saved since issue 16)
                     raise ValueError("text column of another layout")
-                _load_postings(col.postings, vocab, [arrays[i] for i in refs[:3]], n)
-                _load_csc(col.postings, [arrays[i] for i in refs[5:]], n)
+                _load_postings(col.postings, vocab, arrays, refs[:3], n, facts)
+                _load_csc(col.postings, arrays, refs[5:], refs[2], n, facts)
                 col.lengths = _check(arrays[refs[3]], np.int32, 1, n)
                 col.present = _check(arrays[refs[4]], np.bool_, 1, n)
                 seg.text[name] = col
@@ -844,10 +862,10 @@ class Segment:
                 col = KeywordColumn()
                 if len(refs) not in (4, 7):
                     raise ValueError("keyword column of another layout")
-                _load_postings(col.postings, vocab, [arrays[i] for i in refs[:3]], n)
-                _load_csc(col.postings, [arrays[i] for i in refs[4:]], n)
+                _load_postings(col.postings, vocab, arrays, refs[:3], n, facts)
+                _load_csc(col.postings, arrays, refs[4:], refs[2], n, facts)
                 col.first = _check(arrays[refs[3]], np.int32, 1, n)
-                if n and (col.first.max() >= len(vocab) or col.first.min() < -1):
+                if n and (facts(refs[3]).max >= len(vocab) or facts(refs[3]).min < -1):
                     raise ValueError("keyword values out of range")
                 seg.keyword[name] = col
             for name, refs in desc["numeric"]:
@@ -858,7 +876,7 @@ class Segment:
                 )
                 col.n = n
                 if len(col.doc) != len(col.values) or (
-                    len(col.doc) and (col.doc.min() < 0 or col.doc.max() >= n)
+                    len(col.doc) and (facts(refs[0]).min < 0 or facts(refs[0]).max >= n)
                 ):
                     raise ValueError("numeric doc ids out of range")
                 seg.numeric[name] = col
@@ -912,30 +930,45 @@ def _check(arr: np.ndarray, dtype, ndim: int, length: int | None = None) -> np.n
     return arr
 
 
-def _load_postings(p: _Postings, vocab: list[str], arrs: list[np.ndarray], n: int) -> None:
+def _load_postings(
+    p: _Postings,
+    vocab: list[str],
+    arrays: list[np.ndarray],
+    refs: list[int],
+    n: int,
+    facts: Callable[[int], ArrayStats],
+) -> None:
     p.vocab = {str(t): i for i, t in enumerate(vocab)}
-    p.indptr = _check(arrs[0], np.int64, 1, n + 1)
-    p.indices, p.data = _check(arrs[1], np.int32, 1), _check(arrs[2], np.int32, 1)
-    if p.indptr[0] != 0 or np.any(np.diff(p.indptr) < 0) or p.indptr[-1] != len(p.indices):
+    p.indptr = _check(arrays[refs[0]], np.int64, 1, n + 1)
+    p.indices, p.data = _check(arrays[refs[1]], np.int32, 1), _check(arrays[refs[2]], np.int32, 1)
+    if p.indptr[0] != 0 or not facts(refs[0]).nondecreasing or p.indptr[-1] != len(p.indices):
         raise ValueError("postings offsets are inconsistent")
     if len(p.data) != len(p.indices) or (
-        len(p.indices) and (p.indices.min() < 0 or p.indices.max() >= len(vocab))
+        len(p.indices) and (facts(refs[1]).min < 0 or facts(refs[1]).max >= len(vocab))
     ):
         raise ValueError("postings term ids out of range")
 
 
-def _load_csc(p: _Postings, arrs: list[np.ndarray], n: int) -> None:
-    """The saved term -> docs view (col_ptr, docs, freqs), checked against the CSR it mirrors;
-    absent (a segment saved before it was stored): built lazily on the first search, as before."""
-    if not arrs:
+def _load_csc(
+    p: _Postings,
+    arrays: list[np.ndarray],
+    refs: list[int],
+    data_ref: int,
+    n: int,
+    facts: Callable[[int], ArrayStats],
+) -> None:
+    """The saved term -> docs view (col_ptr, docs, freqs at ``refs``), checked against the CSR
+    it mirrors (its frequencies at ``data_ref``); absent (a segment saved before it was stored):
+    built lazily on the first search, as before."""
+    if not refs:
         return
-    col_ptr = _check(arrs[0], np.int64, 1, len(p.vocab) + 1)
-    docs = _check(arrs[1], np.int32, 1, len(p.indices))
-    freqs = _check(arrs[2], np.int32, 1, len(p.indices))
-    if col_ptr[0] != 0 or np.any(np.diff(col_ptr) < 0) or col_ptr[-1] != len(p.indices):
+    col_ptr = _check(arrays[refs[0]], np.int64, 1, len(p.vocab) + 1)
+    docs = _check(arrays[refs[1]], np.int32, 1, len(p.indices))
+    freqs = _check(arrays[refs[2]], np.int32, 1, len(p.indices))
+    if col_ptr[0] != 0 or not facts(refs[0]).nondecreasing or col_ptr[-1] != len(p.indices):
         raise ValueError("term -> docs offsets are inconsistent")
-    if len(docs) and (docs.min() < 0 or docs.max() >= n):
+    if len(docs) and (facts(refs[1]).min < 0 or facts(refs[1]).max >= n):
         raise ValueError("term -> docs positions out of range")
-    if int(freqs.sum(dtype=np.int64)) != int(p.data.sum(dtype=np.int64)):
+    if facts(refs[2]).total != facts(data_ref).total:
         raise ValueError("term -> docs frequencies do not match the postings")
     p._csc = (col_ptr, docs, freqs)

@@ -1,0 +1,156 @@
+"""The range checks of an open read facts gathered during the CRC pass (engine/array_stats.py).
+
+Expected values come from numpy's own reductions over the whole array; the accumulator sees the
+array in arbitrary pieces, as the CRC pass feeds it one file step at a time. A commit point whose
+checksums are all correct but whose ids are out of range must still be refused at open (rebuilt
+from SQLite, answers unchanged): the checks moved into the CRC pass, they did not go away.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scholar_es.engine import commit
+from scholar_es.engine.array_stats import ArrayStats, StatsAccumulator
+from scholar_es.engine.core import Engine
+from scholar_es.engine.node import embedded_client
+from scholar_es.engine.rest import handle as rest_handle
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    values=st.lists(st.integers(-(2**31), 2**31 - 1), max_size=60),
+    dtype=st.sampled_from([np.int32, np.int64]),
+    cuts=st.lists(st.integers(0, 60), max_size=6),
+    sort=st.sampled_from([None, "ascending", "strict"]),
+)
+def test_facts_fed_in_pieces_equal_numpy_on_the_whole(values, dtype, cuts, sort):
+    arr = np.array(values, dtype=dtype)
+    if sort == "ascending":
+        arr = np.sort(arr)
+    elif sort == "strict":
+        arr = np.unique(arr)
+    acc = StatsAccumulator.for_array(arr)
+    assert acc is not None
+    bounds = sorted({0, len(arr), *(min(c, len(arr)) for c in cuts)})
+    for lo, hi in itertools.pairwise(bounds):
+        acc.add(arr[lo:hi])
+    got = acc.result()
+    if len(arr):
+        assert (got.min, got.max) == (int(arr.min()), int(arr.max()))
+    assert got.total == int(arr.sum(dtype=np.int64))
+    if dtype == np.int64:
+        assert got.nondecreasing == bool(np.all(np.diff(arr) >= 0))
+        assert got.increasing == bool(np.all(np.diff(arr) > 0))
+    else:
+        assert got.nondecreasing is None and got.increasing is None
+
+
+def test_only_1d_integer_arrays_have_facts():
+    assert ArrayStats.of(np.zeros(3, dtype=np.float32)) is None
+    assert ArrayStats.of(np.zeros((2, 2), dtype=np.int64)) is None
+    assert ArrayStats.of(np.zeros(3, dtype=np.uint8)) is not None
+
+
+@pytest.fixture
+def saved(tmp_path):
+    path = tmp_path / "engine"
+    es = embedded_client(path)
+    es.indices.create(
+        index="p",
+        mappings={
+            "properties": {
+                "title": {"type": "text"},
+                "tag": {"type": "keyword"},
+                "year": {"type": "integer"},
+            }
+        },
+    )
+    words = ["graph", "neural", "model", "data", "cell", "gene"]
+    for i in range(300):
+        title = " ".join(words[(i * j + j) % len(words)] for j in range(1 + i % 7))
+        es.index(index="p", id=str(i), document={"title": title, "tag": f"t{i % 4}", "year": 2000 + i % 9})
+    es.indices.refresh(index="p")
+    queries = [
+        {"match": {"title": "graph neural"}},
+        {"term": {"tag": "t2"}},
+        {"range": {"year": {"gte": 2004}}},
+    ]
+    answers = [es.search(index="p", query=q, size=300)["hits"] for q in queries]
+    es.close()
+    (folder,) = (path / "segments").iterdir()
+    return path, folder, queries, answers
+
+
+def test_the_crc_pass_gathers_each_arrays_facts_in_small_steps(saved, monkeypatch):
+    _, folder, _, _ = saved
+    monkeypatch.setattr(commit, "_CRC_STEP", 97)  # many steps, element boundaries inside steps
+    found = commit.open_commit(folder)
+    assert found is not None and len(found.stats) == len(found.arrays)
+    checked = 0
+    for arr, facts in zip(found.arrays, found.stats, strict=True):
+        if arr.ndim != 1 or arr.dtype.kind not in "iu":
+            assert facts is None
+            continue
+        assert facts is not None
+        checked += 1
+        if len(arr):
+            assert (facts.min, facts.max) == (int(arr.min()), int(arr.max()))
+        assert facts.total == int(arr.sum(dtype=np.int64))
+        if arr.dtype == np.int64:
+            assert facts.nondecreasing == bool(np.all(np.diff(arr) >= 0))
+            assert facts.increasing == bool(np.all(np.diff(arr) > 0))
+    assert checked >= 8  # seqs, postings (both directions) of two fields, keyword values, numeric ids
+
+
+def _rewrite_with(folder, change):
+    """A new commit point whose arrays carry correct checksums but ``change`` applied."""
+    found = commit.open_commit(folder)
+    arrays = [np.array(a) for a in found.arrays]
+    change(arrays, found.meta["segment"])
+    commit.write_commit(folder, arrays, found.meta)
+
+
+@pytest.mark.parametrize("which", ["term_id", "doc_position", "keyword_value", "numeric_doc", "seqs_order"])
+def test_checksummed_but_inconsistent_arrays_are_refused_and_rebuilt(saved, which, caplog):
+    path, folder, queries, answers = saved
+    n = None
+
+    def change(arrays, desc):
+        nonlocal n
+        n = desc["n"]
+        _, vocab, refs = desc["text"][0]
+        if which == "term_id":
+            arrays[refs[1]][5] = 10**6  # no such term
+        elif which == "doc_position":
+            arrays[refs[6]][0] = desc["n"]  # one past the last document
+        elif which == "keyword_value":
+            _, _, krefs = desc["keyword"][0]
+            arrays[krefs[3]][3] = 10**6
+        elif which == "numeric_doc":
+            _, nrefs = desc["numeric"][0]
+            arrays[nrefs[0]][-1] = desc["n"]
+        else:
+            seqs = arrays[desc.get("seqs", 0)]
+            seqs[1], seqs[2] = seqs[2], seqs[1]
+
+    _rewrite_with(folder, change)
+    engine = Engine(path)  # a new engine (a client of this process would share the open one)
+    try:
+        with caplog.at_level(logging.WARNING, logger="scholar_es.engine"):
+            got = []
+            for q in queries:
+                status, resp = rest_handle(engine, "POST", "/p/_search", {}, {"query": q, "size": 300})
+                assert status == 200, resp
+                got.append(resp["hits"])
+    finally:
+        engine.store.close()
+    assert got == answers
+    assert n == 300
+    assert "rebuilding from SQLite" in caplog.text, caplog.text
