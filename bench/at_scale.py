@@ -62,8 +62,9 @@ def folder_bytes(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 
 
-def cold_start(path: Path, body: dict) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OPENBLAS_NUM_THREADS": "1"}
+def cold_start(path: Path, body: dict, src: Path = REPO) -> dict:
+    """One fresh process opening the engine of ``src`` (a checkout: this one, or a baseline's)."""
+    env = {**os.environ, "PYTHONPATH": str(src), "OPENBLAS_NUM_THREADS": "1"}
     out = subprocess.run(
         [sys.executable, "-c", CHILD, str(path), repr(time.time()), json.dumps(body)],
         env=env,
@@ -117,7 +118,7 @@ def _ints(parts: list) -> list[int]:
     return out
 
 
-def run(path: Path, reps: int, out: Path, log) -> dict:
+def run(path: Path, reps: int, out: Path, log, baseline_src: Path | None = None) -> dict:
     from elasticsearch import helpers
 
     from scholar_es.engine.node import embedded_client
@@ -134,10 +135,13 @@ def run(path: Path, reps: int, out: Path, log) -> dict:
     raw_text, raw_vectors = raw_sizes(corpus, n)
     disk = folder_bytes(path)
     postings = postings_bytes(path)
-    cold = []
-    for rep in range(reps):
+    cold, base_cold = [], []
+    for rep in range(reps):  # with a baseline checkout: alternating, the same index and page cache
         cold.append(cold_start(path, body))
         log(f"cold {rep}: {cold[-1]}")
+        if baseline_src is not None:
+            base_cold.append(cold_start(path, body, baseline_src))
+            log(f"cold {rep} (baseline {baseline_src}): {base_cold[-1]}")
 
     es = embedded_client(path)
     es.search(index=INDEX, **body)  # open outside the timed part
@@ -158,7 +162,7 @@ def run(path: Path, reps: int, out: Path, log) -> dict:
     def med(rows: list[dict], key: str) -> float:
         return float(statistics.median(r[key] for r in rows))
 
-    report = {
+    report: dict = {
         "chunks": n,
         "reps": reps,
         "cold": cold,
@@ -175,6 +179,20 @@ def run(path: Path, reps: int, out: Path, log) -> dict:
             "append_1k_cpu_s": med(appends, "cpu"),
         },
     }
+    if base_cold:
+        report["baseline"] = {
+            "src": str(baseline_src),
+            "cold": base_cold,
+            "ratios": {  # per repetition, this checkout / the baseline, then their median
+                key: statistics.median(a[key] / b[key] for a, b in zip(cold, base_cold, strict=True))
+                for key in ("first_answer", "cpu_process", "peak_rss_mb")
+            },
+            "medians": {
+                "first_answer_s": med(base_cold, "first_answer"),
+                "cold_cpu_s": med(base_cold, "cpu_process"),
+                "peak_rss_mb": med(base_cold, "peak_rss_mb"),
+            },
+        }
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2))
     return report
@@ -199,6 +217,19 @@ def markdown(r: dict) -> str:
         f"| disk | {r['disk_bytes'] / mb:.0f} MB = {r['disk_bytes'] / mb / raw:.2f}x raw text + vectors "
         f"({raw:.0f} MB) | <= 1.3x |",
     ]
+    b = r.get("baseline")
+    if b:
+        q, bm = b["ratios"], b["medians"]
+        rows += [
+            "",
+            f"Cold start against the baseline checkout {b['src']} (alternating, medians of {r['reps']}):",
+            "",
+            "| measure | this checkout | baseline | ratio |",
+            "|---|---:|---:|---:|",
+            f"| first answer | {m['first_answer_s']:.2f} s | {bm['first_answer_s']:.2f} s | {q['first_answer']:.2f} |",
+            f"| CPU | {m['cold_cpu_s']:.2f} s | {bm['cold_cpu_s']:.2f} s | {q['cpu_process']:.2f} |",
+            f"| peak RSS | {m['peak_rss_mb']:.0f} MB | {bm['peak_rss_mb']:.0f} MB | {q['peak_rss_mb']:.2f} |",
+        ]
     return "\n".join(rows)
 
 
@@ -209,10 +240,24 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--reps", type=int, default=3, help="repetitions (default 3)")
     ap.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "at_scale.json")
+    ap.add_argument(
+        "--baseline-src",
+        type=Path,
+        help="another checkout (e.g. a git worktree of an earlier commit): its cold start is measured "
+        "alternately with this one's on the same index, and the ratios reported",
+    )
     args = ap.parse_args(argv)
+    if args.baseline_src is not None and not (args.baseline_src / "scholar_es").is_dir():
+        ap.error(f"--baseline-src {args.baseline_src} holds no scholar_es package")
     if not (args.engine_dir / "segments").is_dir():
         ap.error(f"{args.engine_dir} holds no engine index; build one with engine_latency.py --engine-dir")
-    report = run(args.engine_dir, args.reps, args.out, lambda m: print(m, file=sys.stderr, flush=True))
+    report = run(
+        args.engine_dir,
+        args.reps,
+        args.out,
+        lambda m: print(m, file=sys.stderr, flush=True),
+        baseline_src=args.baseline_src,
+    )
     print(markdown(report))
     return 0
 
