@@ -249,7 +249,7 @@ def docvalue_fields(seg, index: str, pos: int, requests: list[FieldRequest]) -> 
                     continue
                 p = col.postings
                 terms = col.terms()
-                vals = sorted(terms[t] for t in p.indices[p.indptr[pos] : p.indptr[pos + 1]])
+                vals = sorted(terms[t] for t in p.row_terms(pos))
             elif fs.is_numeric:
                 col = seg.numeric.get(name)
                 if col is None:

@@ -93,7 +93,7 @@ def subset_raw(col, kind: str, qv: np.ndarray, pos: np.ndarray) -> np.ndarray:
     """:func:`raw_similarity` of the documents at ``pos`` only, each row's value independent of
     which other rows are scored (``einsum`` per row; the full pass's BLAS product may differ from
     it in the last float32 bit, by summation order)."""
-    m = col.matrix[pos]
+    m = col.rows(pos)
     if kind == "l2_norm":
         diff = m - qv
         raw = np.einsum("ij,ij->i", diff, diff)

@@ -137,32 +137,155 @@ class _Buf:
         self.arr, self.used = arr, used
 
 
-def _grow(obj: object, attr: str, extra: np.ndarray) -> None:
-    """Rebind ``obj.<attr>`` to its rows followed by ``extra``, in amortized O(len(extra)).
+#: a read-only (mapped) array at least this long is not copied to append to it: the rows
+#: appended after it go to a tail of their own (:class:`_Split`); for the attributes declared
+#: with :class:`_Splittable` only (the vector matrix and the postings, the big ones)
+SPLIT_MIN_ROWS = 1 << 16
 
-    The rows go into the spare capacity of the buffer the current array is a prefix of, when
-    no other version has written past that prefix yet (``used`` equals its length): every
-    snapshot that shares the buffer sees only its own prefix, which is never written again.
-    Otherwise (a read-only mapped file, a compacted array, or a second version branching from
-    the same snapshot) the rows are copied into a new buffer with 50% spare capacity.
-    """
-    view = getattr(obj, attr)
+
+class _Split:
+    """A column array held in two parts: ``base`` (a read-only view of a mapped file, never
+    copied) and ``tail`` (the rows appended since, a growable buffer's prefix).
+
+    Opening a base with deltas, or appending to a freshly opened base, used to copy the whole
+    mapped array into a growable buffer first (4 s and 2.5 GB of memory at 1M chunks). Hot paths
+    read the parts (:func:`_pieces`, :func:`_take`, :func:`_since`); a read of the whole array
+    through the attribute joins them once (:class:`_Splittable`)."""
+
+    __slots__ = ("base", "tail")
+
+    def __init__(self, base: np.ndarray, tail: np.ndarray) -> None:
+        self.base, self.tail = base, tail
+
+    def __len__(self) -> int:
+        return len(self.base) + len(self.tail)
+
+
+class _Splittable:
+    """Declares a column attribute that may hold a :class:`_Split`; reading it whole joins the
+    parts into one growable buffer (kept, so later appends are in place again)."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.key = name
+
+    def __get__(self, obj: object, owner: type | None = None) -> np.ndarray:
+        if obj is None:
+            return self  # type: ignore[return-value]
+        value = obj.__dict__[self.key]
+        if type(value) is _Split:
+            value = _join(obj, self.key, value)
+        return value
+
+    def __set__(self, obj: object, value: np.ndarray) -> None:
+        obj.__dict__[self.key] = value
+
+
+def _raw(obj: object, attr: str) -> np.ndarray | _Split:
+    return obj.__dict__[attr]
+
+
+def _pieces(obj: object, attr: str) -> list[np.ndarray]:
+    """The parts of ``obj.<attr>`` in row order, without joining them."""
+    value = _raw(obj, attr)
+    return [value.base, value.tail] if type(value) is _Split else [value]  # type: ignore[list-item]
+
+
+def _length(obj: object, attr: str) -> int:
+    return len(_raw(obj, attr))
+
+
+def _take(obj: object, attr: str, pos: np.ndarray) -> np.ndarray:
+    """``obj.<attr>[pos]`` gathered from the parts (no join)."""
+    value = _raw(obj, attr)
+    if type(value) is not _Split:
+        return value[pos]  # type: ignore[index]
+    base, tail = value.base, value.tail
+    pos = np.asarray(pos, dtype=np.int64)
+    out = np.empty((len(pos), *base.shape[1:]), dtype=base.dtype)
+    low = pos < len(base)
+    out[low] = base[pos[low]]
+    out[~low] = tail[pos[~low] - len(base)]
+    return out
+
+
+def _slice(obj: object, attr: str, lo: int, hi: int) -> np.ndarray:
+    """``obj.<attr>[lo:hi]`` from the parts (no join)."""
+    value = _raw(obj, attr)
+    if type(value) is not _Split:
+        return value[lo:hi]  # type: ignore[index]
+    nb = len(value.base)
+    if hi <= nb:
+        return value.base[lo:hi]
+    if lo >= nb:
+        return value.tail[lo - nb : hi - nb]
+    return np.concatenate([value.base[lo:], value.tail[: hi - nb]])
+
+
+def _since(obj: object, attr: str, start: int) -> np.ndarray:
+    """``obj.<attr>[start:]``, without joining when ``start`` lies in the tail."""
+    value = _raw(obj, attr)
+    if type(value) is _Split and start >= len(value.base):
+        return value.tail[start - len(value.base) :]
+    return getattr(obj, attr)[start:]
+
+
+def _join(obj: object, attr: str, split: _Split) -> np.ndarray:
+    """One array of both parts, in a growable buffer registered for later appends."""
     bufs: dict[str, _Buf] = obj.__dict__.setdefault("_bufs", {})
-    buf = bufs.get(attr)
+    n = len(split)
+    arr = np.empty((n + max(n // 2, 16), *split.base.shape[1:]), dtype=split.base.dtype)
+    arr[: len(split.base)] = split.base
+    arr[len(split.base) : n] = split.tail
+    bufs[attr] = _Buf(arr, n)
+    out = arr[:n]
+    out.flags.writeable = False
+    obj.__dict__[attr] = out
+    return out
+
+
+def _grown(bufs: dict[str, _Buf], key: str, view: np.ndarray, extra: np.ndarray) -> np.ndarray:
+    """``view`` followed by ``extra``: in place in the spare capacity of the buffer ``view`` is a
+    prefix of, when no other version has written past that prefix yet (``used`` equals its
+    length), else copied into a new buffer with 50% spare capacity."""
+    buf = bufs.get(key)
     n, m = len(view), len(extra)
-    if m == 0:
-        return
     if buf is not None and view.base is buf.arr and buf.used == n and len(buf.arr) >= n + m:
         buf.arr[n : n + m] = extra
     else:
         arr = np.empty((n + m + max((n + m) // 2, 16), *view.shape[1:]), dtype=view.dtype)
         arr[:n] = view
         arr[n : n + m] = extra
-        buf = bufs[attr] = _Buf(arr, n)
+        buf = bufs[key] = _Buf(arr, n)
     buf.used = n + m
     out = buf.arr[: n + m]
     out.flags.writeable = False  # a snapshot's arrays are never written
-    setattr(obj, attr, out)
+    return out
+
+
+def _grow(obj: object, attr: str, extra: np.ndarray) -> None:
+    """Rebind ``obj.<attr>`` to its rows followed by ``extra``, in amortized O(len(extra)).
+
+    The rows go into the spare capacity of the buffer the current array is a prefix of, when
+    no other version has written past that prefix yet: every snapshot that shares the buffer
+    sees only its own prefix, which is never written again. Otherwise (a compacted array, or a
+    second version branching from the same snapshot) the rows are copied into a new buffer with
+    50% spare capacity; a big read-only array of a :class:`_Splittable` attribute (a mapped
+    base) is not copied but kept as the base of a :class:`_Split`, the rows going to its tail.
+    """
+    if len(extra) == 0:
+        return
+    bufs: dict[str, _Buf] = obj.__dict__.setdefault("_bufs", {})
+    view = _raw(obj, attr)
+    if type(view) is _Split:
+        obj.__dict__[attr] = _Split(view.base, _grown(bufs, attr + "#tail", view.tail, extra))
+        return
+    buf = bufs.get(attr)
+    owned = buf is not None and view.base is buf.arr
+    if not owned and isinstance(type(obj).__dict__.get(attr), _Splittable) and len(view) >= SPLIT_MIN_ROWS:
+        tail = _grown(bufs, attr + "#tail", extra[:0], extra)
+        obj.__dict__[attr] = _Split(view, tail)  # type: ignore[arg-type]
+        return
+    obj.__dict__[attr] = _grown(bufs, attr, view, extra)  # type: ignore[arg-type]
 
 
 def _copy_bufs(new: object, old: object) -> None:
@@ -220,6 +343,9 @@ class _Postings:
     ``1/TAIL_FRACTION`` of it. ``postings(term)`` returns the base slice followed by the tail
     slice, so documents stay ascending.
     """
+
+    indices = _Splittable()
+    data = _Splittable()
 
     def __init__(self) -> None:
         self.vocab: dict[str, int] = {}
@@ -303,7 +429,7 @@ class _Postings:
             )
         else:
             idx = np.zeros(0, dtype=np.int64)
-        self.indices, self.data = self.indices[idx], self.data[idx]
+        self.indices, self.data = _take(self, "indices", idx), _take(self, "data", idx)
         self.indptr = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
         self._views = None
         if views is not None:  # filter the term -> docs view too: O(postings), no sort
@@ -355,6 +481,14 @@ class _Postings:
 
     def row_counts(self) -> np.ndarray:
         return np.diff(self.indptr)
+
+    def row_terms(self, pos: int) -> np.ndarray:
+        """The term ids of row ``pos`` (without joining a split array)."""
+        return _slice(self, "indices", int(self.indptr[pos]), int(self.indptr[pos + 1]))
+
+    def postings_count(self) -> int:
+        """Number of (doc, term) postings."""
+        return _length(self, "indices")
 
 
 class TextColumn:
@@ -459,7 +593,7 @@ class KeywordColumn:
 
     @property
     def sum_doc_freq(self) -> int:
-        return len(self.postings.indices)
+        return self.postings.postings_count()
 
 
 class NumericColumn:
@@ -520,6 +654,8 @@ class NumericColumn:
 
 
 class VectorColumn:
+    matrix = _Splittable()
+
     def __init__(self, dims: int | None) -> None:
         self.dims = dims
         self.matrix = np.zeros((0, dims or 0), dtype=np.float32)
@@ -566,17 +702,23 @@ class VectorColumn:
 
     def compact(self, keep: np.ndarray) -> None:
         if self.dims is not None:
-            self.matrix = self.matrix[keep]
+            self.matrix = _take(self, "matrix", np.flatnonzero(keep))
         self.present = self.present[keep]
         self._norms = None
 
+    def rows(self, pos: np.ndarray) -> np.ndarray:
+        """The vectors at positions ``pos`` (``matrix[pos]`` without joining a split matrix)."""
+        return _take(self, "matrix", pos)
+
     def norms(self) -> np.ndarray:
         """L2 norm per row; after an append only the new rows are computed."""
-        have, n = self._norms, len(self.matrix)
+        have, n = self._norms, _length(self, "matrix")
         if have is None or len(have) > n:
-            have = np.linalg.norm(self.matrix, axis=1).astype(np.float32)
+            have = np.concatenate(
+                [np.linalg.norm(p, axis=1).astype(np.float32) for p in _pieces(self, "matrix")]
+            )
         elif len(have) < n:
-            new = np.linalg.norm(self.matrix[len(have) :], axis=1).astype(np.float32)
+            new = np.linalg.norm(_since(self, "matrix", len(have)), axis=1).astype(np.float32)
             have = np.concatenate([have, new])
         self._norms = have
         return have
@@ -784,11 +926,15 @@ class Segment:
             if not start:
                 return list(p.vocab), [p.indptr, p.indices, p.data], np.arange(len(p.vocab), dtype=np.int32)
             lo = int(p.indptr[start])
-            used, local = np.unique(p.indices[lo:], return_inverse=True)
+            used, local = np.unique(_since(p, "indices", lo), return_inverse=True)
             terms = list(p.vocab)
             remap = np.full(len(p.vocab), -1, dtype=np.int32)
             remap[used] = np.arange(len(used), dtype=np.int32)
-            csr: list[np.ndarray] = [p.indptr[start:] - lo, local.astype(np.int32).reshape(-1), p.data[lo:]]
+            csr: list[np.ndarray] = [
+                p.indptr[start:] - lo,
+                local.astype(np.int32).reshape(-1),
+                _since(p, "data", lo),
+            ]
             return [terms[t] for t in used.tolist()], csr, remap
 
         col: Column
@@ -811,7 +957,7 @@ class Segment:
             lo = int(np.searchsorted(col.doc, start)) if start else 0  # doc is ascending
             desc["numeric"].append([name, put(col.doc[lo:] - start, col.values[lo:])])
         for name, col in self.vectors.items():
-            matrix = col.matrix[start:] if len(col.matrix) else col.matrix
+            matrix = _since(col, "matrix", start) if _length(col, "matrix") else col.matrix
             # the HNSW graph (engine.hnsw) is saved with a base only (IndexHandle.save builds or
             # extends it first); the rows of a delta are scored exactly beside it (engine.knn)
             graph = [col.graph.to_array()] if col.graph is not None and not start else []

@@ -234,10 +234,10 @@ class _SubsetScriptContext(SegmentScriptContext):
         return counts
 
     def vectors(self, field: str) -> tuple[np.ndarray, np.ndarray]:
-        matrix, present = super().vectors(field)
-        if field in self._ctx.seg.vectors:
-            return matrix[self._docs], present[self._docs]
-        return matrix, present
+        col = self._ctx.seg.vectors.get(field)
+        if col is not None:  # the candidates' rows only (a split matrix is not joined)
+            return col.rows(self._docs), col.present[self._docs]
+        return super().vectors(field)  # its errors, or zeros of the subset's length
 
 
 def _script_score(node: ScriptScoreNode, ctx: Ctx) -> Hits | None:
