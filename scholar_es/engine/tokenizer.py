@@ -174,25 +174,28 @@ _CLASSES: dict[str, str] = {
 MAX_TOKEN_LENGTH_LIMIT = 1024 * 1024  # StandardTokenizer.MAX_TOKEN_LENGTH_LIMIT
 
 
-def _cc(*names: str, bmp: bool = False) -> str:
-    """Body of a regex character class holding the named Lucene classes (BMP part only if bmp)."""
+def _cc(*names: str, bmp: bool = False, ascii_only: bool = False) -> str:
+    """Body of a regex character class holding the named Lucene classes (BMP part only if bmp;
+    ASCII part only if ascii_only, an empty part then standing as U+FFFF, which no ASCII text
+    holds: on ASCII text such a class tests every character exactly as the full one does)."""
+    top = 0x7F if ascii_only else 0xFFFF if bmp else 0x10FFFF
     out = []
     for name in names:
         for item in _CLASSES[name].split():
             lo, _, hi = item.partition("-")
             first, last = int(lo, 16), int(hi or lo, 16)
-            if bmp and first > 0xFFFF:
+            if first > top:
                 continue
-            out.append(f"\\U{first:08x}-\\U{(min(last, 0xFFFF) if bmp else last):08x}")
-    return "".join(out)
+            out.append(f"\\U{first:08x}-\\U{min(last, top):08x}")
+    return "".join(out) if out or not ascii_only else "\\uffff"
 
 
-def _word_source(bmp: bool) -> str:
+def _word_source(bmp: bool, ascii_only: bool = False) -> str:
     """WORD | SOUTHEAST_ASIAN | IDEOGRAPHIC | HIRAGANA rules.  ``re`` tests astral ranges one by
     one, so BMP-only texts get a variant without them (6x faster)."""
 
     def cc(*names: str) -> str:
-        return _cc(*names, bmp=bmp)
+        return _cc(*names, bmp=bmp, ascii_only=ascii_only)
 
     ext = cc("EXTEND", "SEA_EXTEND", "ZWJ", "KEYCAP", "VS15", "VS16", "EMOJI_MOD", "TAG_SPEC", "TAG_TERM")
     e = f"[{ext}]*"  # WB4: X (Extend | Format | ZWJ)* -> X
@@ -238,7 +241,7 @@ _EMOJI_SRC = "|".join(
 )
 
 
-def _findall_source(bmp: bool) -> str:
+def _findall_source(bmp: bool, ascii_only: bool = False) -> str:
     """The word rules for ``findall``: skip non-starters in one possessive run, then a token (the
     group) or a lone ExtendNumLet run / end of text (empty group, dropped), never rescanning."""
     start = _cc(
@@ -255,6 +258,7 @@ def _findall_source(bmp: bool) -> str:
         "HAN",
         "HIRAGANA",
         bmp=bmp,
+        ascii_only=ascii_only,
     )
     # (not SEA_EXTEND: those marks are Extend, yet can start a SOUTHEAST_ASIAN token themselves)
     ext = _cc(
@@ -268,12 +272,27 @@ def _findall_source(bmp: bool) -> str:
         "TAG_TERM",
         "EXTENDNUMLET",
         bmp=bmp,
+        ascii_only=ascii_only,
     )
-    return f"[^{start}]*+(?:({_word_source(bmp)})|[{_cc('EXTENDNUMLET', bmp=bmp)}][{ext}]*|\\Z)"
+    enl = _cc("EXTENDNUMLET", bmp=bmp, ascii_only=ascii_only)
+    return f"[^{start}]*+(?:({_word_source(bmp, ascii_only)})|[{enl}][{ext}]*|\\Z)"
 
 
-_FINDALL_BMP = re.compile(_findall_source(bmp=True))
-_FINDALL = re.compile(_findall_source(bmp=False))
+# The full patterns are 200-300 KB of character classes: compiling them costs ~0.35 s, paid by
+# every process that tokenizes (each CLI command). ASCII text, most questions, is tokenized by the
+# same patterns restricted to ASCII (identical on ASCII text, see _cc; tests/test_tokenizer*),
+# compiled at import in ~1 ms; the full ones are compiled on the first text that needs them.
+_FINDALL_ASCII = re.compile(_findall_source(bmp=True, ascii_only=True))
+
+
+@functools.cache
+def _findall_bmp() -> re.Pattern[str]:
+    return re.compile(_findall_source(bmp=True))
+
+
+@functools.cache
+def _findall_full() -> re.Pattern[str]:
+    return re.compile(_findall_source(bmp=False))
 
 
 _STARTER_CLASSES = (
@@ -307,6 +326,7 @@ def _scan_patterns() -> _ScanPatterns:
     return _ScanPatterns()
 
 
+_SLOW_ASCII = re.compile(f"[{_cc('EMOJI', 'LETTER_EMOJI', 'EMOJI_MOD', 'RI', 'KEYCAP', ascii_only=True)}]")
 _SLOW_BMP = re.compile(
     f"[{_cc('EMOJI', 'LETTER_EMOJI', 'EMOJI_MOD', 'RI', 'KEYCAP', bmp=True)}\\ud800-\\udfff]"
 )
@@ -401,13 +421,18 @@ def standard_tokenize(text: str, max_token_length: int = 255) -> list[str]:
         text = text[: cut.start()]  # a 1-char buffer cannot hold a surrogate pair: zzRefill -> EOF
     if not text:
         return []
-    if text.isascii() or max(text) <= "\uffff":  # isascii: O(1) on str
+    if text.isascii():  # O(1) on str
+        if _SLOW_ASCII.search(text) is None:
+            tokens = list(filter(None, _FINDALL_ASCII.findall(text)))
+            if max(map(len, tokens), default=0) <= max_token_length:
+                return tokens
+    elif max(text) <= "\uffff":
         if _SLOW_BMP.search(text) is None:
-            tokens = list(filter(None, _FINDALL_BMP.findall(text)))  # BMP: code points = UTF-16 units
+            tokens = list(filter(None, _findall_bmp().findall(text)))  # BMP: code points = UTF-16 units
             if max(map(len, tokens), default=0) <= max_token_length:
                 return tokens
     elif _SLOW.search(text) is None:
-        tokens = list(filter(None, _FINDALL.findall(text)))
+        tokens = list(filter(None, _findall_full().findall(text)))
         if all(_u16(t) <= max_token_length for t in tokens):
             return tokens
     return _scan(text, max_token_length)
