@@ -18,6 +18,10 @@ official client (``elasticsearch.helpers.bulk``), and times, one query at a time
 * ``bm25s``         -- the ``bm25s`` package over the same text (one concatenated field,
   english stop words + Snowball/Porter stemming), top 10
 * ``numpy_knn``     -- ``matrix @ q`` + ``argpartition`` over the same unit vectors, top 10
+* ``usearch_knn``   -- (when the engine has an HNSW graph) usearch alone searching that same saved
+  graph, i8 query encoding and expansion 100 as the engine's, one thread: the issue's "bm25s +
+  HNSW" peer at equal recall; ratios ``engine_hybrid / (bm25s + usearch_knn)`` (target <= 3 at
+  1M) and ``engine_knn / usearch_knn``
 * ``engine_api_hybrid`` -- the search API's request: the hybrid + ``collapse`` on ``paper_id`` with
   ``inner_hits`` (3 chunks per paper), as querybuilder/dsl.py sends it
 
@@ -364,6 +368,23 @@ def knn_path(es) -> str:
     return f"HNSW graph ({p['dtype']}, m {p['m']}, ef_construction {p['ef_construction']}, {g.size:,} keys)"
 
 
+def graph_peer(es):
+    """``usearch_knn``: usearch alone searching the engine's own saved graph (the same graph,
+    i8 encoding and expansion 100 as ``engine_knn``, so the same recall), one thread; None when
+    the engine answers kNN exactly (no graph)."""
+    col = es.transport.node_pool.get()._engine.handle(INDEX).segment().vectors.get("vector")
+    g = col.graph if col is not None else None
+    if g is None:
+        return None
+    index = g._load()
+    index.expansion_search = 100  # knn_body's num_candidates
+
+    def search(qv: np.ndarray):
+        return index.search(g._encode(qv[None, :], query=True)[0], 10, threads=1).keys
+
+    return search
+
+
 def run(
     n_docs: int,
     n_queries: int,
@@ -440,6 +461,9 @@ def run(
             "engine_api_hybrid": lambda it: es.search(index=INDEX, **api_hybrid_body(*it[1])),
             "engine_hybrid_rescore": lambda it: es.search(index=INDEX, **hybrid_rescore_body(*it[1])),
         }
+        peer = graph_peer(es)
+        if peer is not None:  # the issue's "bm25s + HNSW" peer at equal recall: the same graph
+            fns["usearch_knn"] = lambda it: peer(it[0][1])
         reps_out = time_interleaved(fns, both, reps)
         for name, per_rep in reps_out.items():
             results[name] = {
@@ -469,8 +493,14 @@ def run(
             "api_vs_hybrid": [],
             "rescore_vs_hybrid": [],
         }
+        if "usearch_knn" in results:
+            out["hybrid_vs_hnsw_peers"] = []
+            out["knn_vs_usearch"] = []
         for i in range(reps):
             p50 = {name: results[name]["repetitions"][i][kind]["p50_ms"] for name in results}
+            if "usearch_knn" in results:
+                out["hybrid_vs_hnsw_peers"].append(p50["engine_hybrid"] / (p50["bm25s"] + p50["usearch_knn"]))
+                out["knn_vs_usearch"].append(p50["engine_knn"] / p50["usearch_knn"])
             out["hybrid_vs_peers"].append(p50["engine_hybrid"] / (p50["bm25s"] + p50["numpy_knn"]))
             out["bm25_vs_bm25s"].append(p50["engine_bm25"] / p50["bm25s"])
             out["api_vs_hybrid"].append(p50["engine_api_hybrid"] / p50["engine_hybrid"])
@@ -531,8 +561,12 @@ def markdown(report: dict) -> str:
         "bm25_vs_bm25s": "engine_bm25 / bm25s",
         "api_vs_hybrid": "engine_api_hybrid / engine_hybrid",
         "rescore_vs_hybrid": "engine_hybrid_rescore / engine_hybrid",
+        "hybrid_vs_hnsw_peers": "engine_hybrid / (bm25s + usearch_knn), the same graph",
+        "knn_vs_usearch": "engine_knn / usearch_knn, the same graph",
     }
     for key, label in names.items():
+        if key not in report["ratios"]["cpu"]:
+            continue
         c, w = report["ratios"]["cpu"][key], report["ratios"]["wall"][key]
         per = ", ".join(f"{v:.2f}" for v in c["per_repetition"])
         lines.append(f"| {label} | {c['median']:.2f} | {w['median']:.2f} | {per} |")
