@@ -97,6 +97,12 @@ leaf = st.one_of(
         st.sampled_from(["best_fields", "most_fields"]),
     ),
     st.builds(lambda lo: {"range": {"n": {"gte": lo}}}, st.integers(0, 20)),
+    st.builds(
+        lambda f, vs, b: {"terms": {f: vs, "boost": b}},
+        st.sampled_from(["k", "t"]),
+        st.lists(st.sampled_from([*KEYS, *WORDS[:4], "absent"]), min_size=1, max_size=4),
+        boosts,
+    ),
     st.just({"match_all": {}}),
     st.just({"exists": {"field": "u"}}),
     st.just({"match_none": {}}),

@@ -18,6 +18,22 @@ from scholar_es.engine.errors import (
 )
 
 
+def union_docs(parts: list[np.ndarray]) -> np.ndarray:
+    """Sorted union of sorted unique arrays (concatenate, sort, drop repeats; no hashing)."""
+    if not parts:
+        return np.zeros(0, dtype=np.int64)
+    if len(parts) == 1:
+        return parts[0].astype(np.int64, copy=False)
+    a = np.concatenate(parts).astype(np.int64, copy=False)
+    a.sort(kind="stable")  # timsort: merges the sorted runs
+    if len(a) < 2:
+        return a
+    keep = np.empty(len(a), dtype=bool)
+    keep[0] = True
+    np.not_equal(a[1:], a[:-1], out=keep[1:])
+    return a[keep]
+
+
 def order_by_score(cand: np.ndarray, scores: np.ndarray, limit: int | None = None) -> np.ndarray:
     """Candidates by descending score, ties by ascending doc position (Lucene's order).
 

@@ -177,10 +177,13 @@ class TermNode(Node):
 class ConstNode(Node):
     """A filter that scores a constant (terms, range, exists, ids, match_all, ...).
     ``matches_all``: the matcher is true for every document (``match_all``), which the sparse
-    path uses to skip it."""
+    path uses to skip it; ``docs``: the same documents as positions (see below)."""
 
-    def __init__(self, name: str, matcher, boost: float = 1.0, matches_all: bool = False) -> None:
+    def __init__(self, name: str, matcher, boost: float = 1.0, matches_all: bool = False, docs=None) -> None:
         self.name, self.matcher, self.boost, self.matches_all = name, matcher, boost, matches_all
+        #: optional sparse form of ``matcher``: ctx -> the matching positions, ascending and unique,
+        #: in time proportional to the matches (a ``terms`` query reads its values' postings)
+        self.docs = docs
 
     def _run(self, ctx: Ctx):
         mask = self.matcher(ctx)

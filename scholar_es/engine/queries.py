@@ -14,6 +14,7 @@ import numpy as np
 
 from scholar_es.engine.analysis import get_analyzer
 from scholar_es.engine.errors import EsError, illegal_argument, parsing_error, unsupported
+from scholar_es.engine.hits import union_docs
 from scholar_es.engine.mapping import (
     INTEGER_RANGES,
     KEYWORD,
@@ -427,6 +428,18 @@ class QueryParser:
                         if found is not None:
                             mask[found[0]] = True
                 return mask
+
+            def docs(ctx: Ctx) -> np.ndarray:
+                col = getattr(ctx.seg, store).get(field)
+                parts = []
+                if col is not None:
+                    for v in dict.fromkeys(strs):
+                        found = col.postings.postings(v)
+                        if found is not None and len(found[0]):
+                            parts.append(found[0])
+                return union_docs(parts)
+
+            return ConstNode(f"{field}:({' '.join(map(str, values))})", matcher, boost, docs=docs)
         else:
             targets = np.array([_to_number(fs, v, exact=True) for v in values], dtype=np.float64)
 

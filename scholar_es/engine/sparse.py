@@ -22,7 +22,7 @@ import numpy as np
 
 from scholar_es.engine.errors import EsError
 from scholar_es.engine.functions import FunctionScoreNode, ScriptScoreNode, SegmentScriptContext, _combine
-from scholar_es.engine.hits import order_by_score
+from scholar_es.engine.hits import order_by_score, union_docs
 from scholar_es.engine.knn import (
     MAX_CANDIDATES,
     KnnNode,
@@ -116,22 +116,6 @@ def _gather(hits: Hits, cand: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return hit, np.where(hit, scores[idx] if len(docs) else 0.0, 0.0)
 
 
-def union_docs(parts: list[np.ndarray]) -> np.ndarray:
-    """Sorted union of sorted unique arrays (concatenate, sort, drop repeats; no hashing)."""
-    if not parts:
-        return np.zeros(0, dtype=np.int64)
-    if len(parts) == 1:
-        return parts[0].astype(np.int64, copy=False)
-    a = np.concatenate(parts).astype(np.int64, copy=False)
-    a.sort()
-    if len(a) < 2:
-        return a
-    keep = np.empty(len(a), dtype=bool)
-    keep[0] = True
-    np.not_equal(a[1:], a[:-1], out=keep[1:])
-    return a[keep]
-
-
 # --- leaves --------------------------------------------------------------------------------------
 
 
@@ -148,11 +132,17 @@ def _none(node: MatchNoneNode, ctx: Ctx) -> Hits | None:
 
 
 def _const(node: ConstNode, ctx: Ctx) -> Hits | None:
-    """``match_all`` under a restriction: the restricted documents, each scoring the boost (as
-    ConstNode); other matchers read whole columns and run densely."""
-    if not node.matches_all or ctx.restrict is None:
+    """A constant-score filter with a sparse form (``terms`` on text/keyword: its values'
+    postings), or ``match_all`` under a restriction (the restricted documents), each document
+    scoring the boost as ConstNode does; other matchers read whole columns and run densely."""
+    if node.docs is not None:
+        docs = node.docs(ctx)
+        if ctx.restrict is not None:
+            docs = ctx.restrict[_member(docs, ctx.restrict)[0]].astype(np.int64, copy=False)
+    elif node.matches_all and ctx.restrict is not None:
+        docs = ctx.restrict.astype(np.int64, copy=False)
+    else:
         return None
-    docs = ctx.restrict.astype(np.int64, copy=False)
     return docs, np.full(len(docs), node.boost, dtype=np.float64)
 
 
@@ -378,4 +368,4 @@ _HANDLERS: dict = {
     FunctionScoreNode: _function_score,
 }
 
-__all__ = ["Hits", "densify", "run_sparse", "sparse_enabled", "use_sparse"]
+__all__ = ["Hits", "densify", "run_sparse", "sparse_enabled", "union_docs", "use_sparse"]
