@@ -9,7 +9,9 @@ from SQLite, answers unchanged): the checks moved into the CRC pass, they did no
 from __future__ import annotations
 
 import itertools
+import json
 import logging
+import re
 
 import numpy as np
 import pytest
@@ -154,3 +156,36 @@ def test_checksummed_but_inconsistent_arrays_are_refused_and_rebuilt(saved, whic
     assert got == answers
     assert n == 300
     assert "rebuilding from SQLite" in caplog.text, caplog.text
+
+
+@pytest.mark.parametrize("damage", [b"'<i8')", b"(99999999999999999999999,)"])
+def test_a_damaged_array_header_is_a_checksum_failure_not_a_crash(saved, damage, caplog):
+    """The header is parsed before the CRC pass (it says where the elements start); bytes that
+    make numpy's header parser raise something else than ValueError (tokenize.TokenError for an
+    unbalanced bracket in the dtype or in the shape; OverflowError is another) must still end as
+    a failed checksum and a rebuild from SQLite (found by a review probe: a 500 on every request)."""
+    path, folder, queries, answers = saved
+    (point,) = folder.glob("segments_*.json")
+    entry = json.loads(point.read_bytes().partition(b"\n")[2])
+    f = entry["files"][0]
+    data_file = folder / f["name"]
+    raw = bytearray(data_file.read_bytes())
+    a = f["arrays"][0]
+    header = bytes(raw[a["offset"] : a["offset"] + 128])
+    target = b"'<i8'," if damage.startswith(b"'") else re.search(rb"\(\d+,\)", header).group(0)
+    at = a["offset"] + header.index(target)
+    new = damage[: len(target)].ljust(len(target), b" ")
+    raw[at : at + len(target)] = new
+    data_file.write_bytes(bytes(raw))
+    engine = Engine(path)
+    try:
+        with caplog.at_level(logging.WARNING, logger="scholar_es.engine"):
+            got = []
+            for q in queries:
+                status, resp = rest_handle(engine, "POST", "/p/_search", {}, {"query": q, "size": 300})
+                assert status == 200, resp
+                got.append(resp["hits"])
+    finally:
+        engine.store.close()
+    assert got == answers
+    assert "fails its CRC32 checksum" in caplog.text, caplog.text

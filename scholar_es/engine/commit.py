@@ -362,8 +362,8 @@ def _read_generation(
             bad: Exception | None = None
             try:
                 arr = _npy_view(blob)
-            except (ValueError, OSError, EOFError) as e:
-                bad = e
+            except Exception as e:  # noqa: BLE001 -- damaged header bytes raise anything numpy's
+                bad = e  # parser does (TokenError, OverflowError, ...): the CRC decides first
             acc = StatsAccumulator.for_array(arr) if arr is not None else None
             if _crc32(data, a["offset"], a["size"], arr, acc) != a["crc32"]:
                 raise CorruptCommit(f"array {i} of file {name} fails its CRC32 checksum")
