@@ -90,8 +90,30 @@ def saved(tmp_path):
     return path, folder, queries, answers
 
 
-def test_the_crc_pass_gathers_each_arrays_facts_in_small_steps(saved, monkeypatch):
-    _, folder, _, _ = saved
+def _strip_recorded_facts(folder) -> None:
+    """Rewrite the commit point as one written before the facts were recorded."""
+    import zlib
+
+    (point,) = folder.glob("segments_*.json")
+    entry = json.loads(point.read_bytes().partition(b"\n")[2])
+    for f in entry["files"]:
+        for a in f["arrays"]:
+            a.pop("facts", None)
+    body = json.dumps(entry).encode()
+    header = json.dumps({"crc32": zlib.crc32(body), "size": len(body)}).encode()
+    point.write_bytes(header + b"\n" + body)
+
+
+@pytest.mark.parametrize("source", ["recorded by the writer", "gathered by the CRC pass"])
+def test_each_integer_arrays_facts_are_those_of_its_bytes(saved, monkeypatch, source):
+    path, folder, queries, answers = saved
+    (point,) = folder.glob("segments_*.json")
+    recorded = [
+        "facts" in a for f in json.loads(point.read_bytes().partition(b"\n")[2])["files"] for a in f["arrays"]
+    ]
+    assert any(recorded)
+    if source != "recorded by the writer":
+        _strip_recorded_facts(folder)
     monkeypatch.setattr(commit, "_CRC_STEP", 97)  # many steps, element boundaries inside steps
     found = commit.open_commit(folder)
     assert found is not None and len(found.stats) == len(found.arrays)
@@ -109,18 +131,27 @@ def test_the_crc_pass_gathers_each_arrays_facts_in_small_steps(saved, monkeypatc
             assert facts.nondecreasing == bool(np.all(np.diff(arr) >= 0))
             assert facts.increasing == bool(np.all(np.diff(arr) > 0))
     assert checked >= 8  # seqs, postings (both directions) of two fields, keyword values, numeric ids
+    engine = Engine(path)  # and the index opens from it and answers as before
+    try:
+        for q, want in zip(queries, answers, strict=True):
+            status, resp = rest_handle(engine, "POST", "/p/_search", {}, {"query": q, "size": 300})
+            assert status == 200 and resp["hits"] == want
+    finally:
+        engine.store.close()
 
 
 def _rewrite_with(folder, change):
     """A new commit point whose arrays carry correct checksums but ``change`` applied."""
     found = commit.open_commit(folder)
+    assert found is not None
     arrays = [np.array(a) for a in found.arrays]
     change(arrays, found.meta["segment"])
     commit.write_commit(folder, arrays, found.meta)
 
 
+@pytest.mark.parametrize("facts", ["recorded", "gathered"])
 @pytest.mark.parametrize("which", ["term_id", "doc_position", "keyword_value", "numeric_doc", "seqs_order"])
-def test_checksummed_but_inconsistent_arrays_are_refused_and_rebuilt(saved, which, caplog):
+def test_checksummed_but_inconsistent_arrays_are_refused_and_rebuilt(saved, which, facts, caplog):
     path, folder, queries, answers = saved
     n = None
 
@@ -143,6 +174,8 @@ def test_checksummed_but_inconsistent_arrays_are_refused_and_rebuilt(saved, whic
             seqs[1], seqs[2] = seqs[2], seqs[1]
 
     _rewrite_with(folder, change)
+    if facts == "gathered":
+        _strip_recorded_facts(folder)
     engine = Engine(path)  # a new engine (a client of this process would share the open one)
     try:
         with caplog.at_level(logging.WARNING, logger="scholar_es.engine"):
@@ -189,3 +222,25 @@ def test_a_damaged_array_header_is_a_checksum_failure_not_a_crash(saved, damage,
         engine.store.close()
     assert got == answers
     assert "fails its CRC32 checksum" in caplog.text, caplog.text
+
+
+@pytest.mark.parametrize(
+    "facts", [[0, 1], ["0", 5, 5, None, None], [0, 5, 5, 1, None], {"min": 0}, [0, 5, 5.5, None, None]]
+)
+def test_malformed_recorded_facts_make_the_generation_unusable(saved, facts, caplog):
+    import zlib
+
+    path, folder, queries, answers = saved
+    (point,) = folder.glob("segments_*.json")
+    entry = json.loads(point.read_bytes().partition(b"\n")[2])
+    entry["files"][0]["arrays"][0]["facts"] = facts
+    body = json.dumps(entry).encode()
+    point.write_bytes(json.dumps({"crc32": zlib.crc32(body), "size": len(body)}).encode() + b"\n" + body)
+    engine = Engine(path)
+    try:
+        with caplog.at_level(logging.WARNING, logger="scholar_es.engine"):
+            status, resp = rest_handle(engine, "POST", "/p/_search", {}, {"query": queries[0], "size": 300})
+    finally:
+        engine.store.close()
+    assert status == 200 and resp["hits"] == answers[0]
+    assert "facts are malformed" in caplog.text, caplog.text

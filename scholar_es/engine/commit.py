@@ -157,7 +157,11 @@ def write_commit(
                     f.write(b"\0" * pad)
                     offset += pad
                 f.write(data)
-                entries.append({"offset": offset, "size": len(data), "crc32": zlib.crc32(data)})
+                entry: dict = {"offset": offset, "size": len(data), "crc32": zlib.crc32(data)}
+                facts = ArrayStats.of(arr)
+                if facts is not None:  # what the open's range checks read (engine/array_stats.py)
+                    entry["facts"] = facts.to_json()
+                entries.append(entry)
                 offset += len(data)
                 if i == len(arrays) // 2:
                     f.flush()
@@ -364,13 +368,18 @@ def _read_generation(
                 arr = _npy_view(blob)
             except Exception as e:  # noqa: BLE001 -- damaged header bytes raise anything numpy's
                 bad = e  # parser does (TokenError, OverflowError, ...): the CRC decides first
-            acc = StatsAccumulator.for_array(arr) if arr is not None else None
+            # facts recorded by the writer describe exactly these bytes once their CRC matches;
+            # a commit point written before they were recorded gets them during the CRC pass
+            recorded = ArrayStats.from_json(a["facts"]) if "facts" in a else None
+            acc = StatsAccumulator.for_array(arr) if arr is not None and recorded is None else None
             if _crc32(data, a["offset"], a["size"], arr, acc) != a["crc32"]:
                 raise CorruptCommit(f"array {i} of file {name} fails its CRC32 checksum")
             if arr is None:
                 raise CorruptCommit(f"array {i} of file {name} is not a valid array: {bad}") from None
+            if recorded is not None and StatsAccumulator.for_array(arr) is None:
+                raise CorruptCommit(f"array {i} of file {name} has facts but is not a 1-D integer array")
             arrays.append(arr)
-            stats.append(acc.result() if acc is not None else None)
+            stats.append(recorded if recorded is not None else acc.result() if acc is not None else None)
     return arrays, entry["meta"], files, stats
 
 
