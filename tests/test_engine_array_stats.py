@@ -244,3 +244,15 @@ def test_malformed_recorded_facts_make_the_generation_unusable(saved, facts, cap
         engine.store.close()
     assert status == 200 and resp["hits"] == answers[0]
     assert "facts are malformed" in caplog.text, caplog.text
+
+
+def test_the_fast_crc_is_zlibs_crc32():
+    """commit.crc32 (ISA-L's when installed) must give zlib's CRC-32: files written with either
+    verify with the other (the format records zlib's checksum)."""
+    import zlib
+
+    rng = np.random.default_rng(5)
+    for size in (0, 1, 7, 4096, 1 << 20):
+        data = rng.integers(0, 256, size, dtype=np.uint8).tobytes()
+        assert commit.crc32(data) == zlib.crc32(data)
+        assert commit.crc32(data[size // 2 :], commit.crc32(data[: size // 2])) == zlib.crc32(data)
