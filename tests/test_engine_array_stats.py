@@ -1,9 +1,12 @@
-"""The range checks of an open read facts gathered during the CRC pass (engine/array_stats.py).
+"""The range checks of an open read facts about each integer array (engine/array_stats.py).
 
-Expected values come from numpy's own reductions over the whole array; the accumulator sees the
-array in arbitrary pieces, as the CRC pass feeds it one file step at a time. A commit point whose
-checksums are all correct but whose ids are out of range must still be refused at open (rebuilt
-from SQLite, answers unchanged): the checks moved into the CRC pass, they did not go away.
+The writer records them beside each array's CRC32; a commit point written before that gets them
+during the CRC pass. Expected values come from numpy's own reductions over the whole array; the
+accumulator sees the array in arbitrary pieces, as the CRC pass feeds it one file step at a time.
+A commit point whose checksums are all correct but whose ids are out of range (what a writer bug
+would produce: its facts then record the out-of-range value) must still be refused at open and
+rebuilt from SQLite, answers unchanged. Outside what this defends: a tool that rewrites array
+bytes and fixes their CRC32 but not the recorded facts (docs/storage.md section 6).
 """
 
 from __future__ import annotations
@@ -256,3 +259,38 @@ def test_the_fast_crc_is_zlibs_crc32():
         data = rng.integers(0, 256, size, dtype=np.uint8).tobytes()
         assert commit.crc32(data) == zlib.crc32(data)
         assert commit.crc32(data[size // 2 :], commit.crc32(data[: size // 2])) == zlib.crc32(data)
+
+
+def _json_bytes(value) -> np.ndarray:
+    return np.frombuffer(json.dumps(value).encode(), dtype=np.uint8).copy()
+
+
+@pytest.mark.parametrize("which", ["repeated_term", "deeply_nested_ids"])
+def test_checksummed_but_malformed_names_are_refused_and_rebuilt(saved, which, caplog):
+    """A vocabulary holding a term twice (term ids are positions: the dict would shadow one id,
+    and its postings would never be found) and an ids array nested past the JSON parser's
+    recursion limit are refused at open, as any inconsistent array is (found by a review probe:
+    0 hits for the shadowed term; a 400 'nested too deeply' on every search)."""
+    path, folder, queries, answers = saved
+
+    def change(arrays, desc):
+        if which == "repeated_term":
+            _, vocab_ref, _ = desc["keyword"][0]
+            terms = json.loads(arrays[vocab_ref].tobytes())
+            arrays[vocab_ref] = _json_bytes([*terms[:-1], terms[0]])
+        else:
+            arrays[desc["ids"]] = np.frombuffer(b"[" * 5000 + b"]" * 5000, dtype=np.uint8).copy()
+
+    _rewrite_with(folder, change)
+    engine = Engine(path)
+    try:
+        with caplog.at_level(logging.WARNING, logger="scholar_es.engine"):
+            got = []
+            for q in queries:
+                status, resp = rest_handle(engine, "POST", "/p/_search", {}, {"query": q, "size": 300})
+                assert status == 200, resp
+                got.append(resp["hits"])
+    finally:
+        engine.store.close()
+    assert got == answers
+    assert "rebuilding from SQLite" in caplog.text, caplog.text

@@ -349,42 +349,12 @@ class _Postings:
     data = _Splittable()
 
     def __init__(self) -> None:
-        self._vocab: dict[str, int] | None = {}
-        #: a saved vocabulary (term ids = positions) whose dict is not built yet (see ``vocab``)
-        self._terms: list[str] | None = None
+        self.vocab: dict[str, int] = {}
         self.indptr = np.zeros(1, dtype=np.int64)
         self.indices = np.zeros(0, dtype=np.int32)
         self.data = np.zeros(0, dtype=np.int32)
         #: (base view, tail view or None): one attribute, so a reader never sees half an update
         self._views: tuple[Csc, Csc | None] | None = None
-
-    @property
-    def vocab(self) -> dict[str, int]:
-        """term -> term id. A vocabulary read from a file becomes a dict on first use: a cold
-        start that searches a few fields does not build the dicts of the others (a keyword
-        field of unique chunk ids holds a million terms)."""
-        v = self._vocab
-        if v is None:
-            terms = self._terms or []
-            v = self._vocab = dict(zip(terms, range(len(terms)), strict=True))
-        return v
-
-    @vocab.setter
-    def vocab(self, value: dict[str, int]) -> None:
-        self._vocab, self._terms = value, None
-
-    def load_vocab(self, terms: list[str]) -> None:
-        """Take a saved vocabulary (strings, term id = position); its dict is built lazily."""
-        self._vocab, self._terms = None, terms
-
-    def vocab_size(self) -> int:
-        terms = self._terms
-        return len(terms) if self._vocab is None and terms is not None else len(self.vocab)
-
-    def term_list(self) -> list[str]:
-        """The terms in id order (without building the dict of a saved vocabulary)."""
-        terms = self._terms
-        return list(terms) if self._vocab is None and terms is not None else list(self.vocab)
 
     @property
     def _csc(self) -> Csc | None:
@@ -398,8 +368,7 @@ class _Postings:
     def copy(self) -> _Postings:
         """A copy that can be appended to without touching this one (arrays are shared)."""
         new = copy.copy(self)
-        if self._vocab is not None:  # a saved vocabulary not built yet is shared (never mutated)
-            new._vocab = dict(self._vocab)
+        new.vocab = dict(self.vocab)
         _copy_bufs(new, self)
         return new
 
@@ -610,8 +579,8 @@ class KeywordColumn:
         self.first = self.first[keep]
 
     def terms(self) -> list[str]:
-        if self._terms is None or len(self._terms) != self.postings.vocab_size():
-            self._terms = self.postings.term_list()
+        if self._terms is None or len(self._terms) != len(self.postings.vocab):
+            self._terms = list(self.postings.vocab)
         return self._terms
 
     def first_values(self) -> list[str | None]:
@@ -956,11 +925,10 @@ class Segment:
         def rows(p: _Postings) -> tuple[list[str], list[np.ndarray], np.ndarray]:
             """(vocabulary, CSR arrays, global -> local term ids) of rows ``start..n``."""
             if not start:
-                size = p.vocab_size()
-                return p.term_list(), [p.indptr, p.indices, p.data], np.arange(size, dtype=np.int32)
+                return list(p.vocab), [p.indptr, p.indices, p.data], np.arange(len(p.vocab), dtype=np.int32)
             lo = int(p.indptr[start])
             used, local = np.unique(_since(p, "indices", lo), return_inverse=True)
-            terms = p.term_list()
+            terms = list(p.vocab)
             remap = np.full(len(terms), -1, dtype=np.int32)
             remap[used] = np.arange(len(used), dtype=np.int32)
             csr: list[np.ndarray] = [
@@ -1097,8 +1065,8 @@ def _json_list(arrays: list[np.ndarray], ref) -> list[str]:
         except orjson.JSONDecodeError:  # e.g. an escaped lone surrogate, which json reads
             try:
                 value = json.loads(raw)
-            except (UnicodeDecodeError, json.JSONDecodeError) as e:
-                raise ValueError(f"a list of names is not valid JSON: {e}") from None
+            except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+                raise ValueError(f"a list of names is not valid JSON: {e!r:.200}") from None
     # one C-level pass over the element types (a generator of isinstance calls cost ~1 s at 1M)
     if not isinstance(value, list) or not set(map(type, value)) <= {str}:
         raise ValueError("a list of names holds something else than strings")
@@ -1121,7 +1089,9 @@ def _load_postings(
     n: int,
     facts: Callable[[int], ArrayStats],
 ) -> None:
-    p.load_vocab(vocab)  # strings (checked by _json_list); the dict is built on first use
+    p.vocab = dict(zip(vocab, range(len(vocab)), strict=True))  # strings (checked by _json_list)
+    if len(p.vocab) != len(vocab):  # term ids are positions: a repeated term would shadow one
+        raise ValueError("a vocabulary holds a term twice")
     p.indptr = _check(arrays[refs[0]], np.int64, 1, n + 1)
     p.indices, p.data = _check(arrays[refs[1]], np.int32, 1), _check(arrays[refs[2]], np.int32, 1)
     if p.indptr[0] != 0 or not facts(refs[0]).nondecreasing or p.indptr[-1] != len(p.indices):
@@ -1145,7 +1115,7 @@ def _load_csc(
     built lazily on the first search, as before."""
     if not refs:
         return
-    col_ptr = _check(arrays[refs[0]], np.int64, 1, p.vocab_size() + 1)
+    col_ptr = _check(arrays[refs[0]], np.int64, 1, len(p.vocab) + 1)
     docs = _check(arrays[refs[1]], np.int32, 1, len(p.indices))
     freqs = _check(arrays[refs[2]], np.int32, 1, len(p.indices))
     if col_ptr[0] != 0 or not facts(refs[0]).nondecreasing or col_ptr[-1] != len(p.indices):
