@@ -15,6 +15,7 @@ import itertools
 import json
 import logging
 import re
+import zlib
 
 import numpy as np
 import pytest
@@ -93,18 +94,36 @@ def saved(tmp_path):
     return path, folder, queries, answers
 
 
+def _answers_of_a_new_engine(path, queries) -> list:
+    """Each query's hits from a new Engine on ``path`` (a client of this process would share the
+    engine already open), every answer a 200."""
+    engine = Engine(path)
+    try:
+        got = []
+        for q in queries:
+            status, resp = rest_handle(engine, "POST", "/p/_search", {}, {"query": q, "size": 300})
+            assert status == 200, resp
+            got.append(resp["hits"])
+    finally:
+        engine.store.close()
+    return got
+
+
+def _write_point(point, entry: dict) -> None:
+    """Write a commit point's body with a matching header (its CRC32 and size), as commit.py does."""
+    body = json.dumps(entry).encode()
+    point.write_bytes(json.dumps({"crc32": zlib.crc32(body), "size": len(body)}).encode() + b"\n" + body)
+
+
 def _strip_recorded_facts(folder) -> None:
     """Rewrite the commit point as one written before the facts were recorded."""
-    import zlib
 
     (point,) = folder.glob("segments_*.json")
     entry = json.loads(point.read_bytes().partition(b"\n")[2])
     for f in entry["files"]:
         for a in f["arrays"]:
             a.pop("facts", None)
-    body = json.dumps(entry).encode()
-    header = json.dumps({"crc32": zlib.crc32(body), "size": len(body)}).encode()
-    point.write_bytes(header + b"\n" + body)
+    _write_point(point, entry)
 
 
 @pytest.mark.parametrize("source", ["recorded by the writer", "gathered by the CRC pass"])
@@ -134,13 +153,7 @@ def test_each_integer_arrays_facts_are_those_of_its_bytes(saved, monkeypatch, so
             assert facts.nondecreasing == bool(np.all(np.diff(arr) >= 0))
             assert facts.increasing == bool(np.all(np.diff(arr) > 0))
     assert checked >= 8  # seqs, postings (both directions) of two fields, keyword values, numeric ids
-    engine = Engine(path)  # and the index opens from it and answers as before
-    try:
-        for q, want in zip(queries, answers, strict=True):
-            status, resp = rest_handle(engine, "POST", "/p/_search", {}, {"query": q, "size": 300})
-            assert status == 200 and resp["hits"] == want
-    finally:
-        engine.store.close()
+    assert _answers_of_a_new_engine(path, queries) == answers  # it opens from them, answers as before
 
 
 def _rewrite_with(folder, change):
@@ -179,16 +192,8 @@ def test_checksummed_but_inconsistent_arrays_are_refused_and_rebuilt(saved, whic
     _rewrite_with(folder, change)
     if facts == "gathered":
         _strip_recorded_facts(folder)
-    engine = Engine(path)  # a new engine (a client of this process would share the open one)
-    try:
-        with caplog.at_level(logging.WARNING, logger="scholar_es.engine"):
-            got = []
-            for q in queries:
-                status, resp = rest_handle(engine, "POST", "/p/_search", {}, {"query": q, "size": 300})
-                assert status == 200, resp
-                got.append(resp["hits"])
-    finally:
-        engine.store.close()
+    with caplog.at_level(logging.WARNING, logger="scholar_es.engine"):
+        got = _answers_of_a_new_engine(path, queries)
     assert got == answers
     assert n == 300
     assert "rebuilding from SQLite" in caplog.text, caplog.text
@@ -213,16 +218,8 @@ def test_a_damaged_array_header_is_a_checksum_failure_not_a_crash(saved, damage,
     new = damage[: len(target)].ljust(len(target), b" ")
     raw[at : at + len(target)] = new
     data_file.write_bytes(bytes(raw))
-    engine = Engine(path)
-    try:
-        with caplog.at_level(logging.WARNING, logger="scholar_es.engine"):
-            got = []
-            for q in queries:
-                status, resp = rest_handle(engine, "POST", "/p/_search", {}, {"query": q, "size": 300})
-                assert status == 200, resp
-                got.append(resp["hits"])
-    finally:
-        engine.store.close()
+    with caplog.at_level(logging.WARNING, logger="scholar_es.engine"):
+        got = _answers_of_a_new_engine(path, queries)
     assert got == answers
     assert "fails its CRC32 checksum" in caplog.text, caplog.text
 
@@ -231,29 +228,20 @@ def test_a_damaged_array_header_is_a_checksum_failure_not_a_crash(saved, damage,
     "facts", [[0, 1], ["0", 5, 5, None, None], [0, 5, 5, 1, None], {"min": 0}, [0, 5, 5.5, None, None]]
 )
 def test_malformed_recorded_facts_make_the_generation_unusable(saved, facts, caplog):
-    import zlib
 
     path, folder, queries, answers = saved
     (point,) = folder.glob("segments_*.json")
     entry = json.loads(point.read_bytes().partition(b"\n")[2])
     entry["files"][0]["arrays"][0]["facts"] = facts
-    body = json.dumps(entry).encode()
-    point.write_bytes(json.dumps({"crc32": zlib.crc32(body), "size": len(body)}).encode() + b"\n" + body)
-    engine = Engine(path)
-    try:
-        with caplog.at_level(logging.WARNING, logger="scholar_es.engine"):
-            status, resp = rest_handle(engine, "POST", "/p/_search", {}, {"query": queries[0], "size": 300})
-    finally:
-        engine.store.close()
-    assert status == 200 and resp["hits"] == answers[0]
+    _write_point(point, entry)
+    with caplog.at_level(logging.WARNING, logger="scholar_es.engine"):
+        assert _answers_of_a_new_engine(path, queries[:1]) == answers[:1]
     assert "facts are malformed" in caplog.text, caplog.text
 
 
 def test_the_fast_crc_is_zlibs_crc32():
     """commit.crc32 (ISA-L's when installed) must give zlib's CRC-32: files written with either
     verify with the other (the format records zlib's checksum)."""
-    import zlib
-
     rng = np.random.default_rng(5)
     for size in (0, 1, 7, 4096, 1 << 20):
         data = rng.integers(0, 256, size, dtype=np.uint8).tobytes()
@@ -282,15 +270,7 @@ def test_checksummed_but_malformed_names_are_refused_and_rebuilt(saved, which, c
             arrays[desc["ids"]] = np.frombuffer(b"[" * 5000 + b"]" * 5000, dtype=np.uint8).copy()
 
     _rewrite_with(folder, change)
-    engine = Engine(path)
-    try:
-        with caplog.at_level(logging.WARNING, logger="scholar_es.engine"):
-            got = []
-            for q in queries:
-                status, resp = rest_handle(engine, "POST", "/p/_search", {}, {"query": q, "size": 300})
-                assert status == 200, resp
-                got.append(resp["hits"])
-    finally:
-        engine.store.close()
+    with caplog.at_level(logging.WARNING, logger="scholar_es.engine"):
+        got = _answers_of_a_new_engine(path, queries)
     assert got == answers
     assert "rebuilding from SQLite" in caplog.text, caplog.text
