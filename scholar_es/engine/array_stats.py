@@ -7,8 +7,8 @@ process's resident set, and ~1 s of reductions). The writer records each integer
 in the commit point beside its CRC32 (``commit.write_commit``); once the CRC matches, the facts
 describe exactly those bytes, so the open's checks read them instead of the array (a writer bug
 that wrote an out-of-range id records that id's value as the maximum, and the check still fails).
-A commit point written before the facts were recorded gets them during the CRC pass, one file
-step at a time while its pages are mapped. Arrays built in memory compute them directly.
+A commit point written before the facts were recorded (and arrays built in memory) get them
+computed from the arrays at load.
 """
 
 from __future__ import annotations
@@ -48,57 +48,19 @@ class ArrayStats:
     @classmethod
     def of(cls, arr: np.ndarray) -> ArrayStats | None:
         """The facts of ``arr`` (None for an array that is not 1-D integer)."""
-        acc = StatsAccumulator.for_array(arr)
-        if acc is None:
-            return None
-        acc.add(arr)
-        return acc.result()
-
-
-class StatsAccumulator:
-    """:class:`ArrayStats` of an array fed in consecutive pieces (``add``, in order)."""
-
-    def __init__(self, ordered: bool) -> None:
-        self.ordered = ordered
-        self.lo: int | None = None
-        self.hi: int | None = None
-        self.total = 0
-        self.nondecreasing = True
-        self.increasing = True
-        self.last: int | None = None
-
-    @classmethod
-    def for_array(cls, arr: np.ndarray) -> StatsAccumulator | None:
         if arr.ndim != 1 or arr.dtype.kind not in "iu":
             return None
-        return cls(ordered=arr.dtype == np.int64)
-
-    def add(self, piece: np.ndarray) -> None:
-        if not len(piece):
-            return
-        lo, hi = int(piece.min()), int(piece.max())
-        self.lo = lo if self.lo is None else min(self.lo, lo)
-        self.hi = hi if self.hi is None else max(self.hi, hi)
-        self.total += int(piece.sum(dtype=np.int64))
-        if self.ordered:
-            first = int(piece[0])
-            if self.last is not None:
-                self.nondecreasing &= first >= self.last
-                self.increasing &= first > self.last
-            if len(piece) > 1 and (self.nondecreasing or self.increasing):
-                step = np.diff(piece)
-                self.nondecreasing &= bool((step >= 0).all())
-                self.increasing &= bool((step > 0).all())
-            self.last = int(piece[-1])
-
-    def result(self) -> ArrayStats:
-        return ArrayStats(
-            min=0 if self.lo is None else self.lo,
-            max=-1 if self.hi is None else self.hi,
-            total=self.total,
-            nondecreasing=self.nondecreasing if self.ordered else None,
-            increasing=self.increasing if self.ordered else None,
+        ordered = arr.dtype == np.int64
+        if not len(arr):
+            return cls(0, -1, 0, True if ordered else None, True if ordered else None)
+        step = np.diff(arr) if ordered else None
+        return cls(
+            min=int(arr.min()),
+            max=int(arr.max()),
+            total=int(arr.sum(dtype=np.int64)),
+            nondecreasing=bool((step >= 0).all()) if step is not None else None,
+            increasing=bool((step > 0).all()) if step is not None else None,
         )
 
 
-__all__ = ["ArrayStats", "StatsAccumulator"]
+__all__ = ["ArrayStats"]

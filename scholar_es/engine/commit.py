@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from scholar_es.engine.array_stats import ArrayStats, StatsAccumulator
+from scholar_es.engine.array_stats import ArrayStats
 
 log = logging.getLogger("scholar_es.engine")
 
@@ -213,7 +213,7 @@ class CorruptCommit(Exception):
 @dataclass
 class Commit:
     """A verified commit point: its arrays (all files, in listed order), meta and file list, and
-    per array the facts its CRC pass gathered (None for arrays that are not 1-D integer)."""
+    per array the facts its writer recorded (None: not recorded, or not a 1-D integer array)."""
 
     gen: int
     arrays: list[np.ndarray]
@@ -272,35 +272,18 @@ def _map(path: Path, size: int) -> memoryview:
 _CRC_STEP = 32 * 1024 * 1024
 
 
-def _crc32(
-    data: memoryview,
-    offset: int,
-    size: int,
-    arr: np.ndarray | None = None,
-    acc: StatsAccumulator | None = None,
-) -> int:
+def _crc32(data: memoryview, offset: int, size: int) -> int:
     """CRC32 of ``data[offset:offset + size]``, releasing each checked step's pages from this
     process afterwards (``madvise(MADV_DONTNEED)`` on the read-only file mapping: the bytes stay in
     the page cache and a later read maps them again). Verifying every array touches every page of
     the commit point; without the release all of them stay in the process's resident set (a 4 GB
-    commit point at 1M chunks made a fresh process's peak RSS 10.5 GB), though a search reads few.
-
-    With ``arr`` (the array these bytes hold, its data at their end) and ``acc``, each step's
-    elements are also fed to ``acc`` while the step's pages are mapped (engine/array_stats.py)."""
+    commit point at 1M chunks made a fresh process's peak RSS 10.5 GB), though a search reads few."""
     mm = data.obj if isinstance(data.obj, mmap.mmap) else None
     advise = getattr(mmap, "MADV_DONTNEED", None) if mm is not None else None
     crc, pos, end = 0, offset, offset + size
-    flat = arr.reshape(-1) if arr is not None and acc is not None else None
-    start = end - (flat.nbytes if flat is not None else 0)  # where the array's elements begin
-    itemsize = flat.itemsize if flat is not None else 1
-    done = 0  # elements fed so far
     while pos < end:
         stop = min(pos + _CRC_STEP, end)
         crc = crc32(data[pos:stop], crc)
-        if flat is not None and acc is not None and stop > start:
-            upto = len(flat) if stop == end else (stop - start) // itemsize
-            acc.add(flat[done:upto])
-            done = upto
         if advise is not None and mm is not None:
             lo = pos - pos % mmap.PAGESIZE
             try:
@@ -362,28 +345,19 @@ def _read_generation(
         data = _map(folder / name, int(f["size"]))
         for i, a in enumerate(f["arrays"]):
             blob = data[a["offset"] : a["offset"] + a["size"]]
-            if len(blob) != a["size"]:
+            if len(blob) != a["size"] or _crc32(data, a["offset"], a["size"]) != a["crc32"]:
                 raise CorruptCommit(f"array {i} of file {name} fails its CRC32 checksum")
-            # the header is read first (it says where the elements are, for the facts gathered
-            # during the CRC pass); a header that does not parse is reported after the CRC
-            arr: np.ndarray | None = None
-            bad: Exception | None = None
             try:
                 arr = _npy_view(blob)
-            except Exception as e:  # noqa: BLE001 -- damaged header bytes raise anything numpy's
-                bad = e  # parser does (TokenError, OverflowError, ...): the CRC decides first
-            # facts recorded by the writer describe exactly these bytes once their CRC matches;
-            # a commit point written before they were recorded gets them during the CRC pass
-            recorded = ArrayStats.from_json(a["facts"]) if "facts" in a else None
-            acc = StatsAccumulator.for_array(arr) if arr is not None and recorded is None else None
-            if _crc32(data, a["offset"], a["size"], arr, acc) != a["crc32"]:
-                raise CorruptCommit(f"array {i} of file {name} fails its CRC32 checksum")
-            if arr is None:
-                raise CorruptCommit(f"array {i} of file {name} is not a valid array: {bad}") from None
-            if recorded is not None and StatsAccumulator.for_array(arr) is None:
+            except Exception as e:  # noqa: BLE001 -- whatever numpy's header parser raises
+                raise CorruptCommit(f"array {i} of file {name} is not a valid array: {e!r:.200}") from None
+            # the facts the writer recorded describe exactly these bytes once their CRC matches;
+            # a commit point written before they were recorded has none (computed at load)
+            facts = ArrayStats.from_json(a["facts"]) if "facts" in a else None
+            if facts is not None and (arr.ndim != 1 or arr.dtype.kind not in "iu"):
                 raise CorruptCommit(f"array {i} of file {name} has facts but is not a 1-D integer array")
             arrays.append(arr)
-            stats.append(recorded if recorded is not None else acc.result() if acc is not None else None)
+            stats.append(facts)
     return arrays, entry["meta"], files, stats
 
 

@@ -975,7 +975,7 @@ class Segment:
     ) -> Segment:
         """The segment ``to_arrays`` described; raises ValueError when the arrays do not fit
         together (a check beyond the checksums: wrong shapes or out-of-range ids never load).
-        ``stats``: per array, the facts the CRC pass gathered (engine/array_stats.py), so the
+        ``stats``: per array, the facts its commit point recorded (engine/array_stats.py), so the
         range checks do not read the postings again; computed here where absent."""
 
         def facts(i: int) -> ArrayStats:
