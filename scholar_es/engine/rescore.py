@@ -208,10 +208,7 @@ def score_window(node: Node, ctx, window: np.ndarray, dense: bool) -> tuple[np.n
         docs, scores = sparse.run_sparse(node, ctx)
     finally:
         ctx.window, ctx.restrict = prev
-    at = np.searchsorted(docs, window)
-    at = np.minimum(at, max(len(docs) - 1, 0))
-    matched = docs[at] == window if len(docs) else np.zeros(len(window), dtype=bool)
-    return matched, np.where(matched, scores[at] if len(docs) else 0.0, 0.0)
+    return sparse.gather((docs, scores), window)
 
 
 def run_on(node: Node, ctx, window: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -22,6 +22,7 @@ from scholar_es.engine.hits import (
     order_by_score,
     stored_source,
     total_hits,
+    union_docs,
 )
 from scholar_es.engine.knn import knn_query, parse_knn
 from scholar_es.engine.nodes import Ctx, Node, expl
@@ -162,7 +163,7 @@ class SearchRun:
             else:
                 parts.append(sparse.run_sparse(node, self.ctx))
         # summed over the legs in order, from 0.0, as a dense ``scores += where(m, s, 0)`` sums them
-        docs = sparse.union_docs([d for d, _ in parts])
+        docs = union_docs([d for d, _ in parts])
         total = np.zeros(len(docs))
         for d, s in parts:
             total[np.searchsorted(docs, d)] += s

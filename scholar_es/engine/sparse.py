@@ -86,11 +86,12 @@ def run_sparse(node: Node, ctx: Ctx) -> Hits:
 
 
 def _restricted(hits: Hits, ctx: Ctx) -> Hits:
-    """``hits`` among ``ctx.restrict``'s documents (all of them when there is no restriction)."""
+    """``hits`` among ``ctx.restrict``'s documents (all of them when there is no restriction);
+    each restricted document is looked up in the hits, so the work follows the (small) window."""
     if ctx.restrict is None:
         return hits
-    keep = _member(ctx.restrict, hits[0])[0]
-    return hits[0][keep], hits[1][keep]
+    hit, idx = _member(hits[0], ctx.restrict)
+    return ctx.restrict[hit].astype(np.int64, copy=False), hits[1][idx[hit]]
 
 
 def densify(hits: Hits, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -109,7 +110,7 @@ def _member(docs: np.ndarray, cand: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     return docs[idx] == cand, idx
 
 
-def _gather(hits: Hits, cand: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def gather(hits: Hits, cand: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(mask, scores) of ``hits`` over the candidates (0.0 where a candidate is not matched)."""
     docs, scores = hits
     hit, idx = _member(docs, cand)
@@ -137,13 +138,11 @@ def _const(node: ConstNode, ctx: Ctx) -> Hits | None:
     scoring the boost as ConstNode does; other matchers read whole columns and run densely."""
     if node.docs is not None:
         docs = node.docs(ctx)
-        if ctx.restrict is not None:
-            docs = ctx.restrict[_member(docs, ctx.restrict)[0]].astype(np.int64, copy=False)
     elif node.matches_all and ctx.restrict is not None:
-        docs = ctx.restrict.astype(np.int64, copy=False)
+        docs = ctx.restrict
     else:
         return None
-    return docs, np.full(len(docs), node.boost, dtype=np.float64)
+    return _restricted((docs, np.full(len(docs), node.boost, dtype=np.float64)), ctx)
 
 
 # --- compound ------------------------------------------------------------------------------------
@@ -168,11 +167,11 @@ def _bool(node: BoolNode, ctx: Ctx) -> Hits | None:
         cand = cand[~_member(run_sparse(q, ctx)[0], cand)[0]]
     scores = np.zeros(len(cand))
     for hits in must:
-        scores += _gather(hits, cand)[1]
+        scores += gather(hits, cand)[1]
     if should:
         count = np.zeros(len(cand), dtype=np.int32)
         for hits in should:
-            m, s = _gather(hits, cand)
+            m, s = gather(hits, cand)
             count += m
             scores += s
         if node.msm > 0:
@@ -186,7 +185,7 @@ def _dis_max(node: DisMaxNode, ctx: Ctx) -> Hits | None:
         return _empty()
     results = [run_sparse(q, ctx) for q in node.queries]
     cand = union_docs([docs for docs, _ in results])
-    stack = np.stack([_gather(r, cand)[1] for r in results])
+    stack = np.stack([gather(r, cand)[1] for r in results])
     best = stack.max(axis=0)
     total = best + node.tie * (stack.sum(axis=0) - best)  # DisjunctionMaxScorer, as DisMaxNode
     return cand, total * node.boost
@@ -368,4 +367,4 @@ _HANDLERS: dict = {
     FunctionScoreNode: _function_score,
 }
 
-__all__ = ["Hits", "densify", "run_sparse", "sparse_enabled", "union_docs", "use_sparse"]
+__all__ = ["Hits", "densify", "gather", "run_sparse", "sparse_enabled", "use_sparse"]
