@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -338,33 +339,39 @@ class Mapping:
 
     def _flatten_into(self, obj: dict, prefix: str, out: dict[str, list]) -> None:
         for key, value in obj.items():
-            name = prefix + key
-            if isinstance(value, dict) and self.fields.get(name, None) is None:
+            self._flatten_value(prefix + key, value, out)
+
+    def _flatten_value(self, name: str, value: Any, out: dict[str, list]) -> None:
+        """One ``_source`` value of field ``name``: arrays (of arrays) are flattened and nulls skipped,
+        as DocumentParser.parseArray/parseNullValue do, so the first non-null value of an unmapped
+        field picks its dynamic type and each object of an array of objects is parsed in turn."""
+        fs = self.fields.get(name)
+        if fs is not None and fs.type == VECTOR:
+            out[name] = [_vector_values(fs, value)]
+            return
+        leaves = list(_leaves(value))
+        if fs is None:
+            objects = [v for v in leaves if isinstance(v, dict)]
+            if objects:
                 if name not in self.objects:
                     if self.dynamic == "false" and name.count(".") + 1 > DEPTH_LIMIT:
-                        continue  # no mapped field can lie this deep: the subtree is ignored
+                        return  # no mapped field can lie this deep: the subtree is ignored
                     if self._dynamic_add(name, {"type": "object", "properties": {}}):
                         self._new_objects.append(name)
-                self._flatten_into(value, name + ".", out)
-                continue
-            fs = self.fields.get(name)
-            concrete = not (isinstance(value, list) and all(isinstance(v, dict) for v in value))
-            if fs is None and name in self.objects and value is not None and concrete:
+                for sub in objects:
+                    self._flatten_into(sub, name + ".", out)
+                leaves = [v for v in leaves if not isinstance(v, dict)]
+            if name in self.objects and leaves:
                 raise mapper_error(
                     f"object mapping for [{name}] tried to parse field [{name}] as object, but found a "
                     "concrete value"
                 )
-            if fs is None:
-                if value is None or value == []:
-                    continue
-                if not self._dynamic_add(name, _infer_type(name, value)):
-                    continue
-                fs = self.fields[name]
-            if fs.type == VECTOR:
-                out[name] = [_vector_values(fs, value)]
-                continue
-            values = value if isinstance(value, list) else [value]
-            out[name] = [_coerce(fs, v) for v in values if v is not None]
+            if not leaves:
+                return
+            if self.dynamic == "false" or not self._dynamic_add(name, _infer_type(name, leaves[0])):
+                return
+            fs = self.fields[name]
+        out.setdefault(name, []).extend(_coerce(fs, v) for v in leaves)
 
     def _dynamic_add(self, name: str, spec: dict) -> bool:
         if self.dynamic == "strict":
@@ -389,9 +396,17 @@ class Mapping:
         return True
 
 
-def _infer_type(name: str, value: Any) -> dict:
-    """Elasticsearch's default dynamic mapping for a JSON value."""
-    sample = value[0] if isinstance(value, list) and value else value
+def _leaves(value: Any) -> Iterator[Any]:
+    """The non-null values of a ``_source`` value, arrays of arrays flattened."""
+    if isinstance(value, list):
+        for v in value:
+            yield from _leaves(v)
+    elif value is not None:
+        yield value
+
+
+def _infer_type(name: str, sample: Any) -> dict:
+    """Elasticsearch's default dynamic mapping for a JSON value (the field's first non-null one)."""
     if isinstance(sample, bool):
         return {"type": "boolean"}
     if isinstance(sample, int):

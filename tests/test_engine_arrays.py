@@ -1,0 +1,92 @@
+"""Arrays in ``_source`` as Elasticsearch's mapping reference ("Arrays") describes them: an array
+of arrays is the same as the flat array, null values are skipped (the first non-null value picks a
+dynamic field's type), an empty or all-null array adds no field, and an array of objects is parsed
+object by object (flattened, not nested)."""
+
+from __future__ import annotations
+
+import pytest
+from elasticsearch import BadRequestError
+
+from scholar_es.engine.node import embedded_client
+
+
+@pytest.fixture
+def es(tmp_path):
+    client = embedded_client(tmp_path / "engine")
+    yield client
+    client.close()
+
+
+def test_the_reference_example_arrays_of_strings_and_objects(es):
+    # the reference's own example: PUT my-index-000001/_doc/1 and /2, then match tags
+    es.index(
+        index="my-index-000001",
+        id="1",
+        document={
+            "message": "some arrays in this document...",
+            "tags": ["elasticsearch", "wow"],
+            "lists": [
+                {"name": "prog_list", "description": "programming list"},
+                {"name": "cool_list", "description": "cool stuff list"},
+            ],
+        },
+    )
+    es.index(
+        index="my-index-000001",
+        id="2",
+        document={
+            "message": "no arrays in this document...",
+            "tags": "elasticsearch",
+            "lists": {"name": "prog_list", "description": "programming list"},
+        },
+        refresh=True,
+    )
+    hits = es.search(index="my-index-000001", query={"match": {"tags": "elasticsearch"}})["hits"]["hits"]
+    assert sorted(h["_id"] for h in hits) == ["1", "2"]
+    props = es.indices.get_mapping(index="my-index-000001")["my-index-000001"]["mappings"]["properties"]
+    assert set(props["lists"]["properties"]) == {"name", "description"}
+    # flattened: the values of every object of the array belong to the one document
+    cool = es.search(index="my-index-000001", query={"match": {"lists.description": "cool"}})["hits"]["hits"]
+    assert [h["_id"] for h in cool] == ["1"]
+    assert (
+        es.count(index="my-index-000001", query={"term": {"lists.name.keyword": "prog_list"}})["count"] == 2
+    )
+
+
+def test_an_array_of_arrays_is_the_flat_array(es):
+    es.index(index="a", id="1", document={"n": [1, [2, 3]]}, refresh=True)
+    mapping = es.indices.get_mapping(index="a")["a"]["mappings"]["properties"]
+    assert mapping["n"] == {"type": "long"}
+    for value in (1, 2, 3):
+        assert es.count(index="a", query={"term": {"n": value}})["count"] == 1
+    agg = es.search(index="a", size=0, aggs={"s": {"sum": {"field": "n"}}})["aggregations"]["s"]["value"]
+    assert agg == 6.0
+
+
+def test_nulls_are_skipped_and_the_first_value_picks_the_type(es):
+    es.index(
+        index="n", id="1", document={"t": [None, "words here"], "e": [], "z": [None, [None]]}, refresh=True
+    )
+    props = es.indices.get_mapping(index="n")["n"]["mappings"]["properties"]
+    assert props["t"]["type"] == "text"
+    assert "e" not in props and "z" not in props  # an empty or all-null array is a missing field
+    assert es.count(index="n", query={"match": {"t": "words"}})["count"] == 1
+    assert es.count(index="n", query={"exists": {"field": "z"}})["count"] == 0
+
+
+def test_dynamic_false_ignores_unmapped_arrays_of_any_shape(es):
+    es.indices.create(index="f", mappings={"dynamic": False, "properties": {"k": {"type": "keyword"}}})
+    doc = {"k": ["a", None, ["b"]], "q": [None], "r": [[{"s": 1}]], "u": [[1, 2]]}
+    es.index(index="f", id="1", document=doc, refresh=True)
+    assert es.indices.get_mapping(index="f")["f"]["mappings"]["properties"] == {"k": {"type": "keyword"}}
+    assert es.get(index="f", id="1")["_source"] == doc
+    assert es.count(index="f", query={"term": {"k": "b"}})["count"] == 1
+
+
+def test_a_concrete_value_for_an_object_field_is_still_refused(es):
+    es.index(index="o", id="1", document={"a": [{"b": 1}]}, refresh=True)
+    with pytest.raises(
+        BadRequestError, match=r"object mapping for \[a\] tried to parse field \[a\] as object"
+    ):
+        es.index(index="o", id="2", document={"a": [{"b": 2}, 5]})
