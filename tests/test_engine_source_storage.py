@@ -1,0 +1,200 @@
+"""How the embedded engine stores ``_source`` in SQLite (issue 16, disk).
+
+A ``_source`` of ``SOURCE_COMPRESS_MIN`` bytes or more is kept as a zlib stream, new databases use
+``PAGE_SIZE`` pages, and a database written before either (TEXT sources, 4 KiB pages) keeps working
+and keeps its page size. Every answer must be the document as sent: the expected values are the
+documents themselves.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+from elasticsearch import ApiError
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from scholar_es.engine.node import embedded_client
+from scholar_es.engine.store import PAGE_SIZE, SOURCE_COMPRESS_MIN, pack_source, unpack_source
+
+MAPPING = {
+    "properties": {
+        "text": {"type": "text", "analyzer": "english"},
+        "vector": {"type": "dense_vector", "dims": 8, "similarity": "cosine"},
+    },
+    "_source": {"excludes": ["vector"]},
+}
+
+# JSON values as a user may send them: any text (non-BMP characters included), numbers, nesting
+_text = st.text(st.characters(exclude_categories=("Cs",)), max_size=400)
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**53), 2**53) | _text,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_text, inner, max_size=4),
+    max_leaves=12,
+)
+
+
+def _db(path: Path) -> sqlite3.Connection:
+    return sqlite3.connect(f"file:{path / 'engine.sqlite3'}?mode=ro", uri=True)
+
+
+def _types(path: Path) -> dict[str, str]:
+    with _db(path) as db:
+        return dict(db.execute("SELECT id, typeof(source) FROM docs"))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(value=_json)
+def test_pack_and_unpack_give_the_json_text_back(value):
+    import json
+
+    text = json.dumps({"v": value}, ensure_ascii=False)
+    packed = pack_source(text)
+    assert unpack_source(packed) == text
+    if isinstance(packed, bytes):  # compressed only when that saves bytes
+        assert len(packed) < len(text.encode("utf-8"))
+    if len(text.encode("utf-8")) < SOURCE_COMPRESS_MIN:
+        assert packed == text
+
+
+def test_a_lone_surrogate_survives_the_compressed_form():
+    text = '{"t": "' + "x" * 200 + '\ud800"}'  # Python's json may carry one; zlib sees the UTF-8 of it
+    packed = pack_source(text)
+    assert isinstance(packed, bytes)
+    assert unpack_source(packed) == text
+
+
+@settings(
+    max_examples=15,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(
+    docs=st.lists(
+        st.dictionaries(st.sampled_from(["text", "extra", "meta"]), _json, min_size=1), min_size=1, max_size=8
+    )
+)
+def test_documents_read_back_as_sent(tmp_path_factory, docs):
+    path = tmp_path_factory.mktemp("engine")
+    es = embedded_client(path)
+    try:
+        es.indices.create(index="s", mappings={"properties": {}, "dynamic": False})  # any JSON is kept
+        for i, doc in enumerate(docs):
+            es.index(index="s", id=str(i), document=doc)
+        es.indices.refresh(index="s")
+        for i, doc in enumerate(docs):
+            assert es.get(index="s", id=str(i))["_source"] == doc
+        hits = es.search(index="s", size=len(docs), query={"match_all": {}})["hits"]["hits"]
+        assert {h["_id"]: h["_source"] for h in hits} == {str(i): d for i, d in enumerate(docs)}
+    finally:
+        es.close()
+
+
+def _fill(path: Path, n: int = 300) -> tuple[object, list[dict]]:
+    es = embedded_client(path)
+    es.indices.create(index="c", mappings=MAPPING)
+    rng = np.random.default_rng(7)
+    docs = []
+    for i in range(n):
+        words = " ".join(f"w{int(x)}" for x in rng.integers(0, 500, 40 + i % 200))
+        docs.append({"text": words, "n": i, "vector": [float(x) for x in rng.normal(size=8)]})
+    from elasticsearch import helpers
+
+    helpers.bulk(es, ({"_index": "c", "_id": str(i), "_source": d} for i, d in enumerate(docs)), refresh=True)
+    return es, docs
+
+
+def test_long_sources_are_stored_compressed_and_short_ones_as_text(tmp_path):
+    es, docs = _fill(tmp_path)
+    es.index(index="c", id="short", document={"text": "tiny"}, refresh=True)
+    types = _types(tmp_path)
+    assert types["short"] == "text"
+    assert {types[str(i)] for i in range(len(docs))} == {"blob"}
+    with _db(tmp_path) as db:
+        assert db.execute("PRAGMA page_size").fetchone()[0] == PAGE_SIZE
+        blob = db.execute("SELECT source FROM docs WHERE id = '7'").fetchone()[0]
+    # a plain zlib stream: any tool reads it without scholar-es
+    stored = zlib.decompress(blob).decode()
+    assert '"vector"' not in stored and '"n":7' in stored.replace(" ", "")
+    resp = es.search(index="c", query={"match": {"text": docs[7]["text"].split()[0]}}, size=300)
+    by_id = {h["_id"]: h["_source"] for h in resp["hits"]["hits"]}
+    assert by_id["7"] == {k: v for k, v in docs[7].items() if k != "vector"}
+    es.close()
+
+
+def test_a_database_from_before_compression_is_read_and_keeps_its_pages(tmp_path):
+    """TEXT sources in a 4 KiB-page file, as every engine wrote before: read as they are, and new
+    writes to the same file compressed beside them."""
+    db = sqlite3.connect(tmp_path / "engine.sqlite3")
+    db.execute("PRAGMA page_size = 4096")
+    db.execute("PRAGMA journal_mode=WAL")
+    db.close()
+    es, docs = _fill(tmp_path, 50)
+    es.close()
+    with sqlite3.connect(tmp_path / "engine.sqlite3") as db:  # the old form: sources as TEXT
+        rows = db.execute("SELECT seq, source FROM docs").fetchall()
+        db.executemany("UPDATE docs SET source = ? WHERE seq = ?", [(unpack_source(s), q) for q, s in rows])
+    assert set(_types(tmp_path).values()) == {"text"}
+    es = embedded_client(tmp_path)
+    expected = {str(i): {k: v for k, v in d.items() if k != "vector"} for i, d in enumerate(docs)}
+    hits = es.search(index="c", size=100, query={"match_all": {}})["hits"]["hits"]
+    assert {h["_id"]: h["_source"] for h in hits} == expected
+    es.index(index="c", id="new", document={"text": "fresh " * 40}, refresh=True)
+    assert es.get(index="c", id="new")["_source"] == {"text": "fresh " * 40}
+    assert _types(tmp_path)["new"] == "blob"
+    with _db(tmp_path) as db:
+        assert db.execute("PRAGMA page_size").fetchone()[0] == 4096
+    es.close()
+
+
+def test_a_damaged_compressed_source_is_an_error_naming_the_document(tmp_path):
+    es, docs = _fill(tmp_path, 20)
+    es.close()
+    with sqlite3.connect(tmp_path / "engine.sqlite3") as db:
+        blob = bytearray(db.execute("SELECT source FROM docs WHERE id = '3'").fetchone()[0])
+        blob[len(blob) // 2] ^= 0xFF
+        db.execute("UPDATE docs SET source = ? WHERE id = '3'", (bytes(blob),))
+    es = embedded_client(tmp_path)
+    with pytest.raises(ApiError) as err:
+        es.get(index="c", id="3")
+    assert err.value.meta.status == 500
+    assert "damaged" in str(err.value) and "'3'" in str(err.value)
+    assert es.get(index="c", id="4")["_source"]["n"] == 4  # the other documents still answer
+    es.close()
+
+
+def test_the_file_is_smaller_than_the_rows_it_holds(tmp_path):
+    """With 4 KiB pages and uncompressed sources a row of ~1.5 KiB of text and a 384-d vector
+    filled a page alone (1.29x its bytes); the target is below the bytes of text + vectors."""
+    es = embedded_client(tmp_path)
+    es.indices.create(
+        index="c",
+        mappings={
+            "properties": {"text": {"type": "text"}, "vector": {"type": "dense_vector", "dims": 384}},
+            "_source": {"excludes": ["vector"]},
+        },
+    )
+    rng = np.random.default_rng(3)
+    vocab = [f"term{i}" for i in range(3000)]
+    raw = 0
+    actions = []
+    for i in range(1500):
+        text = " ".join(rng.choice(vocab, 180))
+        vec = rng.normal(size=384).astype(np.float32)
+        raw += len(text.encode()) + vec.nbytes
+        actions.append({"_index": "c", "_id": str(i), "_source": {"text": text, "vector": vec.tolist()}})
+    from elasticsearch import helpers
+
+    helpers.bulk(es, actions)
+    es.close()
+    with sqlite3.connect(tmp_path / "engine.sqlite3") as db:
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        pages, size = (
+            db.execute("PRAGMA page_count").fetchone()[0],
+            db.execute("PRAGMA page_size").fetchone()[0],
+        )
+    assert pages * size < raw
