@@ -90,3 +90,15 @@ def test_a_concrete_value_for_an_object_field_is_still_refused(es):
         BadRequestError, match=r"object mapping for \[a\] tried to parse field \[a\] as object"
     ):
         es.index(index="o", id="2", document={"a": [{"b": 2}, 5]})
+
+
+def test_one_vector_per_document_even_through_an_array_of_objects(es):
+    es.indices.create(
+        index="v", mappings={"properties": {"o": {"properties": {"v": {"type": "dense_vector", "dims": 2}}}}}
+    )
+    es.index(index="v", id="1", document={"o": [{"v": [1.0, 0.0]}]}, refresh=True)
+    with pytest.raises(
+        BadRequestError,
+        match=r"Field \[o\.v\] of type \[dense_vector\] doesn't not support indexing multiple",
+    ):
+        es.index(index="v", id="2", document={"o": [{"v": [1.0, 0.0]}, {"v": [0.0, 1.0]}]})

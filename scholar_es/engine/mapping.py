@@ -347,6 +347,12 @@ class Mapping:
         field picks its dynamic type and each object of an array of objects is parsed in turn."""
         fs = self.fields.get(name)
         if fs is not None and fs.type == VECTOR:
+            if name in out:  # a second object of an array of objects (DenseVectorFieldMapper.parse;
+                # "doesn't not" is Elasticsearch's own wording)
+                raise mapper_error(
+                    f"Field [{name}] of type [{VECTOR}] doesn't not support indexing multiple values for the "
+                    "same field in the same document"
+                )
             out[name] = [_vector_values(fs, value)]
             return
         leaves = list(_leaves(value))
