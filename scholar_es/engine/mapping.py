@@ -355,7 +355,10 @@ class Mapping:
                 )
             out[name] = [_vector_values(fs, value)]
             return
-        leaves = list(_leaves(value))
+        if type(value) is list:
+            leaves = list(_leaves(value)) if any(v is None or type(v) is list for v in value) else value
+        else:
+            leaves = [] if value is None else [value]
         if fs is None:
             objects = [v for v in leaves if isinstance(v, dict)]
             if objects:
@@ -377,7 +380,11 @@ class Mapping:
             if self.dynamic == "false" or not self._dynamic_add(name, _infer_type(name, leaves[0])):
                 return
             fs = self.fields[name]
-        out.setdefault(name, []).extend(_coerce(fs, v) for v in leaves)
+        values = [_coerce(fs, v) for v in leaves]
+        if name in out:  # an earlier object of an array of objects had this field too
+            out[name].extend(values)
+        else:
+            out[name] = values
 
     def _dynamic_add(self, name: str, spec: dict) -> bool:
         if self.dynamic == "strict":
