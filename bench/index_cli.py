@@ -60,7 +60,12 @@ def run_index(src: Path, sample_file: Path, engine: Path, cache: Path, extra: li
     if proc.returncode != 0:
         sys.exit(f"{' '.join(cmd)} (in {src}) failed:\n{proc.stderr[-3000:]}")
     count = subprocess.run(
-        [sys.executable, "-c", COUNT, str(engine)], cwd=src, env=env, capture_output=True, text=True, check=True
+        [sys.executable, "-c", COUNT, str(engine)],
+        cwd=src,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return {"wall": round(wall, 2), "cpu": round(cpu, 2), "chunks": int(count.stdout.strip())}
@@ -110,7 +115,9 @@ def main() -> None:
     base_cpu = statistics.median(x["cpu"] / x["chunks"] for x in runs if x["variant"].startswith("baseline"))
     chunks = runs[0]["chunks"]
     print(f"{paragraphs} paragraphs, {chunks} chunks; medians of {args.rounds} interleaved round(s)\n")
-    print("| `scholar-es index` | wall s | CPU s | chunks/s (wall) | x baseline | CPU ms/chunk | x baseline (CPU) |")
+    print(
+        "| `scholar-es index` | wall s | CPU s | chunks/s (wall) | x baseline | CPU ms/chunk | x baseline (CPU) |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|")
     summary = []
     for label in variants:
@@ -119,13 +126,17 @@ def main() -> None:
         cpu = statistics.median(x["cpu"] for x in mine)
         cps = statistics.median(x["chunks"] / x["wall"] for x in mine)
         cpc = statistics.median(x["cpu"] / x["chunks"] for x in mine)
-        summary.append({"variant": label, "wall": wall, "cpu": cpu, "chunks_per_second": cps, "x": cps / base})
+        summary.append(
+            {"variant": label, "wall": wall, "cpu": cpu, "chunks_per_second": cps, "x": cps / base}
+        )
         print(
             f"| {label} | {wall:.1f} | {cpu:.1f} | {cps:.1f} | {cps / base:.2f} | {cpc * 1000:.0f} | "
             f"{base_cpu / cpc:.2f} |"
         )
     args.out.parent.mkdir(exist_ok=True)
-    args.out.write_text(json.dumps({"baseline_src": str(args.baseline_src), "summary": summary, "runs": runs}, indent=2))
+    args.out.write_text(
+        json.dumps({"baseline_src": str(args.baseline_src), "summary": summary, "runs": runs}, indent=2)
+    )
 
 
 if __name__ == "__main__":
