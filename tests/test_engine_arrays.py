@@ -102,3 +102,63 @@ def test_one_vector_per_document_even_through_an_array_of_objects(es):
         match=r"Field \[o\.v\] of type \[dense_vector\] doesn't not support indexing multiple",
     ):
         es.index(index="v", id="2", document={"o": [{"v": [1.0, 0.0]}, {"v": [0.0, 1.0]}]})
+
+
+def test_dynamic_strict_refuses_an_unmapped_field_even_when_null_or_empty(es):
+    # DocumentParser.parseNullValue / parseArrayDynamic both call ensureNotStrict
+    es.indices.create(index="s", mappings={"dynamic": "strict", "properties": {"k": {"type": "keyword"}}})
+    for value in (None, [], [None], [[]]):
+        with pytest.raises(BadRequestError, match="strict_dynamic_mapping_exception"):
+            es.index(index="s", id="1", document={"k": "a", "x": value})
+    es.index(index="s", id="1", document={"k": [None, "a"]}, refresh=True)
+    assert es.count(index="s", query={"term": {"k": "a"}})["count"] == 1
+
+
+REFERENCE_DOC = {
+    "message": "some arrays in this document...",
+    "tags": ["elasticsearch", "wow"],
+    "lists": [
+        {"name": "prog_list", "description": "programming list"},
+        {"name": "cool_list", "description": "cool stuff list"},
+    ],
+}
+
+
+def test_source_filtering_reaches_into_arrays_of_objects(es):
+    es.index(index="r", id="1", document=REFERENCE_DOC, refresh=True)
+    hit = es.search(index="r", _source=["lists.name"])["hits"]["hits"][0]
+    assert hit["_source"] == {"lists": [{"name": "prog_list"}, {"name": "cool_list"}]}
+    hit = es.search(index="r", _source={"excludes": ["lists.description", "message"]})["hits"]["hits"][0]
+    assert hit["_source"] == {
+        "tags": ["elasticsearch", "wow"],
+        "lists": [{"name": "prog_list"}, {"name": "cool_list"}],
+    }
+    # XContentMapValues.filter drops an array that filtering left empty (and keeps it unfiltered)
+    es.index(index="r", id="2", document={"tags": [], "message": "m"}, refresh=True)
+    hit = es.search(index="r", query={"ids": {"values": ["2"]}}, _source={"excludes": ["message"]})["hits"][
+        "hits"
+    ][0]
+    assert hit["_source"] == {}
+    assert es.get(index="r", id="2")["_source"] == {"tags": [], "message": "m"}
+
+
+def test_mapping_source_excludes_apply_inside_arrays_of_objects(es):
+    es.indices.create(index="x", mappings={"_source": {"excludes": ["lists.description"]}})
+    es.index(index="x", id="1", document=REFERENCE_DOC, refresh=True)
+    assert es.get(index="x", id="1")["_source"]["lists"] == [{"name": "prog_list"}, {"name": "cool_list"}]
+    # excluded from _source, still indexed
+    assert es.count(index="x", query={"match": {"lists.description": "cool"}})["count"] == 1
+
+
+def test_fields_and_highlight_read_nested_arrays(es):
+    doc = {"t": [["alpha beta"], "gamma"], "lists": [{"name": "p"}, [{"name": "deep"}]]}
+    es.index(index="f", id="1", document=doc, refresh=True)
+    resp = es.search(
+        index="f",
+        query={"match": {"t": "alpha"}},
+        fields=["t", "lists.name"],
+        highlight={"fields": {"t": {}}},
+    )
+    hit = resp["hits"]["hits"][0]
+    assert hit["fields"] == {"t": ["alpha beta", "gamma"], "lists.name": ["p", "deep"]}
+    assert hit["highlight"] == {"t": ["<em>alpha</em> beta"]}

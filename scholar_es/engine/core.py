@@ -33,7 +33,13 @@ from scholar_es.engine import hnsw
 from scholar_es.engine import similarity as sim
 from scholar_es.engine.commit import Commit, StaleCommit, fault, open_commit, write_commit
 from scholar_es.engine.errors import EsError, illegal_argument, index_not_found
-from scholar_es.engine.mapping import Mapping, keyword_normalizer
+from scholar_es.engine.mapping import (
+    Mapping,
+    escape_surrogates,
+    keyword_normalizer,
+    mapper_error,
+    unpaired_surrogate_reason,
+)
 from scholar_es.engine.segment import ParsedDoc, Segment, parse_document
 from scholar_es.engine.store import Reader, Store, merge_mappings, pack_vectors, unpack_vectors
 from scholar_es.engine.xcontent import dumps_text
@@ -383,6 +389,10 @@ class IndexHandle:
                 exists_in_batch[op[1]] = False
                 continue
             _, doc_id, source, op_type = op
+            reason = unpaired_surrogate_reason(doc_id)
+            if reason is not None:
+                results[i] = _item_error(illegal_argument(f"id [{escape_surrogates(doc_id)}] holds {reason}"))
+                continue
             if len(doc_id.encode("utf-8", "surrogatepass")) > MAX_ID_BYTES:
                 results[i] = _item_error(
                     illegal_argument(
@@ -409,8 +419,14 @@ class IndexHandle:
             except EsError as e:
                 results[i] = _item_error(e)
                 continue
-            stored = self._stored_source(source)
-            writes.append((i, ("index", doc_id, dumps_text(stored), pack_vectors(pdoc.vectors))))
+            stored_text = dumps_text(self._stored_source(source))
+            reason = unpaired_surrogate_reason(stored_text)  # e.g. in a field the mapping does not index
+            if reason is not None:
+                results[i] = _item_error(
+                    mapper_error(f"failed to parse: the document's _source holds {reason}")
+                )
+                continue
+            writes.append((i, ("index", doc_id, stored_text, pack_vectors(pdoc.vectors))))
             parsed.append((i, pdoc))
             exists_in_batch[doc_id] = True
         mapping_after = json.dumps(self.mapping.to_body(), sort_keys=True)

@@ -169,15 +169,19 @@ def _matching(mapping, pattern: str) -> list[str]:
 
 def _leaves(obj: dict, prefix: str, out: dict[str, list]) -> None:
     for key, value in obj.items():
-        name = prefix + key
-        if isinstance(value, dict):
-            _leaves(value, name + ".", out)
-        elif isinstance(value, list) and any(isinstance(v, dict) for v in value):
-            for v in value:
-                if isinstance(v, dict):
-                    _leaves(v, name + ".", out)
-        else:
-            out.setdefault(name, []).extend(value if isinstance(value, list) else [value])
+        _leaf_values(prefix + key, value, out)
+
+
+def _leaf_values(name: str, value, out: dict[str, list]) -> None:
+    """The source values of ``name`` (XContentMapValues.extractRawValues): arrays of arrays
+    flattened, each object of an array of objects read under the array's own path."""
+    if isinstance(value, dict):
+        _leaves(value, name + ".", out)
+    elif isinstance(value, list):
+        for v in value:
+            _leaf_values(name, v, out)
+    else:
+        out.setdefault(name, []).append(value)
 
 
 def source_fields(

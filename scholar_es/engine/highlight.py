@@ -446,7 +446,7 @@ def _source_values(source: dict, name: str, mapping) -> list[str]:
 
 def _dig(obj, path: list[str]) -> list:
     if not path:
-        return obj if isinstance(obj, list) else [obj]
+        return [x for item in obj for x in _dig(item, path)] if isinstance(obj, list) else [obj]
     if isinstance(obj, list):
         return [x for item in obj for x in _dig(item, path)]
     if not isinstance(obj, dict):

@@ -174,6 +174,8 @@ def filter_source(source: dict, spec) -> dict | None:
         excludes = _as_list(spec.get("excludes", spec.get("exclude", [])))
     else:
         raise parsing_error(f"[_source] unsupported value [{spec}]")
+    if not includes and not excludes:  # FetchSourceContext: nothing to filter, the source as stored
+        return source
     return _filter(source, "", includes, excludes)
 
 
@@ -191,18 +193,43 @@ def _matches(path: str, patterns: list) -> bool:
 
 
 def _filter(obj: dict, prefix: str, includes: list, excludes: list) -> dict:
-    out = {}
+    """XContentMapValues.filter: an object keeps its included (and not excluded) keys; an object
+    whose own path is included keeps all of its keys but the excluded ones, even if none is left."""
+    out: dict = {}
     for key, value in obj.items():
         path = prefix + key
         if _matches(path, excludes):
             continue
-        if includes and not _matches(path, includes):
-            if isinstance(value, dict):  # an object may still hold included sub-fields
-                sub = _filter(value, path + ".", includes, excludes)
-                if sub:
-                    out[key] = sub
-            continue
-        out[key] = _filter(value, path + ".", [], excludes) if isinstance(value, dict) else value
+        included = not includes or _matches(path, includes)
+        if isinstance(value, dict):
+            sub = _filter(value, path + ".", [] if included else includes, excludes)
+            if included or sub:
+                out[key] = sub
+        elif isinstance(value, list):
+            items = _filter_list(value, path, includes, excludes, included)
+            if items:  # an array left empty is dropped, as Elasticsearch does
+                out[key] = items
+        elif included:
+            out[key] = value
+    return out
+
+
+def _filter_list(items: list, path: str, includes: list, excludes: list, included: bool) -> list:
+    """XContentMapValues.filter over an array: each object filtered under the array's own path
+    (arrays of objects are flattened: ``lists.name`` selects ``name`` in every object of ``lists``),
+    nested arrays in turn, a value kept when the array's path is included; empty results dropped."""
+    out: list = []
+    for value in items:
+        if isinstance(value, dict):
+            sub = _filter(value, path + ".", [] if included else includes, excludes)
+            if sub:
+                out.append(sub)
+        elif isinstance(value, list):
+            sub_items = _filter_list(value, path, includes, excludes, included)
+            if sub_items:
+                out.append(sub_items)
+        elif included:
+            out.append(value)
     return out
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -360,6 +361,8 @@ class Mapping:
         else:
             leaves = [] if value is None else [value]
         if fs is None:
+            if self.dynamic == "strict" and name not in self.objects:  # null and [] too: ensureNotStrict
+                self._dynamic_add(name, {})  # raises strict_dynamic_mapping_exception
             objects = [v for v in leaves if isinstance(v, dict)]
             if objects:
                 if name not in self.objects:
@@ -387,6 +390,9 @@ class Mapping:
             out[name] = values
 
     def _dynamic_add(self, name: str, spec: dict) -> bool:
+        reason = unpaired_surrogate_reason(name)
+        if reason is not None:
+            raise mapper_error(f"field name [{escape_surrogates(name)}] holds {reason}")
         if self.dynamic == "strict":
             raise EsError(
                 400,
@@ -433,17 +439,46 @@ def _infer_type(name: str, sample: Any) -> dict:
     )
 
 
+#: a UTF-16 surrogate code point: JSON decodes an escaped pair into one character, so one left in a
+#: string is unpaired ("\\ud800" alone), and has no UTF-8 form to store or index
+SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def unpaired_surrogate_reason(text: str) -> str | None:
+    """Why ``text`` cannot be stored (it holds a surrogate code point), or None."""
+    m = SURROGATE.search(text)
+    if m is None:
+        return None
+    return (
+        f"an unpaired UTF-16 surrogate (U+{ord(m.group()):04X}) at character {m.start()}: the embedded engine "
+        "stores and indexes UTF-8 text, which cannot hold it; send the character itself or a valid "
+        "surrogate pair"
+    )
+
+
+def escape_surrogates(text: str) -> str:
+    """``text`` with each surrogate code point written as ``\\uXXXX`` (safe in any UTF-8 output)."""
+    return SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def _unicode(text: str) -> str:
+    reason = unpaired_surrogate_reason(text)
+    if reason is not None:
+        raise ValueError(reason)
+    return text
+
+
 def _coerce(fs: FieldSpec, v: Any) -> Any:
     """Check and convert one value as the field's mapper would (mapper_parsing_exception on failure)."""
     try:
         if fs.type == TEXT:
             if isinstance(v, (dict, list)):
                 raise ValueError("object or array where a string was expected")
-            return v if isinstance(v, str) else _json_scalar_text(v)
+            return _unicode(v) if isinstance(v, str) else _json_scalar_text(v)
         if fs.type == KEYWORD:
             if isinstance(v, (dict, list)):
                 raise ValueError("object or array where a string was expected")
-            text = v if isinstance(v, str) else _json_scalar_text(v)
+            text = _unicode(v) if isinstance(v, str) else _json_scalar_text(v)
             size = len(text.encode("utf-8", "surrogatepass"))
             if size > MAX_TERM_BYTES and (fs.ignore_above is None or len(text) <= fs.ignore_above):
                 raise EsError(
@@ -478,7 +513,8 @@ def _coerce(fs: FieldSpec, v: Any) -> Any:
             return float(math.trunc(f))  # ES coerces 1.5 → 1 for integer types
     except (TypeError, ValueError, OverflowError) as exc:
         raise mapper_error(
-            f"failed to parse field [{fs.name}] of type [{fs.type}]. Preview of field's value: '{v}' ({exc})"
+            f"failed to parse field [{fs.name}] of type [{fs.type}]. Preview of field's value: "
+            f"'{escape_surrogates(str(v))}' ({exc})"
         ) from None
     return v
 

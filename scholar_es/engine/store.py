@@ -10,7 +10,7 @@ Every document row gets a fresh, increasing ``seq`` when written, so an update a
 new row and retires the old one, as Lucene does: the insertion order that breaks score
 ties follows the last write, exactly as on a single-shard cluster.
 
-A ``_source`` of ``SOURCE_COMPRESS_MIN`` bytes or more is stored as a zlib stream (a BLOB; shorter
+A ``_source`` of ``SOURCE_COMPRESS_MIN`` characters or more is stored as a zlib stream (a BLOB; shorter
 ones, and any that would not shrink, stay TEXT), and new databases use ``PAGE_SIZE`` pages: with
 SQLite's default 4 KiB pages a chunk row (its ``_source`` plus 1.5 KiB per 384-d vector) filled a
 page on its own, so the file was ~1.29x its rows' bytes; with both it is ~0.81x (bench/README.md,
@@ -45,7 +45,7 @@ GC_DELETES_SECONDS = 60.0  # index.gc_deletes' default (IndexSettings.DEFAULT_GC
 #: page size of a new database (an existing one keeps its own: SQLite fixes it at creation in WAL
 #: mode). 16 KiB: 0.86x the rows' bytes, 32 KiB: 0.81x, 64 KiB: 0.80x on the 100k bench corpus
 PAGE_SIZE = 32768
-#: a ``_source`` this long (UTF-8 bytes) or longer is stored compressed when that is smaller
+#: a ``_source`` of this many characters or more is stored compressed when that is smaller
 SOURCE_COMPRESS_MIN = 64
 
 SCHEMA = """
@@ -140,7 +140,7 @@ class Reader:
         rows = self._db.execute(
             "SELECT seq, id, source, vectors FROM docs WHERE index_name = ? AND seq > ? ORDER BY seq",
             (index, seq),
-        )
+        ).fetchall()  # every row read before any is unpacked: see rows()
         return [(q, i, unpack_source(src, repr(i)), v) for q, i, src, v in rows]
 
     def rows(self, seqs: Sequence[int]) -> list[tuple[int, str, str, bytes | None]]:
@@ -152,7 +152,10 @@ class Reader:
             q = "SELECT seq, id, source, vectors FROM docs WHERE seq IN ({})".format(
                 ",".join("?" * len(part))
             )
-            out.extend((q, i, unpack_source(src, repr(i)), v) for q, i, src, v in self._db.execute(q, part))
+            # fetched whole before unpacking: a cursor left half-read by a DamagedSource would keep
+            # this thread's read snapshot open (found by a review probe: later reads saw old data)
+            rows = self._db.execute(q, part).fetchall()
+            out.extend((s, i, unpack_source(src, repr(i)), v) for s, i, src, v in rows)
         return sorted(out)
 
     def sources(self, seqs: Sequence[int]) -> dict[int, tuple[str, str, int]]:
@@ -164,7 +167,7 @@ class Reader:
             q = "SELECT seq, id, source, version FROM docs WHERE seq IN ({})".format(
                 ",".join("?" * len(part))
             )
-            for seq, id_, src, ver in self._db.execute(q, part):
+            for seq, id_, src, ver in self._db.execute(q, part).fetchall():  # whole first: see rows()
                 out[seq] = (id_, unpack_source(src, repr(id_)), ver)
         return out
 
