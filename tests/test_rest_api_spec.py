@@ -86,6 +86,12 @@ OMITTED: dict[str, dict[str, str]] = {
         "(nested field tests)": "nested mappings",
     },
     "search.vectors.150_knn_search_missing_params": {},
+    "get.70_source_filtering": {},
+    "search.10_source_filtering": {
+        "Exclude sparse embeddings from _source by default": "no sparse_vector field type",
+        "docvalue_fields with explicit format": "DecimalFormat patterns (#.0) on numeric docvalue_fields "
+        "are refused with a 400 naming the format",
+    },
     "rrf.320_rrf_weighted_retriever": {},
     "rrf.1000_rrf_retriever_highlighting": {},
     "rrf.700_rrf_retriever_aggs": {

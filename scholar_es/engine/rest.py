@@ -16,6 +16,7 @@ from urllib.parse import unquote
 from scholar_es.engine import rest_params
 from scholar_es.engine.core import Engine
 from scholar_es.engine.errors import EsError, illegal_argument, internal_error, parsing_error
+from scholar_es.engine.hits import filter_source
 from scholar_es.engine.search import SearchRun, count
 from scholar_es.engine.validate import (
     check_alias_actions,
@@ -318,6 +319,12 @@ def get_doc(engine, params, body, index, doc_id):
     doc = engine.handle(name).get(doc_id)
     if doc is None:
         return 404, {"_index": name, "_id": doc_id, "found": False}
+    spec = _source_params(params)
+    if spec is not None:
+        filtered = filter_source(doc["_source"], spec)
+        doc = {k: v for k, v in doc.items() if k != "_source"}
+        if filtered is not None:
+            doc["_source"] = filtered
     return 200, doc
 
 
@@ -451,10 +458,32 @@ def _search_params(params: dict, body: dict) -> dict:
         )
     if "explain" in params:
         body["explain"] = _bool_param(params, "explain")
+    spec = _source_params(params)
+    if spec is not None:
+        body["_source"] = spec
+    return body
+
+
+def _source_params(params: dict) -> bool | dict | None:
+    """FetchSourceContext.parseFromRestRequest: the ``_source`` (true, false or fields),
+    ``_source_includes`` and ``_source_excludes`` URL parameters, which replace the body's
+    ``_source`` when any is given (None: none given)."""
+    fetch, includes, excludes = None, None, None
     if "_source" in params:
         v = params["_source"]
-        body["_source"] = v.lower() == "true" if v.lower() in ("true", "false") else v.split(",")
-    return body
+        if v.lower() in ("true", "false"):
+            fetch = v.lower() == "true"
+        else:
+            includes = v.split(",")
+    if "_source_includes" in params:
+        includes = params["_source_includes"].split(",")
+    if "_source_excludes" in params:
+        excludes = params["_source_excludes"].split(",")
+    if fetch is None and includes is None and excludes is None:
+        return None
+    if fetch is False:
+        return False
+    return {"includes": includes or [], "excludes": excludes or []}
 
 
 def search_one(engine, index: str, body: dict, typed_keys: bool = False, checked: bool = False) -> dict:
