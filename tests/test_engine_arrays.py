@@ -18,20 +18,19 @@ def es(tmp_path):
     client.close()
 
 
+REFERENCE_DOC = {
+    "message": "some arrays in this document...",
+    "tags": ["elasticsearch", "wow"],
+    "lists": [
+        {"name": "prog_list", "description": "programming list"},
+        {"name": "cool_list", "description": "cool stuff list"},
+    ],
+}
+
+
 def test_the_reference_example_arrays_of_strings_and_objects(es):
     # the reference's own example: PUT my-index-000001/_doc/1 and /2, then match tags
-    es.index(
-        index="my-index-000001",
-        id="1",
-        document={
-            "message": "some arrays in this document...",
-            "tags": ["elasticsearch", "wow"],
-            "lists": [
-                {"name": "prog_list", "description": "programming list"},
-                {"name": "cool_list", "description": "cool stuff list"},
-            ],
-        },
-    )
+    es.index(index="my-index-000001", id="1", document=REFERENCE_DOC)
     es.index(
         index="my-index-000001",
         id="2",
@@ -112,16 +111,6 @@ def test_dynamic_strict_refuses_an_unmapped_field_even_when_null_or_empty(es):
             es.index(index="s", id="1", document={"k": "a", "x": value})
     es.index(index="s", id="1", document={"k": [None, "a"]}, refresh=True)
     assert es.count(index="s", query={"term": {"k": "a"}})["count"] == 1
-
-
-REFERENCE_DOC = {
-    "message": "some arrays in this document...",
-    "tags": ["elasticsearch", "wow"],
-    "lists": [
-        {"name": "prog_list", "description": "programming list"},
-        {"name": "cool_list", "description": "cool stuff list"},
-    ],
-}
 
 
 def test_source_filtering_reaches_into_arrays_of_objects(es):
