@@ -80,12 +80,13 @@ def pack_source(source: str) -> str | bytes:
     """How ``source`` (JSON text) is stored: a zlib stream when that is shorter, else the text."""
     if len(source) < SOURCE_COMPRESS_MIN:  # characters <= UTF-8 bytes: surely too short
         return source
-    raw = source.encode("utf-8", "surrogatepass")  # Python's json may carry lone surrogates
+    # a write refuses strings with surrogates first (core); surrogatepass keeps this total anyway
+    raw = source.encode("utf-8", "surrogatepass")
     packed = _compress(raw, 1)
     return packed if len(packed) < len(raw) else source
 
 
-def unpack_source(value: str | bytes, where: object = None) -> str:
+def unpack_source(value: str | bytes, doc_id: str | None = None) -> str:
     """The JSON text of a stored ``_source`` (TEXT as written, or a BLOB made by :func:`pack_source`)."""
     if isinstance(value, str):
         return value
@@ -93,7 +94,7 @@ def unpack_source(value: str | bytes, where: object = None) -> str:
         return zlib.decompress(value).decode("utf-8", "surrogatepass")
     except (zlib.error, UnicodeDecodeError) as e:
         raise DamagedSource(
-            f"the stored _source of document {where} is damaged ({e}); the engine's SQLite file "
+            f"the stored _source of document [{doc_id}] is damaged ({e}); the engine's SQLite file "
             "needs restoring from a backup, or the document indexing again"
         ) from e
 
@@ -141,7 +142,7 @@ class Reader:
             "SELECT seq, id, source, vectors FROM docs WHERE index_name = ? AND seq > ? ORDER BY seq",
             (index, seq),
         ).fetchall()  # every row read before any is unpacked: see rows()
-        return [(q, i, unpack_source(src, repr(i)), v) for q, i, src, v in rows]
+        return [(q, i, unpack_source(src, i), v) for q, i, src, v in rows]
 
     def rows(self, seqs: Sequence[int]) -> list[tuple[int, str, str, bytes | None]]:
         """(seq, id, source, vectors) of the given rows that exist, in seq order."""
@@ -155,7 +156,7 @@ class Reader:
             # fetched whole before unpacking: a cursor left half-read by a DamagedSource would keep
             # this thread's read snapshot open (found by a review probe: later reads saw old data)
             rows = self._db.execute(q, part).fetchall()
-            out.extend((s, i, unpack_source(src, repr(i)), v) for s, i, src, v in rows)
+            out.extend((s, i, unpack_source(src, i), v) for s, i, src, v in rows)
         return sorted(out)
 
     def sources(self, seqs: Sequence[int]) -> dict[int, tuple[str, str, int]]:
@@ -168,14 +169,14 @@ class Reader:
                 ",".join("?" * len(part))
             )
             for seq, id_, src, ver in self._db.execute(q, part).fetchall():  # whole first: see rows()
-                out[seq] = (id_, unpack_source(src, repr(id_)), ver)
+                out[seq] = (id_, unpack_source(src, id_), ver)
         return out
 
     def get(self, index: str, doc_id: str) -> tuple[int, str, int] | None:
         row = self._db.execute(
             "SELECT seq, source, version FROM docs WHERE index_name = ? AND id = ?", (index, doc_id)
         ).fetchone()
-        return None if row is None else (row[0], unpack_source(row[1], repr(doc_id)), row[2])
+        return None if row is None else (row[0], unpack_source(row[1], doc_id), row[2])
 
 
 def merge_mappings(stored: dict, ours: dict) -> dict:
