@@ -151,3 +151,18 @@ def test_fields_and_highlight_read_nested_arrays(es):
     hit = resp["hits"]["hits"][0]
     assert hit["fields"] == {"t": ["alpha beta", "gamma"], "lists.name": ["p", "deep"]}
     assert hit["highlight"] == {"t": ["<em>alpha</em> beta"]}
+
+
+def test_null_value_is_indexed_for_explicit_nulls_only(es):
+    # the null_value reference page's example: doc 1 holds null, doc 2 an empty array
+    es.indices.create(
+        index="my-index-000001",
+        mappings={"properties": {"status_code": {"type": "keyword", "null_value": "NULL"}}},
+    )
+    es.index(index="my-index-000001", id="1", document={"status_code": None})
+    es.index(index="my-index-000001", id="2", document={"status_code": []})
+    es.index(index="my-index-000001", id="3", document={"status_code": ["a", None]}, refresh=True)
+    hits = es.search(index="my-index-000001", query={"term": {"status_code": "NULL"}})["hits"]["hits"]
+    assert sorted(h["_id"] for h in hits) == ["1", "3"]
+    assert es.get(index="my-index-000001", id="1")["_source"] == {"status_code": None}  # source as sent
+    assert es.count(index="my-index-000001", query={"exists": {"field": "status_code"}})["count"] == 2

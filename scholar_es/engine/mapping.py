@@ -356,7 +356,11 @@ class Mapping:
                 )
             out[name] = [_vector_values(fs, value)]
             return
-        if type(value) is list:
+        if fs is not None and fs.raw.get("null_value") is not None:
+            # an explicit null (alone or in an array) is indexed as null_value; [] stays no value
+            null = fs.raw["null_value"]
+            leaves = [null if v is None else v for v in _leaves(value, keep_null=True)]
+        elif type(value) is list:
             leaves = list(_leaves(value)) if any(v is None or type(v) is list for v in value) else value
         else:
             leaves = [] if value is None else [value]
@@ -415,12 +419,13 @@ class Mapping:
         return True
 
 
-def _leaves(value: Any) -> Iterator[Any]:
-    """The non-null values of a ``_source`` value, arrays of arrays flattened."""
+def _leaves(value: Any, keep_null: bool = False) -> Iterator[Any]:
+    """The non-null values of a ``_source`` value (``keep_null``: nulls too), arrays of arrays
+    flattened."""
     if isinstance(value, list):
         for v in value:
-            yield from _leaves(v)
-    elif value is not None:
+            yield from _leaves(v, keep_null)
+    elif value is not None or keep_null:
         yield value
 
 
