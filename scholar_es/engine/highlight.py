@@ -445,10 +445,10 @@ def _source_values(source: dict, name: str, mapping) -> list[str]:
 
 
 def _dig(obj, path: list[str]) -> list:
-    if not path:
-        return [x for item in obj for x in _dig(item, path)] if isinstance(obj, list) else [obj]
-    if isinstance(obj, list):
+    if isinstance(obj, list):  # arrays (of arrays) are read element by element, at any depth
         return [x for item in obj for x in _dig(item, path)]
+    if not path:
+        return [obj]
     if not isinstance(obj, dict):
         return []
     for i in range(len(path), 0, -1):  # keys may hold dots themselves
