@@ -202,7 +202,7 @@ def _take(obj: object, attr: str, pos: np.ndarray) -> np.ndarray:
         return value[pos]  # type: ignore[index]
     base, tail = value.base, value.tail
     pos = np.asarray(pos, dtype=np.int64)
-    out = np.empty((len(pos), *base.shape[1:]), dtype=base.dtype)
+    out = np.empty((len(pos), *base.shape[1:]), dtype=np.result_type(base, tail))
     low = pos < len(base)
     out[low] = base[pos[low]]
     out[~low] = tail[pos[~low] - len(base)]
@@ -234,7 +234,7 @@ def _join(obj: object, attr: str, split: _Split) -> np.ndarray:
     """One array of both parts, in a growable buffer registered for later appends."""
     bufs: dict[str, _Buf] = obj.__dict__.setdefault("_bufs", {})
     n = len(split)
-    arr = np.empty((n + max(n // 2, 16), *split.base.shape[1:]), dtype=split.base.dtype)
+    arr = np.empty((n + max(n // 2, 16), *split.base.shape[1:]), dtype=np.result_type(split.base, split.tail))
     arr[: len(split.base)] = split.base
     arr[len(split.base) : n] = split.tail
     bufs[attr] = _Buf(arr, n)
@@ -247,13 +247,22 @@ def _join(obj: object, attr: str, split: _Split) -> np.ndarray:
 def _grown(bufs: dict[str, _Buf], key: str, view: np.ndarray, extra: np.ndarray) -> np.ndarray:
     """``view`` followed by ``extra``: in place in the spare capacity of the buffer ``view`` is a
     prefix of, when no other version has written past that prefix yet (``used`` equals its
-    length), else copied into a new buffer with 50% spare capacity."""
+    length) and ``extra``'s type fits the buffer's, else copied into a new buffer with 50% spare
+    capacity, of the wider of the two types."""
     buf = bufs.get(key)
     n, m = len(view), len(extra)
-    if buf is not None and view.base is buf.arr and buf.used == n and len(buf.arr) >= n + m:
+    if (
+        buf is not None
+        and view.base is buf.arr
+        and buf.used == n
+        and len(buf.arr) >= n + m
+        and np.can_cast(extra.dtype, buf.arr.dtype, "safe")
+    ):
         buf.arr[n : n + m] = extra
     else:
-        arr = np.empty((n + m + max((n + m) // 2, 16), *view.shape[1:]), dtype=view.dtype)
+        # the wider of the two types: a narrowed saved array (see _narrowed) followed by wider
+        # values is widened, never truncated
+        arr = np.empty((n + m + max((n + m) // 2, 16), *view.shape[1:]), dtype=np.result_type(view, extra))
         arr[:n] = view
         arr[n : n + m] = extra
         buf = bufs[key] = _Buf(arr, n)
@@ -292,6 +301,29 @@ def _grow(obj: object, attr: str, extra: np.ndarray) -> None:
 def _copy_bufs(new: object, old: object) -> None:
     """Give a copied column its own registry of buffers (the buffers themselves are shared)."""
     new.__dict__["_bufs"] = dict(old.__dict__.get("_bufs", {}))
+
+
+#: the types a saved array of term ids or frequencies may have (issue 16, disk): the narrowest
+#: that holds its values, chosen when it is saved (:func:`_narrowed`). At 1M chunks the postings
+#: are ~120M (doc, term) pairs in each direction: frequencies of one byte and term ids of two
+#: instead of four bytes each save ~1 GB. In memory a narrow array is read as it is (mapped);
+#: joined with wider values (appends, deltas, merges) the result has the wider type
+#: (:func:`_grown`, :func:`_join`, :func:`_take`, ``np.concatenate``), so a value is never cut.
+POSTINGS_TYPES = (np.dtype(np.uint8), np.dtype(np.uint16), np.dtype(np.int32))
+
+
+def _narrowed(arr: np.ndarray) -> np.ndarray:
+    """``arr`` (term ids or frequencies, never negative) in the narrowest of
+    :data:`POSTINGS_TYPES` that holds its largest value; unchanged when that is its own type."""
+    if not len(arr) or arr.dtype.itemsize <= 1:
+        return arr
+    top = int(arr.max())
+    if int(arr.min()) < 0:  # pragma: no cover - ids and frequencies are never negative
+        return arr
+    for dtype in POSTINGS_TYPES:
+        if top <= np.iinfo(dtype).max:
+            return arr if dtype.itemsize >= arr.dtype.itemsize else arr.astype(dtype)
+    return arr
 
 
 #: term -> docs view: (col_ptr, doc positions, freqs), docs ascending within each term
@@ -925,7 +957,8 @@ class Segment:
         def rows(p: _Postings) -> tuple[list[str], list[np.ndarray], np.ndarray]:
             """(vocabulary, CSR arrays, global -> local term ids) of rows ``start..n``."""
             if not start:
-                return list(p.vocab), [p.indptr, p.indices, p.data], np.arange(len(p.vocab), dtype=np.int32)
+                csr = [p.indptr, _narrowed(p.indices), _narrowed(p.data)]
+                return list(p.vocab), csr, np.arange(len(p.vocab), dtype=np.int32)
             lo = int(p.indptr[start])
             used, local = np.unique(_since(p, "indices", lo), return_inverse=True)
             terms = list(p.vocab)
@@ -933,15 +966,15 @@ class Segment:
             remap[used] = np.arange(len(used), dtype=np.int32)
             csr: list[np.ndarray] = [
                 p.indptr[start:] - lo,
-                local.astype(np.int32).reshape(-1),
-                _since(p, "data", lo),
+                _narrowed(local.astype(np.int32).reshape(-1)),
+                _narrowed(_since(p, "data", lo)),
             ]
             return [terms[t] for t in used.tolist()], csr, remap
 
         col: Column
         for name, col in self.text.items():
             vocab, csr, _ = rows(col.postings)
-            view = list(col.postings.csc()) if not start else []
+            view = _csc_to_save(col.postings) if not start else []
             refs = put(*csr, col.lengths[start:], col.present[start:], *view)
             desc["text"].append([name, json_array(vocab), refs])
         for name, col in self.keyword.items():
@@ -952,7 +985,7 @@ class Segment:
                 has = first >= 0
                 local_first[has] = remap[first[has]]
                 first = local_first
-            view = list(col.postings.csc()) if not start else []
+            view = _csc_to_save(col.postings) if not start else []
             desc["keyword"].append([name, json_array(vocab), put(*csr, first, *view)])
         for name, col in self.numeric.items():
             lo = int(np.searchsorted(col.doc, start)) if start else 0  # doc is ascending
@@ -1042,6 +1075,12 @@ class Segment:
         return seg
 
 
+def _csc_to_save(p: _Postings) -> list[np.ndarray]:
+    """The term -> docs view as a base saves it: offsets, doc positions, narrowed frequencies."""
+    col_ptr, docs, freqs = p.csc()
+    return [col_ptr, docs, _narrowed(freqs)]
+
+
 def _cached(col: object, name: str, source: np.ndarray, compute: Callable[[], int]) -> int:
     """A per-field statistic (an O(N) pass) computed once per version of its source array: every
     change to a column rebinds its arrays, so the cache is keyed on the array's identity."""
@@ -1081,6 +1120,16 @@ def _check(arr: np.ndarray, dtype, ndim: int, length: int | None = None) -> np.n
     return arr
 
 
+def _check_postings(arr: np.ndarray, length: int | None = None) -> np.ndarray:
+    """A saved array of term ids or frequencies: 1-D, of one of :data:`POSTINGS_TYPES`."""
+    if arr.dtype not in POSTINGS_TYPES or arr.ndim != 1 or (length is not None and len(arr) != length):
+        raise ValueError(
+            f"array of dtype {arr.dtype} and shape {arr.shape} where term ids or frequencies "
+            f"({', '.join(map(str, POSTINGS_TYPES))}) were expected"
+        )
+    return arr
+
+
 def _load_postings(
     p: _Postings,
     vocab: list[str],
@@ -1093,7 +1142,7 @@ def _load_postings(
     if len(p.vocab) != len(vocab):  # term ids are positions: a repeated term would shadow one
         raise ValueError("a vocabulary holds a term twice")
     p.indptr = _check(arrays[refs[0]], np.int64, 1, n + 1)
-    p.indices, p.data = _check(arrays[refs[1]], np.int32, 1), _check(arrays[refs[2]], np.int32, 1)
+    p.indices, p.data = _check_postings(arrays[refs[1]]), _check_postings(arrays[refs[2]])
     if p.indptr[0] != 0 or not facts(refs[0]).nondecreasing or p.indptr[-1] != len(p.indices):
         raise ValueError("postings offsets are inconsistent")
     if len(p.data) != len(p.indices) or (
@@ -1117,7 +1166,7 @@ def _load_csc(
         return
     col_ptr = _check(arrays[refs[0]], np.int64, 1, len(p.vocab) + 1)
     docs = _check(arrays[refs[1]], np.int32, 1, len(p.indices))
-    freqs = _check(arrays[refs[2]], np.int32, 1, len(p.indices))
+    freqs = _check_postings(arrays[refs[2]], len(p.indices))
     if col_ptr[0] != 0 or not facts(refs[0]).nondecreasing or col_ptr[-1] != len(p.indices):
         raise ValueError("term -> docs offsets are inconsistent")
     if len(docs) and (facts(refs[1]).min < 0 or facts(refs[1]).max >= n):
