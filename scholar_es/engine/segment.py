@@ -957,8 +957,8 @@ class Segment:
         def rows(p: _Postings) -> tuple[list[str], list[np.ndarray], np.ndarray]:
             """(vocabulary, CSR arrays, global -> local term ids) of rows ``start..n``."""
             if not start:
-                csr = [p.indptr, _narrowed(p.indices), _narrowed(p.data)]
-                return list(p.vocab), csr, np.arange(len(p.vocab), dtype=np.int32)
+                whole = [p.indptr, _narrowed(p.indices), _narrowed(p.data)]
+                return list(p.vocab), whole, np.arange(len(p.vocab), dtype=np.int32)
             lo = int(p.indptr[start])
             used, local = np.unique(_since(p, "indices", lo), return_inverse=True)
             terms = list(p.vocab)
