@@ -70,6 +70,10 @@ class Server:
                 self.proc.kill()
                 self.proc.wait()
         self._reader.join(10)
+        if not self._reader.is_alive() and self.proc.stderr is not None:
+            # closed here, not by the garbage collector in some later test (a ResourceWarning
+            # for an unclosed pipe, reported wherever the collection happened to run)
+            self.proc.stderr.close()
         return self.proc.returncode
 
 

@@ -163,7 +163,8 @@ def test_pipe_one_request_at_a_time(tmp_path):
         cwd=str(REPO),
     )
     lines: queue.Queue = queue.Queue()
-    threading.Thread(target=_reader, args=(proc.stdout, lines), daemon=True).start()
+    reader = threading.Thread(target=_reader, args=(proc.stdout, lines), daemon=True)
+    reader.start()
 
     def ask(request: str) -> dict:
         proc.stdin.write(request + "\n\n")  # a blank line ends the request: no need to close stdin
@@ -185,6 +186,9 @@ def test_pipe_one_request_at_a_time(tmp_path):
     finally:
         proc.stdin.close()
         proc.wait(timeout=60)
+        reader.join(10)  # it ends at the pipe's end of file
+        proc.stdout.close()  # not left to the garbage collector (a ResourceWarning elsewhere)
+        proc.stderr.close()
     assert proc.returncode == 1  # one failed request
 
 
@@ -244,12 +248,18 @@ def test_same_output_over_http(tmp_path):
     handler = type("H", (_EsOverHttp,), {"engine": open_engine(tmp_path / "http")})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
+    es_http = Elasticsearch(f"http://127.0.0.1:{server.server_port}", request_timeout=30)
     try:
-        es_http = Elasticsearch(f"http://127.0.0.1:{server.server_port}", request_timeout=30)
         over_http, failures_http = run(es_http, SCRIPT)
     finally:
+        es_http.close()
         server.shutdown()
-    embedded, failures = run(embedded_client(tmp_path / "direct"), SCRIPT)
+        server.server_close()  # the listening socket, not left to the garbage collector
+    direct = embedded_client(tmp_path / "direct")
+    try:
+        embedded, failures = run(direct, SCRIPT)
+    finally:
+        direct.close()
     assert failures_http == failures == 2
     assert _strip_took(over_http) == _strip_took(embedded)
 
@@ -259,6 +269,9 @@ def test_unreachable_cluster_gives_an_error_line(url):
     from elasticsearch import Elasticsearch
 
     es = Elasticsearch(url, request_timeout=2, max_retries=0)
-    responses, failures = run(es, "GET /\n")
+    try:
+        responses, failures = run(es, "GET /\n")
+    finally:
+        es.close()
     assert failures == 1 and responses[0]["status"] is None
     assert responses[0]["error"]["type"] == "transport_error"

@@ -52,9 +52,13 @@ class Console:
             cwd=str(REPO),
         )
         self.lines: queue.Queue = queue.Queue()
-        threading.Thread(target=_reader, args=(self.proc.stdout, self.lines), daemon=True).start()
         self.stderr: list[str] = []
-        threading.Thread(target=self._drain_stderr, daemon=True).start()
+        self._threads = [
+            threading.Thread(target=_reader, args=(self.proc.stdout, self.lines), daemon=True),
+            threading.Thread(target=self._drain_stderr, daemon=True),
+        ]
+        for t in self._threads:
+            t.start()
 
     def _drain_stderr(self) -> None:
         for line in iter(self.proc.stderr.readline, ""):
@@ -69,7 +73,12 @@ class Console:
 
     def close(self) -> int:
         self.proc.stdin.close()
-        return self.proc.wait(timeout=120)
+        code = self.proc.wait(timeout=120)
+        for t in self._threads:  # they end at the pipes' end of file
+            t.join(10)
+        self.proc.stdout.close()  # not left to the garbage collector (a ResourceWarning elsewhere)
+        self.proc.stderr.close()
+        return code
 
 
 @pytest.fixture(scope="module")
