@@ -109,6 +109,48 @@ def _flat_index_settings(settings: dict) -> dict:
     return out
 
 
+def _is_object(spec: dict) -> bool:
+    return (
+        spec.get("type", "object" if "properties" in spec or list(spec) == ["dynamic"] else None) == "object"
+    )
+
+
+def _merge_properties(current: dict, update: dict, prefix: str) -> dict:
+    """``current`` properties with a PUT _mapping's ``update`` merged in, as MapperService does:
+    a new field is added; an object's sub-fields are merged recursively and its ``dynamic`` may
+    change, its ``enabled`` may not; a field's type never changes; a field's other parameters
+    are taken from the update (the engine does not check each parameter's updatability)."""
+    out = dict(current)
+    for name, spec in update.items():
+        existing = out.get(name)
+        if existing is None or not isinstance(spec, dict):
+            out[name] = spec  # Mapping() reports a malformed spec with its own message
+            continue
+        full = prefix + name
+        if _is_object(existing):
+            if not _is_object(spec):
+                raise illegal_argument(f"can't merge a non object mapping [{full}] with an object mapping")
+            if "enabled" in spec and spec["enabled"] != existing.get("enabled", True):
+                raise illegal_argument(
+                    f"the [enabled] parameter can't be updated for the object mapping [{full}]"
+                )
+            merged = {**existing, **{k: v for k, v in spec.items() if k != "properties"}}
+            props = _merge_properties(existing.get("properties", {}), spec.get("properties", {}), full + ".")
+            if props:
+                merged["properties"] = props
+                if merged.get("type") == "object":
+                    del merged["type"]
+            out[name] = merged
+        elif _is_object(spec) or existing.get("type") != spec.get("type"):
+            raise illegal_argument(
+                f"mapper [{full}] cannot be changed from type [{existing.get('type')}] to "
+                f"[{spec.get('type', 'object')}]"
+            )
+        else:
+            out[name] = spec
+    return out
+
+
 def bm25_similarities(settings: dict, mapping: Mapping) -> sim.FieldSimilarities:
     """The BM25 parameters of the index's text/keyword fields (index.similarity + each field's
     ``similarity``); raises for an unknown or unsupported similarity."""
@@ -506,15 +548,9 @@ class IndexHandle:
 
     def put_mapping(self, body: dict) -> None:
         merged = self.mapping.to_body()
-        new_props = body.get("properties", {})
-        for name, spec in new_props.items():
-            existing = merged["properties"].get(name)
-            if existing is not None and existing.get("type") != spec.get("type", "object"):
-                raise illegal_argument(
-                    f"mapper [{name}] cannot be changed from type [{existing.get('type')}] to "
-                    f"[{spec.get('type')}]"
-                )
-            merged["properties"][name] = spec
+        merged["properties"] = _merge_properties(merged["properties"], body.get("properties", {}), "")
+        if "dynamic" in body:
+            merged["dynamic"] = body["dynamic"]
         if "_meta" in body:
             merged["_meta"] = body["_meta"]
         mapping = Mapping(merged)

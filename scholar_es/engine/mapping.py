@@ -169,7 +169,8 @@ class Mapping:
         self.source_excludes: list[str] = list(source.get("excludes", []))
         self.source_includes: list[str] = list(source.get("includes", []))
         self.source_enabled: bool = bool(source.get("enabled", True))
-        self.dynamic: str = str(body.pop("dynamic", "true")).lower()
+        self._check_depth = check_limits  # also: refuse a bad dynamic (a stored mapping reopens as it is)
+        self.dynamic: str = self._dynamic_value("_doc", body.pop("dynamic", "true"))
         props = body.pop("properties", {}) or {}
         if body.pop("dynamic_templates", None):
             raise mapper_error(
@@ -179,6 +180,11 @@ class Mapping:
             raise mapper_error(f"Root mapping definition has unsupported parameters:  {_fmt_params(body)}")
         self.fields: dict[str, FieldSpec] = {}
         self.objects: set[str] = set()
+        #: an object's own ``dynamic`` (its sub-objects inherit it; ObjectMapper#dynamic)
+        self.object_dynamic: dict[str, str] = {}
+        #: objects mapped ``enabled: false``: their values are kept in ``_source`` only, never
+        #: parsed (ObjectMapper#isEnabled; the "enabled" reference page)
+        self.disabled: frozenset[str] = frozenset()
         self._check_depth = check_limits
         self._add_properties(props, prefix="")
         self._check_depth = True
@@ -206,7 +212,9 @@ class Mapping:
             raise mapper_error(
                 f"Expected map for property [fields] on field [{name}] but got a {type(spec).__name__}"
             )
-        ftype = spec.get("type", "object" if "properties" in spec else None)
+        # ObjectMapper.TypeParser#parseProperties: no type, but properties (or only dynamic) -> object
+        derived = "object" if "properties" in spec or list(spec) == ["dynamic"] else None
+        ftype = spec.get("type", derived)
         if ftype is None:
             raise mapper_error(f"No type specified for field [{name}]")
         if not isinstance(ftype, str):
@@ -230,6 +238,18 @@ class Mapping:
                     "illegal_argument_exception",
                     f"Limit of mapping depth [{DEPTH_LIMIT}] has been exceeded due to object field [{name}]",
                 )
+            if "dynamic" in spec:
+                self.object_dynamic = {
+                    **self.object_dynamic,
+                    name: self._dynamic_value(name, spec["dynamic"]),
+                }
+            if "enabled" in spec:
+                if type(spec["enabled"]) is not bool:
+                    raise mapper_error(
+                        f"Failed to parse value [{spec['enabled']}] as only [true] or [false] are allowed."
+                    )
+                if not spec["enabled"]:
+                    self.disabled = self.disabled | {name}
             self.objects = self.objects | {name}  # copy on write: searches may be iterating
             self._add_properties(spec.get("properties", {}), prefix=name + ".")
             return
@@ -283,6 +303,17 @@ class Mapping:
             for p in parts[:-1]:
                 node = node.setdefault(p, {"properties": {}})["properties"]
             node[parts[-1]] = fs.raw or {"type": fs.type}
+        for name in sorted(self.objects, key=lambda o: o.count(".")):  # parents first
+            node = props
+            parts = name.split(".")
+            for p in parts[:-1]:
+                node = node.setdefault(p, {"properties": {}})["properties"]
+            obj = node.setdefault(parts[-1], {"properties": {}})
+            if name in self.object_dynamic:
+                obj["dynamic"] = self.object_dynamic[name]
+            if name in self.disabled:
+                obj["enabled"] = False
+        _render_objects(props)
         body: dict[str, Any] = {"properties": props}
         if self.meta:
             body["_meta"] = self.meta
@@ -346,6 +377,8 @@ class Mapping:
         """One ``_source`` value of field ``name``: arrays (of arrays) are flattened and nulls skipped,
         as DocumentParser.parseArray/parseNullValue do, so the first non-null value of an unmapped
         field picks its dynamic type and each object of an array of objects is parsed in turn."""
+        if name in self.disabled:  # enabled: false -- any value, kept in _source only
+            return
         fs = self.fields.get(name)
         if fs is not None and fs.type == VECTOR:
             if name in out:  # a second object of an array of objects (DenseVectorFieldMapper.parse;
@@ -365,12 +398,13 @@ class Mapping:
         else:
             leaves = [] if value is None else [value]
         if fs is None:
-            if self.dynamic == "strict" and name not in self.objects:  # null and [] too: ensureNotStrict
+            dynamic = self.dynamic_of(name)
+            if dynamic == "strict" and name not in self.objects:  # null and [] too: ensureNotStrict
                 self._dynamic_add(name, {})  # raises strict_dynamic_mapping_exception
             objects = [v for v in leaves if isinstance(v, dict)]
             if objects:
                 if name not in self.objects:
-                    if self.dynamic == "false" and name.count(".") + 1 > DEPTH_LIMIT:
+                    if dynamic == "false" and name.count(".") + 1 > DEPTH_LIMIT:
                         return  # no mapped field can lie this deep: the subtree is ignored
                     if self._dynamic_add(name, {"type": "object", "properties": {}}):
                         self._new_objects.append(name)
@@ -384,7 +418,7 @@ class Mapping:
                 )
             if not leaves:
                 return
-            if self.dynamic == "false" or not self._dynamic_add(name, _infer_type(name, leaves[0])):
+            if dynamic == "false" or not self._dynamic_add(name, _infer_type(name, leaves[0])):
                 return
             fs = self.fields[name]
         values = [_coerce(fs, v) for v in leaves]
@@ -393,17 +427,46 @@ class Mapping:
         else:
             out[name] = values
 
+    def _dynamic_value(self, where: str, value: Any) -> str:
+        """A mapping's or an object's ``dynamic``: true, false or strict (``runtime`` fields are
+        not supported by the embedded engine). A stored mapping from before this check reopens
+        with any other value read as true, as it was then."""
+        text = str(value).lower() if type(value) is bool else value
+        if text in ("true", "false", "strict"):
+            return str(text)
+        if not self._check_depth:
+            return "true"
+        if text == "runtime":
+            raise mapper_error(f"[dynamic: runtime] on [{where}] is not supported by the embedded engine")
+        raise mapper_error(f"[dynamic] on [{where}] must be true, false or strict, got [{value!r:.80}]")
+
+    def dynamic_of(self, name: str) -> str:
+        """The ``dynamic`` that applies to a new field ``name``: its nearest enclosing object's
+        own setting, else the root's (an object inherits its parent's, ObjectMapper#dynamic)."""
+        if self.object_dynamic:
+            parent = name
+            while "." in parent:
+                parent = parent.rsplit(".", 1)[0]
+                found = self.object_dynamic.get(parent)
+                if found is not None:
+                    return found
+        return self.dynamic
+
     def _dynamic_add(self, name: str, spec: dict) -> bool:
         reason = unpaired_surrogate_reason(name)
         if reason is not None:
             raise mapper_error(f"field name [{escape_surrogates(name)}] holds {reason}")
-        if self.dynamic == "strict":
+        dynamic = self.dynamic_of(name)
+        if dynamic == "strict":
+            # StrictDynamicMappingException: the new field's own name, within its parent's path
+            parent, _, leaf = name.rpartition(".")
             raise EsError(
                 400,
                 "strict_dynamic_mapping_exception",
-                f"[_doc] mapping set to strict, dynamic introduction of [{name}] within [_doc] is not allowed",
+                f"[_doc] mapping set to strict, dynamic introduction of [{leaf}] within [{parent or '_doc'}] "
+                "is not allowed",
             )
-        if self.dynamic == "false":
+        if dynamic == "false":
             return False
         self._new_fields.append(name)
         # DocumentParserContext.addDynamicMapper: each new dynamic mapper counts once (its
@@ -417,6 +480,20 @@ class Mapping:
             )
         self._add_field(name, spec)
         return True
+
+
+def _render_objects(props: dict) -> None:
+    """Objects as GET _mapping shows them (ObjectMapper#toXContent): one without sub-fields gets
+    ``"type": "object"`` and no ``properties``."""
+    for node in props.values():
+        if "properties" in node and "type" not in node:
+            if node["properties"]:
+                _render_objects(node["properties"])
+            else:
+                del node["properties"]
+                params = dict(node)
+                node.clear()
+                node.update({"type": "object", **params})
 
 
 def _leaves(value: Any, keep_null: bool = False) -> Iterator[Any]:
