@@ -190,7 +190,9 @@ def test_put_mapping_merges_into_an_existing_object(tmp_path):
         _ok(engine, "PUT", "/c/_mapping", {"properties": {"o": {"properties": {"z": {"type": "keyword"}}}}})
         o = _ok(engine, "GET", "/c/_mapping")["c"]["mappings"]["properties"]["o"]
         assert o == {"properties": {"k": {"type": "keyword"}, "z": {"type": "keyword"}}, "dynamic": "strict"}
-        _ok(engine, "PUT", "/c/_mapping", {"properties": {"o": {"dynamic": "true"}}})  # dynamic may change
+        _ok(
+            engine, "PUT", "/c/_mapping", {"properties": {"o": {"type": "object", "dynamic": "true"}}}
+        )  # may change
         _ok(engine, "PUT", "/c/_doc/1", {"o": {"k": "a", "new": "b"}})
         status, resp = _call(
             engine, "PUT", "/c/_mapping", {"properties": {"o": {"type": "object", "enabled": False}}}
@@ -233,3 +235,82 @@ def test_a_bad_dynamic_value_is_a_clear_error(tmp_path):
         assert status == 400 and resp["error"]["type"] == "mapper_parsing_exception"
     finally:
         engine.store.close()
+
+
+# --- found by a review (probes in /tmp/review23 at the time) ---------------------------------
+
+
+def test_dotted_keys_and_untyped_specs_reach_a_disabled_object(tmp_path):
+    """A dotted key is the path s -> x (DotExpandingXContentParser), so ``"s.x"`` lies inside the
+    disabled ``s``; ``{"enabled": false}`` alone is an object (ObjectMapper.TypeParser: the only
+    key ``enabled``), ``{"dynamic": ...}`` alone has no type; ``enabled`` may be the string
+    "false" and ``dynamic`` "STRICT" (nodeBooleanValue, equalsIgnoreCase)."""
+    engine = Engine(tmp_path / "engine")
+    try:
+        _ok(engine, "PUT", "/d", {"mappings": {"properties": {"s": {"enabled": False, "properties": {}}}}})
+        _ok(engine, "PUT", "/e", {"mappings": {"properties": {"s": {"enabled": False}}}})
+        for index in ("d", "e"):
+            _ok(engine, "PUT", f"/{index}/_doc/1", {"s.x": "hello", "s": {"k": "v"}})
+            assert _ok(engine, "GET", f"/{index}/_mapping")[index]["mappings"]["properties"] == {
+                "s": {"type": "object", "enabled": False}
+            }
+            for query in ({"match": {"s.x": "hello"}}, {"exists": {"field": "s.k"}}):
+                assert (
+                    _ok(engine, "POST", f"/{index}/_search", {"query": query})["hits"]["total"]["value"] == 0
+                )
+        status, resp = _call(engine, "PUT", "/f", {"mappings": {"properties": {"s": {"dynamic": "strict"}}}})
+        assert status == 400 and resp["error"]["reason"] == "No type specified for field [s]"
+        _ok(
+            engine,
+            "PUT",
+            "/g",
+            {"mappings": {"dynamic": "STRICT", "properties": {"s": {"type": "object", "enabled": "false"}}}},
+        )
+        status, resp = _call(engine, "PUT", "/g/_doc/1", {"t": 1})
+        assert status == 400 and resp["error"]["type"] == "strict_dynamic_mapping_exception"
+        _ok(engine, "PUT", "/g/_doc/2", {"s": {"anything": 1}})
+        # a malformed update of an existing object is a 400, not a 500
+        status, resp = _call(engine, "PUT", "/g/_mapping", {"properties": {"s": {"properties": []}}})
+        assert status == 400 and resp["error"]["type"] == "mapper_parsing_exception"
+    finally:
+        engine.store.close()
+
+
+def test_dynamic_changes_reach_every_process_and_stay(tmp_path):
+    """PUT _mapping of the root's and an object's ``dynamic``: kept when set back to true (GET
+    shows it, as a mapping that sets dynamic itself), seen by another engine on the same
+    directory, and not undone by that engine's next dynamic field."""
+    path = tmp_path / "engine"
+    a, b = Engine(path), None
+    try:
+        _ok(
+            a,
+            "PUT",
+            "/m",
+            {"mappings": {"dynamic": "strict", "properties": {"o": {"type": "object", "dynamic": "strict"}}}},
+        )
+        b = Engine(path)
+        _call(b, "POST", "/m/_count")  # b has read the mapping
+        _ok(
+            a,
+            "PUT",
+            "/m/_mapping",
+            {"dynamic": True, "properties": {"o": {"type": "object", "dynamic": True}}},
+        )
+        _ok(b, "PUT", "/m/_doc/1", {"o": {"n": 1}, "top": "x"})  # b sees both changes
+        _ok(a, "PUT", "/m/_doc/2", {"other": 2})
+    finally:
+        a.store.close()
+        if b is not None:
+            b.store.close()
+    c = Engine(path)
+    try:
+        mapping = _ok(c, "GET", "/m/_mapping")["m"]["mappings"]
+        assert mapping["dynamic"] == "true"
+        assert (
+            mapping["properties"]["o"]["dynamic"] == "true"
+            and "n" in mapping["properties"]["o"]["properties"]
+        )
+        assert {"top", "other"} <= set(mapping["properties"])
+    finally:
+        c.store.close()

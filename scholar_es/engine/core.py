@@ -36,8 +36,10 @@ from scholar_es.engine.errors import EsError, illegal_argument, index_not_found
 from scholar_es.engine.mapping import (
     Mapping,
     escape_surrogates,
+    is_untyped_object,
     keyword_normalizer,
     mapper_error,
+    parse_enabled,
     unpaired_surrogate_reason,
 )
 from scholar_es.engine.segment import ParsedDoc, Segment, parse_document
@@ -110,9 +112,7 @@ def _flat_index_settings(settings: dict) -> dict:
 
 
 def _is_object(spec: dict) -> bool:
-    return (
-        spec.get("type", "object" if "properties" in spec or list(spec) == ["dynamic"] else None) == "object"
-    )
+    return spec.get("type", "object" if is_untyped_object(spec) else None) == "object"
 
 
 def _merge_properties(current: dict, update: dict, prefix: str) -> dict:
@@ -123,14 +123,21 @@ def _merge_properties(current: dict, update: dict, prefix: str) -> dict:
     out = dict(current)
     for name, spec in update.items():
         existing = out.get(name)
-        if existing is None or not isinstance(spec, dict):
+        if (
+            existing is None
+            or not isinstance(spec, dict)
+            or not isinstance(spec.get("properties", {}), dict)
+            or ("type" not in spec and not is_untyped_object(spec))
+        ):
             out[name] = spec  # Mapping() reports a malformed spec with its own message
             continue
         full = prefix + name
         if _is_object(existing):
             if not _is_object(spec):
                 raise illegal_argument(f"can't merge a non object mapping [{full}] with an object mapping")
-            if "enabled" in spec and spec["enabled"] != existing.get("enabled", True):
+            if "enabled" in spec and parse_enabled(spec["enabled"]) != parse_enabled(
+                existing.get("enabled", True)
+            ):
                 raise illegal_argument(
                     f"the [enabled] parameter can't be updated for the object mapping [{full}]"
                 )
@@ -473,7 +480,9 @@ class IndexHandle:
             exists_in_batch[doc_id] = True
         mapping_after = json.dumps(self.mapping.to_body(), sort_keys=True)
         if mapping_after != mapping_before:  # dynamic fields or vector dims were added
-            self.sync_mapping(self.store.update_mappings(self.name, self.mapping.to_body()))
+            # only additions: a parameter another process changed meanwhile (a PUT _mapping of
+            # an object's dynamic, say) is kept, not overwritten by this process's older value
+            self.sync_mapping(self.store.update_mappings(self.name, self.mapping.to_body(), additions=True))
         outcome, gen = self.store.write(self.name, [w for _, w in writes]) if writes else ([], 0)
         pdocs = dict(parsed)
         adds: list[ParsedDoc] = []
@@ -567,7 +576,9 @@ class IndexHandle:
         be older than what this process just added."""
         with self._lock:
             own = self.mapping.to_body()
-            merged = merge_mappings(stored, own)
+            # the stored values win where both have a key (a PUT _mapping is written to the
+            # store before it is synced); keys only this process has (fields it just added) stay
+            merged = merge_mappings(own, stored)
             if json.dumps(merged, sort_keys=True) != json.dumps(own, sort_keys=True):
                 mapping = Mapping(merged, check_limits=False)  # stored state: reopen as it is
                 self.similarities = bm25_similarities(self.settings, mapping)

@@ -170,6 +170,8 @@ class Mapping:
         self.source_includes: list[str] = list(source.get("includes", []))
         self.source_enabled: bool = bool(source.get("enabled", True))
         self._check_depth = check_limits  # also: refuse a bad dynamic (a stored mapping reopens as it is)
+        #: whether the mapping sets dynamic itself (GET _mapping then shows it, even "true")
+        self.dynamic_set = "dynamic" in body
         self.dynamic: str = self._dynamic_value("_doc", body.pop("dynamic", "true"))
         props = body.pop("properties", {}) or {}
         if body.pop("dynamic_templates", None):
@@ -212,8 +214,7 @@ class Mapping:
             raise mapper_error(
                 f"Expected map for property [fields] on field [{name}] but got a {type(spec).__name__}"
             )
-        # ObjectMapper.TypeParser#parseProperties: no type, but properties (or only dynamic) -> object
-        derived = "object" if "properties" in spec or list(spec) == ["dynamic"] else None
+        derived = "object" if is_untyped_object(spec) else None
         ftype = spec.get("type", derived)
         if ftype is None:
             raise mapper_error(f"No type specified for field [{name}]")
@@ -243,13 +244,8 @@ class Mapping:
                     **self.object_dynamic,
                     name: self._dynamic_value(name, spec["dynamic"]),
                 }
-            if "enabled" in spec:
-                if type(spec["enabled"]) is not bool:
-                    raise mapper_error(
-                        f"Failed to parse value [{spec['enabled']}] as only [true] or [false] are allowed."
-                    )
-                if not spec["enabled"]:
-                    self.disabled = self.disabled | {name}
+            if "enabled" in spec and not parse_enabled(spec["enabled"]):
+                self.disabled = self.disabled | {name}
             self.objects = self.objects | {name}  # copy on write: searches may be iterating
             self._add_properties(spec.get("properties", {}), prefix=name + ".")
             return
@@ -323,7 +319,7 @@ class Mapping:
             }
         if not self.source_enabled:
             body.setdefault("_source", {})["enabled"] = False
-        if self.dynamic != "true":
+        if self.dynamic_set or self.dynamic != "true":
             body["dynamic"] = self.dynamic
         return body
 
@@ -377,7 +373,7 @@ class Mapping:
         """One ``_source`` value of field ``name``: arrays (of arrays) are flattened and nulls skipped,
         as DocumentParser.parseArray/parseNullValue do, so the first non-null value of an unmapped
         field picks its dynamic type and each object of an array of objects is parsed in turn."""
-        if name in self.disabled:  # enabled: false -- any value, kept in _source only
+        if self.disabled and self._under_disabled(name):  # enabled: false: kept in _source only
             return
         fs = self.fields.get(name)
         if fs is not None and fs.type == VECTOR:
@@ -431,14 +427,28 @@ class Mapping:
         """A mapping's or an object's ``dynamic``: true, false or strict (``runtime`` fields are
         not supported by the embedded engine). A stored mapping from before this check reopens
         with any other value read as true, as it was then."""
-        text = str(value).lower() if type(value) is bool else value
-        if text in ("true", "false", "strict"):
-            return str(text)
+        # ObjectMapper.TypeParser: "strict"/"runtime" in any case, else a boolean (nodeBooleanValue:
+        # true, false, "true" or "false")
+        text = str(value).lower() if type(value) is bool else str(value)
+        if text.lower() == "strict":
+            return "strict"
+        if text in ("true", "false"):
+            return text
         if not self._check_depth:
             return "true"
-        if text == "runtime":
+        if text.lower() == "runtime":
             raise mapper_error(f"[dynamic: runtime] on [{where}] is not supported by the embedded engine")
         raise mapper_error(f"[dynamic] on [{where}] must be true, false or strict, got [{value!r:.80}]")
+
+    def _under_disabled(self, name: str) -> bool:
+        """``name`` is an object mapped ``enabled: false`` or lies inside one (a dotted key such
+        as ``"s.x"`` is the path s -> x, as Elasticsearch expands it)."""
+        while True:
+            if name in self.disabled:
+                return True
+            if "." not in name:
+                return False
+            name = name.rsplit(".", 1)[0]
 
     def dynamic_of(self, name: str) -> str:
         """The ``dynamic`` that applies to a new field ``name``: its nearest enclosing object's
@@ -480,6 +490,21 @@ class Mapping:
             )
         self._add_field(name, spec)
         return True
+
+
+def is_untyped_object(spec: dict) -> bool:
+    """A field spec without ``type`` that is an object: it has ``properties``, or ``enabled`` is
+    its only key (ObjectMapper.TypeParser#parseProperties); any other untyped spec has no type."""
+    return "properties" in spec or list(spec) == ["enabled"]
+
+
+def parse_enabled(value: Any) -> bool:
+    """An object's ``enabled``: a boolean or the string "true"/"false" (nodeBooleanValue)."""
+    if type(value) is bool:
+        return value
+    if value in ("true", "false"):
+        return value == "true"
+    raise mapper_error(f"Failed to parse value [{value}] as only [true] or [false] are allowed.")
 
 
 def _render_objects(props: dict) -> None:

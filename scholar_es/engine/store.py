@@ -306,12 +306,19 @@ class Store:
                 (name, json.dumps(settings), json.dumps(mappings), uuid, created),
             )
 
-    def update_mappings(self, name: str, mappings: dict) -> dict:
+    def update_mappings(self, name: str, mappings: dict, additions: bool = False) -> dict:
         """Merge ``mappings`` into the stored mapping (in one transaction, so fields that another
-        process added meanwhile are kept) and return the result."""
+        process added meanwhile are kept) and return the result. ``additions``: only the keys
+        the stored mapping lacks are taken (a writer's dynamic fields), its own values stay; else
+        ``mappings`` wins where both have a key (a PUT _mapping)."""
         with self._meta_write() as db:
             row = db.execute("SELECT mappings FROM indices WHERE name = ?", (name,)).fetchone()
-            merged = merge_mappings(json.loads(row[0]), mappings) if row else mappings
+            if row is None:
+                merged = mappings
+            elif additions:
+                merged = merge_mappings(mappings, json.loads(row[0]))
+            else:
+                merged = merge_mappings(json.loads(row[0]), mappings)
             db.execute("UPDATE indices SET mappings = ? WHERE name = ?", (json.dumps(merged), name))
         return merged
 
