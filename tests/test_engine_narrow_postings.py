@@ -164,6 +164,29 @@ def reference(tmp_path) -> dict[str, list]:
     return states
 
 
+def _check_reopened(path, reference: list) -> None:
+    """``_check`` on a new engine opened on ``path`` (every array read from its files)."""
+    engine = Engine(path)
+    try:
+        _check(engine, reference)
+    finally:
+        engine.store.close()
+
+
+def _save_base(path) -> list:
+    """Index the base documents into a new engine at ``path``, save them as a base, and return
+    the answers before closing."""
+    engine = Engine(path)
+    try:
+        _rest(engine, "PUT", "/p", {"mappings": MAPPING})
+        for doc_id, doc in _base_docs():
+            _rest(engine, "PUT", f"/p/_doc/{doc_id}", doc)
+        _rest(engine, "POST", "/p/_refresh")
+        return _answers(engine)
+    finally:
+        engine.store.close()
+
+
 @pytest.mark.parametrize("layout", ["split", "copied"])
 def test_wide_values_after_a_narrow_base_keep_their_value(tmp_path, monkeypatch, reference, layout, caplog):
     # split: a mapped array stays the base of a two-part column (segment._Split), rows appended
@@ -171,14 +194,7 @@ def test_wide_values_after_a_narrow_base_keep_their_value(tmp_path, monkeypatch,
     monkeypatch.setattr(segment, "SPLIT_MIN_ROWS", 1 if layout == "split" else 10**12)
     caplog.set_level("WARNING", logger="scholar_es.engine")
     path = tmp_path / "engine"
-    engine = Engine(path)
-    try:
-        _rest(engine, "PUT", "/p", {"mappings": MAPPING})
-        for doc_id, doc in _base_docs():
-            _rest(engine, "PUT", f"/p/_doc/{doc_id}", doc)
-        _rest(engine, "POST", "/p/_refresh")
-    finally:
-        engine.store.close()
+    _save_base(path)
     # 40 terms, frequencies under 10: one byte each
     assert _saved_types(path) == {"term ids": {"uint8"}, "freqs": {"uint8"}}
 
@@ -204,11 +220,7 @@ def test_wide_values_after_a_narrow_base_keep_their_value(tmp_path, monkeypatch,
         monkeypatch.delenv(core.FULL_SAVE_ENV)
     finally:
         engine.store.close()
-    engine = Engine(early)
-    try:
-        _check(engine, reference["D"])
-    finally:
-        engine.store.close()
+    _check_reopened(early, reference["D"])
 
     engine = Engine(path)  # the base and the narrow delta mapped; wide documents appended after them
     try:
@@ -242,11 +254,7 @@ def test_wide_values_after_a_narrow_base_keep_their_value(tmp_path, monkeypatch,
         _rest(engine, "POST", "/p/_refresh")
     finally:
         engine.store.close()
-    engine = Engine(path)
-    try:
-        _check(engine, reference["C"])
-    finally:
-        engine.store.close()
+    _check_reopened(path, reference["C"])
     # every reopen read its files (a save that wrote cut values would fail the open's checks and
     # be rebuilt from SQLite, answering right while the files were wrong)
     assert "rebuilding from SQLite" not in caplog.text
@@ -256,15 +264,7 @@ def test_a_saved_array_of_another_integer_type_is_refused(tmp_path, caplog):
     """Only the types a save writes are read as postings; another one (int8 here: negative ids
     would wrap) makes the segment unusable and it is rebuilt from SQLite, answering the same."""
     path = tmp_path / "engine"
-    engine = Engine(path)
-    try:
-        _rest(engine, "PUT", "/p", {"mappings": MAPPING})
-        for doc_id, doc in _base_docs():
-            _rest(engine, "PUT", f"/p/_doc/{doc_id}", doc)
-        _rest(engine, "POST", "/p/_refresh")
-        before = _answers(engine)
-    finally:
-        engine.store.close()
+    before = _save_base(path)
     (folder,) = (path / "segments").iterdir()
     found = commit.open_commit(folder)
     assert found is not None
