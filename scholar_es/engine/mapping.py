@@ -169,7 +169,9 @@ class Mapping:
         self.source_excludes: list[str] = list(source.get("excludes", []))
         self.source_includes: list[str] = list(source.get("includes", []))
         self.source_enabled: bool = bool(source.get("enabled", True))
-        self._check_depth = check_limits  # also: refuse a bad dynamic (a stored mapping reopens as it is)
+        # the depth limit and a bad dynamic value are checked on a new mapping, not on a stored one
+        # (reopened as it is); dynamic fields added later are always checked (set True below)
+        self._check_depth = check_limits
         #: whether the mapping sets dynamic itself (GET _mapping then shows it, even "true")
         self.dynamic_set = "dynamic" in body
         self.dynamic: str = self._dynamic_value("_doc", body.pop("dynamic", "true"))
@@ -187,7 +189,6 @@ class Mapping:
         #: objects mapped ``enabled: false``: their values are kept in ``_source`` only, never
         #: parsed (ObjectMapper#isEnabled; the "enabled" reference page)
         self.disabled: frozenset[str] = frozenset()
-        self._check_depth = check_limits
         self._add_properties(props, prefix="")
         self._check_depth = True
         if check_limits and self.total_fields > TOTAL_FIELDS_LIMIT:
@@ -291,20 +292,23 @@ class Mapping:
     def to_body(self) -> dict:
         """The mapping as GET <index>/_mapping returns it."""
         props: dict[str, Any] = {}
+
+        def parent(name: str) -> tuple[dict, str]:
+            """The properties that hold ``name`` (its objects created on the way), its last part."""
+            node = props
+            *path, leaf = name.split(".")
+            for p in path:
+                node = node.setdefault(p, {"properties": {}})["properties"]
+            return node, leaf
+
         for name, fs in self.fields.items():
             if "." in name and name.rsplit(".", 1)[0] in self.fields:
                 continue  # a multi-field, rendered inside its parent's raw spec
-            node = props
-            parts = name.split(".")
-            for p in parts[:-1]:
-                node = node.setdefault(p, {"properties": {}})["properties"]
-            node[parts[-1]] = fs.raw or {"type": fs.type}
+            node, leaf = parent(name)
+            node[leaf] = fs.raw or {"type": fs.type}
         for name in sorted(self.objects, key=lambda o: o.count(".")):  # parents first
-            node = props
-            parts = name.split(".")
-            for p in parts[:-1]:
-                node = node.setdefault(p, {"properties": {}})["properties"]
-            obj = node.setdefault(parts[-1], {"properties": {}})
+            node, leaf = parent(name)
+            obj = node.setdefault(leaf, {"properties": {}})
             if name in self.object_dynamic:
                 obj["dynamic"] = self.object_dynamic[name]
             if name in self.disabled:
