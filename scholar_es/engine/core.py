@@ -36,10 +36,10 @@ from scholar_es.engine.errors import EsError, illegal_argument, index_not_found
 from scholar_es.engine.mapping import (
     Mapping,
     escape_surrogates,
-    is_untyped_object,
     keyword_normalizer,
     mapper_error,
     parse_enabled,
+    spec_type,
     unpaired_surrogate_reason,
 )
 from scholar_es.engine.segment import ParsedDoc, Segment, parse_document
@@ -112,7 +112,7 @@ def _flat_index_settings(settings: dict) -> dict:
 
 
 def _is_object(spec: dict) -> bool:
-    return spec.get("type", "object" if is_untyped_object(spec) else None) == "object"
+    return spec_type(spec) == "object"
 
 
 def _merge_properties(current: dict, update: dict, prefix: str) -> dict:
@@ -127,7 +127,7 @@ def _merge_properties(current: dict, update: dict, prefix: str) -> dict:
             existing is None
             or not isinstance(spec, dict)
             or not isinstance(spec.get("properties", {}), dict)
-            or ("type" not in spec and not is_untyped_object(spec))
+            or ("type" not in spec and spec_type(spec) is None)
         ):
             out[name] = spec  # Mapping() reports a malformed spec with its own message
             continue

@@ -215,8 +215,7 @@ class Mapping:
             raise mapper_error(
                 f"Expected map for property [fields] on field [{name}] but got a {type(spec).__name__}"
             )
-        derived = "object" if is_untyped_object(spec) else None
-        ftype = spec.get("type", derived)
+        ftype = spec_type(spec)
         if ftype is None:
             raise mapper_error(f"No type specified for field [{name}]")
         if not isinstance(ftype, str):
@@ -496,10 +495,12 @@ class Mapping:
         return True
 
 
-def is_untyped_object(spec: dict) -> bool:
-    """A field spec without ``type`` that is an object: it has ``properties``, or ``enabled`` is
-    its only key (ObjectMapper.TypeParser#parseProperties); any other untyped spec has no type."""
-    return "properties" in spec or list(spec) == ["enabled"]
+def spec_type(spec: dict) -> Any:
+    """A field spec's ``type``; without one, "object" when it has ``properties`` or ``enabled`` is
+    its only key (ObjectMapper.TypeParser#parseProperties), else None (no type specified)."""
+    if "type" in spec:
+        return spec["type"]
+    return "object" if "properties" in spec or list(spec) == ["enabled"] else None
 
 
 def parse_enabled(value: Any) -> bool:

@@ -179,10 +179,11 @@ class Reader:
         return None if row is None else (row[0], unpack_source(row[1], doc_id), row[2])
 
 
-def merge_mappings(stored: dict, ours: dict) -> dict:
-    """``stored`` with ``ours`` laid over it, recursively: keys only one side has are kept."""
-    out = dict(stored)
-    for key, value in ours.items():
+def merge_mappings(base: dict, over: dict) -> dict:
+    """``base`` with ``over`` laid over it, recursively: keys only one side has are kept, and
+    ``over``'s value wins where both have one."""
+    out = dict(base)
+    for key, value in over.items():
         if isinstance(value, dict) and isinstance(out.get(key), dict):
             out[key] = merge_mappings(out[key], value)
         else:
