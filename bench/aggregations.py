@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> None:
 
     from elasticsearch import helpers
 
-    from scholar_es.engine.node import embedded_client
+    from scholar_es.engine.rest.transport import embedded_client
 
     vocab = _vocab()
     rng = np.random.default_rng(0)

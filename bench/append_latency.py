@@ -52,7 +52,7 @@ t_start = float(sys.argv[3])
 what = sys.argv[2]
 if what == "verify":
     from pathlib import Path
-    from scholar_es.engine.commit import open_commit
+    from scholar_es.engine.index.commit import open_commit
     (folder,) = (Path(sys.argv[1]) / "segments").iterdir()
     w0, c0 = time.perf_counter(), time.process_time()
     found = open_commit(folder)
@@ -60,7 +60,7 @@ if what == "verify":
     print(json.dumps({"wall": time.perf_counter() - w0, "cpu": time.process_time() - c0,
                       "bytes": sum(f["size"] for f in found.files), "files": len(found.files)}))
 else:
-    from scholar_es.engine.node import embedded_client
+    from scholar_es.engine.rest.transport import embedded_client
     body = json.loads(sys.argv[4])
     w0, c0 = time.perf_counter(), time.process_time()
     es = embedded_client(sys.argv[1])
@@ -94,7 +94,7 @@ def _child(path: Path, what: str, body: dict) -> dict:
 def run(n_docs: int, reps: int, out: Path, log) -> dict:
     from elasticsearch import helpers
 
-    from scholar_es.engine.node import embedded_client
+    from scholar_es.engine.rest.transport import embedded_client
 
     corpus = Corpus(n_docs + ADD * (2 * reps + 1))
     text, vec = corpus.queries(1)[0]
@@ -152,7 +152,7 @@ def run(n_docs: int, reps: int, out: Path, log) -> dict:
         layouts = {"deltas": path, "one_base": tmp / "one-base"}
         shutil.copytree(path, layouts["one_base"])
         os.environ["SCHOLAR_ES_FULL_SAVE"] = "1"
-        from scholar_es.engine.core import Engine
+        from scholar_es.engine.index.indices import Engine
 
         eng = Engine(layouts["one_base"])
         h = eng.handle(INDEX)

@@ -54,7 +54,7 @@ def peak_rss_mb():
                 return int(line.split()[1]) / 1024
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 t_start = float(sys.argv[2])
-from scholar_es.engine.node import embedded_client
+from scholar_es.engine.rest.transport import embedded_client
 body = json.loads(sys.argv[3])
 c0 = time.process_time()
 es = embedded_client(sys.argv[1])
@@ -103,7 +103,7 @@ def raw_sizes(corpus: Corpus, n: int) -> tuple[int, int]:
 def postings_bytes(path: Path) -> int:
     """Bytes of the text and keyword columns of the newest commit point's base (vocabularies,
     postings in both directions, lengths: what a search holds besides the vectors)."""
-    from scholar_es.engine.commit import open_commit
+    from scholar_es.engine.index.commit import open_commit
 
     total = 0
     for folder in (path / "segments").iterdir():
@@ -134,7 +134,7 @@ def _ints(parts: list) -> list[int]:
 def run(path: Path, reps: int, out: Path, log, baseline_src: Path | None = None) -> dict:
     from elasticsearch import helpers
 
-    from scholar_es.engine.node import embedded_client
+    from scholar_es.engine.rest.transport import embedded_client
 
     es = embedded_client(path)
     n = int(es.count(index=INDEX)["count"])

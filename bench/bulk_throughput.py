@@ -88,7 +88,7 @@ def source(corpus: Corpus, i: int, vectors: bool) -> dict:
 def engine_run(corpus: Corpus, vectors: bool, folder: Path) -> None:
     from elasticsearch import helpers
 
-    from scholar_es.engine.node import embedded_client
+    from scholar_es.engine.rest.transport import embedded_client
 
     body = json.loads((REPO / "mappings" / "chunks.json").read_text())
     if not vectors:

@@ -32,7 +32,7 @@ over the repetitions) and the issue-16 ratios per repetition: ``engine_hybrid / 
 (target <= 1.0 at 100k and 1M), ``engine_bm25 / bm25s`` and ``engine_api_hybrid / engine_hybrid``
 (target <= 1.2). Engine timings go through the official client (request serialization included).
 The chunk mapping maps ``vector`` as ``int8_hnsw``: from 10,000 chunks on, ``engine_knn`` and the
-hybrids take the HNSW graph (engine/hnsw.py; built by the refresh that ends indexing), below that
+hybrids take the HNSW graph (engine/index/hnsw.py; built by the refresh that ends indexing), below that
 exact kNN; the report names the path taken (``knn_path``).
 
     PYTHONPATH=. .venv/bin/python bench/engine_latency.py            # 100,000 chunks, 200 queries
@@ -397,7 +397,7 @@ def run(
     import bm25s
     import Stemmer
 
-    from scholar_es.engine.node import embedded_client
+    from scholar_es.engine.rest.transport import embedded_client
 
     t0 = time.perf_counter()
     corpus = Corpus(n_docs)

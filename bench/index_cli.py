@@ -42,7 +42,7 @@ sys.path.insert(0, str(REPO / "bench"))
 from index_throughput import sample  # noqa: E402
 
 COUNT = (
-    "import sys; from scholar_es.engine.node import embedded_client; "
+    "import sys; from scholar_es.engine.rest.transport import embedded_client; "
     "es = embedded_client(sys.argv[1]); print(es.count(index='chunks')['count']); es.close()"
 )
 

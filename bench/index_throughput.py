@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from indexer.embedder import DEFAULT_BATCH, Embedder  # noqa: E402
 from indexer.pipeline import EMBED_AHEAD, IndexRun  # noqa: E402
-from scholar_es.engine.node import embedded_client  # noqa: E402
+from scholar_es.engine.rest.transport import embedded_client  # noqa: E402
 
 
 def sample(source: Path, paragraphs: int, out: Path) -> int:

@@ -1,4 +1,4 @@
-"""Approximate kNN through the engine's HNSW graph (engine/hnsw.py): recall and latency.
+"""Approximate kNN through the engine's HNSW graph (engine/index/hnsw.py): recall and latency.
 
 Two parts, measured in the same run:
 
@@ -75,8 +75,8 @@ def bulk_vectors(es, index: str, vecs: np.ndarray, index_options: dict | None) -
 COLD = """
 import json, sys, time
 t0 = time.perf_counter()
-from scholar_es.engine import hnsw
-from scholar_es.engine.node import embedded_client
+from scholar_es.engine.index import hnsw
+from scholar_es.engine.rest.transport import embedded_client
 es = embedded_client(sys.argv[1])
 q = json.loads(sys.argv[3])
 es.search(index=sys.argv[2], knn={"field": "v", "query_vector": q, "k": 10, "num_candidates": 100}, size=10)
@@ -137,7 +137,7 @@ def real_part(es, n_queries: int, log) -> dict:
 def synthetic_part(es, path: str, n_docs: int, n_queries: int, reps: int, log) -> dict:
     from usearch.index import Index
 
-    from scholar_es.engine import hnsw
+    from scholar_es.engine.index import hnsw
 
     t0 = time.perf_counter()
     corpus = Corpus(n_docs)
@@ -251,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--skip-real", action="store_true")
     args = ap.parse_args(argv)
-    from scholar_es.engine.node import embedded_client
+    from scholar_es.engine.rest.transport import embedded_client
 
     def log(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)

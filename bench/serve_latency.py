@@ -124,7 +124,7 @@ def main() -> None:
     from querybuilder.dsl import build_search
     from querybuilder.plan import make_plan
     from querybuilder.run import embed_question, search
-    from scholar_es.engine.node import embedded_client
+    from scholar_es.engine.rest.transport import embedded_client
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-serve-"))
     engine_dir = tmp / "engine"

@@ -65,8 +65,8 @@ def run(args, tmp: Path) -> dict:
     import engine_latency as el  # noqa: PLC0415
     from elasticsearch import helpers  # noqa: PLC0415
 
-    import scholar_es.engine.core as new_core  # noqa: PLC0415
-    import scholar_es.engine.node as new_node  # noqa: PLC0415
+    import scholar_es.engine.index.indices as new_core  # noqa: PLC0415
+    import scholar_es.engine.rest.transport as new_node  # noqa: PLC0415
 
     try:
         from threadpoolctl import threadpool_limits  # noqa: PLC0415

@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from scholar_es.engine.tokenizer import standard_tokenize
+from scholar_es.engine.analysis.tokenizer import standard_tokenize
 
 SHAPES = {
     "letters": lambda n: "a" * n,

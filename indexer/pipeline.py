@@ -27,7 +27,7 @@ from indexer.chunker import chunk_paper
 from indexer.embedder import Embedder
 from indexer.models import Chunk, Paper
 from indexer.readers import read_papers
-from scholar_es.engine.hnsw import GRAPH_THRESHOLD
+from scholar_es.engine.index.hnsw import GRAPH_THRESHOLD
 from scholar_es.errors import ConfigError, InputError
 
 EMBED_BATCH = 64  # chunks embedded per model call: large enough to keep the model busy

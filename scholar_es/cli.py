@@ -252,7 +252,7 @@ def console_cmd(file, target) -> None:
     when any request failed.
     """
     from scholar_es.client import connect
-    from scholar_es.engine.console import run_console
+    from scholar_es.engine.rest.console import run_console
 
     es = _run(lambda: connect(target or default_target(), must_exist=not is_url(target or default_target())))
     sys.exit(1 if run_console(es, file, sys.stdout) else 0)

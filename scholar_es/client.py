@@ -142,7 +142,7 @@ def connect(target: str | None = None, *, must_exist: bool = False):
             f"no embedded engine at {target!r}; index papers there first (scholar-es index ... "
             f"--es {target}) or pass --es with the right directory or URL"
         )
-    from scholar_es.engine.node import embedded_client
+    from scholar_es.engine.rest.transport import embedded_client
 
     try:
         return embedded_client(path)

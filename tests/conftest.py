@@ -13,7 +13,7 @@ REPO = Path(__file__).resolve().parents[1]
 @pytest.fixture
 def tmp_engine(tmp_path):
     """An ``elasticsearch.Elasticsearch`` client backed by a fresh embedded engine in ``tmp_path``."""
-    from scholar_es.engine.node import embedded_client
+    from scholar_es.engine.rest.transport import embedded_client
 
     es = embedded_client(tmp_path / "engine")
     yield es
@@ -42,7 +42,7 @@ def served_demo(tmp_path_factory):
 
     from indexer.embedder import Embedder
     from indexer.pipeline import IndexRun
-    from scholar_es.engine.node import embedded_client
+    from scholar_es.engine.rest.transport import embedded_client
 
     path = tmp_path_factory.mktemp("served") / "engine"
     es = embedded_client(path)

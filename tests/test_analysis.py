@@ -11,7 +11,7 @@ import random
 
 import pytest
 
-from scholar_es.engine.analysis import (
+from scholar_es.engine.analysis.analyzers import (
     BUILTIN_ANALYZERS,
     ENGLISH_STOP_WORDS,
     build_analyzer,
@@ -20,8 +20,8 @@ from scholar_es.engine.analysis import (
     lowercase,
     porter_stem,
 )
+from scholar_es.engine.analysis.tokenizer import letter_tokenize, standard_tokenize, whitespace_tokenize
 from scholar_es.engine.errors import EsError
-from scholar_es.engine.tokenizer import letter_tokenize, standard_tokenize, whitespace_tokenize
 
 DOC_TEXT = "The 2 QUICK Brown-Foxes jumped over the lazy dog's bone."
 
@@ -630,7 +630,7 @@ def test_ascii_patterns_tokenize_ascii_text_as_the_full_ones():
     """ASCII text goes through the StandardTokenizer patterns restricted to ASCII (tokenizer._cc
     ascii_only: compiled in milliseconds instead of ~0.35 s per process); on ASCII text they
     must match exactly what the full patterns match."""
-    from scholar_es.engine import tokenizer as tok
+    from scholar_es.engine.analysis import tokenizer as tok
 
     rng = random.Random(11)
     alphabet = [chr(c) for c in range(128)]

@@ -16,7 +16,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 
-from scholar_es.engine.console import run_console
+from scholar_es.engine.rest.console import run_console
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -149,7 +149,7 @@ def _reader(stream, q: queue.Queue) -> None:
 
 def test_pipe_one_request_at_a_time(tmp_path):
     code = (
-        "import sys\nfrom scholar_es.engine.console import run_console\nfrom scholar_es.engine.node import embedded_client\n"
+        "import sys\nfrom scholar_es.engine.rest.console import run_console\nfrom scholar_es.engine.rest.transport import embedded_client\n"
         f"sys.exit(min(run_console(embedded_client({str(tmp_path / 'eng')!r}), sys.stdin, sys.stdout), 1))\n"
     )
     env = {**os.environ, "PYTHONPATH": str(REPO)}
@@ -196,13 +196,13 @@ def test_pipe_one_request_at_a_time(tmp_path):
 
 
 class _EsOverHttp(BaseHTTPRequestHandler):
-    """Serves engine.rest.handle over HTTP, so the client's real HTTP transport (headers,
+    """Serves engine.rest.handler.handle over HTTP, so the client's real HTTP transport (headers,
     compatibility mimetypes, NDJSON bodies) is exercised as against a cluster."""
 
     engine = None
 
     def _serve(self) -> None:
-        from scholar_es.engine.rest import handle
+        from scholar_es.engine.rest.handler import handle
 
         parts = urlsplit(self.path)
         raw = self.rfile.read(int(self.headers.get("content-length") or 0))
@@ -242,8 +242,8 @@ def _strip_took(obj):
 def test_same_output_over_http(tmp_path):
     from elasticsearch import Elasticsearch
 
-    from scholar_es.engine.core import open_engine
-    from scholar_es.engine.node import embedded_client
+    from scholar_es.engine.index.indices import open_engine
+    from scholar_es.engine.rest.transport import embedded_client
 
     handler = type("H", (_EsOverHttp,), {"engine": open_engine(tmp_path / "http")})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)

@@ -15,7 +15,7 @@ import pytest
 
 from indexer.embedder import Embedder
 from indexer.pipeline import IndexRun
-from scholar_es.engine.node import embedded_client
+from scholar_es.engine.rest.transport import embedded_client
 
 DEMO = Path(__file__).resolve().parents[1] / "scripts" / "demo_papers.jsonl"
 ES_IMAGE = os.environ.get("SCHOLAR_ES_IMAGE", "docker.elastic.co/elasticsearch/elasticsearch:8.15.3")

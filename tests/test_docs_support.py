@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from scholar_es.engine import aggregations, fusion, highlight, search
+from scholar_es.engine.search import aggregations, fusion, highlight
+from scholar_es.engine.search import execute as search
 
 ROOT = Path(__file__).resolve().parents[1]
 SEMANTICS = (ROOT / "docs" / "es-semantics.md").read_text()

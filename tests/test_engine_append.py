@@ -22,11 +22,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from scholar_es.engine import core, segment
-from scholar_es.engine.core import Engine
-from scholar_es.engine.node import embedded_client
-from scholar_es.engine.rest import handle as rest_handle
-from scholar_es.engine.segment import ParsedDoc
+from scholar_es.engine.index import indices as core
+from scholar_es.engine.index import segment
+from scholar_es.engine.index.indices import Engine
+from scholar_es.engine.index.segment import ParsedDoc
+from scholar_es.engine.rest.handler import handle as rest_handle
+from scholar_es.engine.rest.transport import embedded_client
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {"PYTHONPATH": str(ROOT)}
@@ -170,7 +171,7 @@ def test_the_full_save_switch_writes_a_base_every_time(tmp_path, monkeypatch):
 
 
 def _parsed(handle, seq: int, doc_id: str, doc: dict) -> ParsedDoc:
-    from scholar_es.engine.segment import parse_document
+    from scholar_es.engine.index.segment import parse_document
 
     return parse_document(handle.mapping, handle.analysis, seq, doc_id, doc)
 
@@ -219,7 +220,7 @@ def test_an_old_snapshot_is_unchanged_by_appends_and_branches_copy(tmp_path):
 
 WRITER = textwrap.dedent("""
     import sys
-    from scholar_es.engine.node import embedded_client
+    from scholar_es.engine.rest.transport import embedded_client
     es = embedded_client(sys.argv[1])
     if not es.indices.exists(index="p"):
         es.indices.create(index="p", mappings={mapping!r})

@@ -1,4 +1,4 @@
-"""The range checks of an open read facts about each integer array (engine/array_stats.py).
+"""The range checks of an open read facts about each integer array (engine/index/array_stats.py).
 
 The writer records them beside each array's CRC32; a commit point written before that gets them
 computed from the arrays at load. Expected values come from numpy's reductions and Python's
@@ -22,11 +22,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scholar_es.engine import commit
-from scholar_es.engine.array_stats import ArrayStats
-from scholar_es.engine.core import Engine
-from scholar_es.engine.node import embedded_client
-from scholar_es.engine.rest import handle as rest_handle
+from scholar_es.engine.index import commit
+from scholar_es.engine.index.array_stats import ArrayStats
+from scholar_es.engine.index.indices import Engine
+from scholar_es.engine.rest.handler import handle as rest_handle
+from scholar_es.engine.rest.transport import embedded_client
 
 
 @settings(max_examples=200, deadline=None)

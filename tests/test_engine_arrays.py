@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from elasticsearch import BadRequestError
 
-from scholar_es.engine.node import embedded_client
+from scholar_es.engine.rest.transport import embedded_client
 
 
 @pytest.fixture

@@ -73,7 +73,7 @@ def fox_title(dl):
 
 @pytest.fixture(scope="module")
 def es(tmp_path_factory):
-    from scholar_es.engine.node import embedded_client
+    from scholar_es.engine.rest.transport import embedded_client
 
     client = embedded_client(tmp_path_factory.mktemp("bm25"))
     client.indices.create(
@@ -115,7 +115,7 @@ def approx(d: dict[str, float]):
 
 def test_analysis_assumptions(es):
     """The lengths used below: checked through the mapping's analyzers, not assumed."""
-    from scholar_es.engine.analysis import get_analyzer
+    from scholar_es.engine.analysis.analyzers import get_analyzer
 
     english, standard = get_analyzer("english", None), get_analyzer("standard", None)
     assert english("The foxes are running")[:2] == ["fox", "run"]
@@ -270,7 +270,7 @@ def test_unmapped_field_matches_nothing(es):
 
 # --- custom BM25 parameters: index.similarity ------------------------------------------------
 def test_custom_similarity_default_and_per_field(tmp_path):
-    from scholar_es.engine.node import embedded_client
+    from scholar_es.engine.rest.transport import embedded_client
 
     es = embedded_client(tmp_path)
     # "default" replaces every field's similarity; a field may name another one, or the built-in BM25
@@ -343,7 +343,7 @@ def test_custom_similarity_default_and_per_field(tmp_path):
 def test_bad_similarities_are_refused(tmp_path, settings, mapping, reason):
     from elasticsearch import BadRequestError
 
-    from scholar_es.engine.node import embedded_client
+    from scholar_es.engine.rest.transport import embedded_client
 
     es = embedded_client(tmp_path)
     with pytest.raises(BadRequestError) as err:

@@ -15,11 +15,11 @@ import pytest
 from elasticsearch import BadRequestError, NotFoundError, helpers
 from elasticsearch.serializer import JsonSerializer
 
-from scholar_es.engine import store as store_mod
 from scholar_es.engine import xcontent
-from scholar_es.engine.analysis import get_analyzer
-from scholar_es.engine.client_json import EngineJsonSerializer
+from scholar_es.engine.analysis.analyzers import get_analyzer
 from scholar_es.engine.errors import EsError
+from scholar_es.engine.index import store as store_mod
+from scholar_es.engine.rest.client_json import EngineJsonSerializer
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -289,7 +289,7 @@ def embedder():
 
 def _index(path, embedder, ahead):
     from indexer.pipeline import IndexRun
-    from scholar_es.engine.node import embedded_client
+    from scholar_es.engine.rest.transport import embedded_client
 
     es = embedded_client(path)
     summary = IndexRun(es, embedder, embed_ahead=ahead).run([REPO / "scripts" / "demo_papers.jsonl"], "jsonl")
@@ -334,7 +334,7 @@ class _Fails:
 
 def test_an_error_while_embedding_ahead_reaches_the_caller_with_its_place(tmp_path):
     from indexer.pipeline import EMBED_BATCH, IndexRun
-    from scholar_es.engine.node import embedded_client
+    from scholar_es.engine.rest.transport import embedded_client
 
     src = tmp_path / "p.jsonl"
     src.write_text(

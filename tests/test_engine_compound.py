@@ -40,7 +40,7 @@ def match(term):
 
 @pytest.fixture(scope="module")
 def es(tmp_path_factory):
-    from scholar_es.engine.node import embedded_client
+    from scholar_es.engine.rest.transport import embedded_client
 
     client = embedded_client(tmp_path_factory.mktemp("compound"))
     client.indices.create(

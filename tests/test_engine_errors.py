@@ -9,7 +9,7 @@ from elasticsearch import ApiError, BadRequestError, NotFoundError, helpers
 
 @pytest.fixture(scope="module")
 def es(tmp_path_factory):
-    from scholar_es.engine.node import embedded_client
+    from scholar_es.engine.rest.transport import embedded_client
 
     client = embedded_client(tmp_path_factory.mktemp("errors"))
     client.indices.create(
@@ -403,7 +403,7 @@ def test_msearch_item_that_crashes_is_that_items_500(es, monkeypatch, caplog):
     # Elasticsearch's TransportMultiSearchAction answers each item on its own: a failed item carries
     # its own error and status, the response is 200 and the other items are unaffected.  Fault
     # injection: the search of one item raises an exception the engine does not expect.
-    from scholar_es.engine import rest
+    from scholar_es.engine.rest import handler as rest
 
     real = rest.search_one
 

@@ -45,7 +45,7 @@ MATCHED = {"d1": [2, 5], "d2": [], "d3": [3, 5]}  # weights of the matching func
 
 @pytest.fixture(scope="module")
 def es(tmp_path_factory):
-    from scholar_es.engine.node import embedded_client
+    from scholar_es.engine.rest.transport import embedded_client
 
     client = embedded_client(tmp_path_factory.mktemp("functions"))
     client.indices.create(

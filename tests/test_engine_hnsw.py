@@ -1,4 +1,4 @@
-"""Approximate kNN through the HNSW graph (engine/hnsw.py) on fields above the graph threshold.
+"""Approximate kNN through the HNSW graph (engine/index/hnsw.py) on fields above the graph threshold.
 
 References are computed here in float64 from Elasticsearch's similarity -> score formulas
 (docs/es-semantics.md §7: cosine (1 + cos) / 2, dot_product (1 + dot) / 2, l2_norm 1 / (1 + d²)),
@@ -21,8 +21,8 @@ import numpy as np
 import pytest
 from elasticsearch import helpers
 
-from scholar_es.engine import hnsw
-from scholar_es.engine.node import embedded_client
+from scholar_es.engine.index import hnsw
+from scholar_es.engine.rest.transport import embedded_client
 
 N, D, CLUSTERS = 20_000, 32, 64
 RNG = np.random.default_rng(20241124)
@@ -114,8 +114,8 @@ def test_graph_recall_and_exact_scores(es, index, similarity, vecs):
 
 
 def test_graph_is_used_above_the_threshold(es):
-    from scholar_es.engine.hnsw import graph_params
-    from scholar_es.engine.mapping import Mapping
+    from scholar_es.engine.index.hnsw import graph_params
+    from scholar_es.engine.index.mapping import Mapping
 
     for index in ("h", "i8", "dot", "l2"):
         assert _graph(es, index) is not None  # built when the refresh wrote the base
@@ -212,8 +212,8 @@ def _in_subprocess(path: Path, n_queries: int, body: str = "", env: dict | None 
             f"""
         import json
         import numpy as np
-        from scholar_es.engine import hnsw
-        from scholar_es.engine.node import embedded_client
+        from scholar_es.engine.index import hnsw
+        from scholar_es.engine.rest.transport import embedded_client
         queries = np.array(json.loads({json.dumps(QUERIES[:n_queries].tolist())!r}), dtype=np.float32)
         es = embedded_client({str(path)!r})
         out = {{}}
@@ -336,7 +336,7 @@ def test_a_merge_extends_the_graph_and_a_crash_before_it_is_written_loses_nothin
     extended by the new rows, not rebuilt. A process killed after that build, before the commit
     point, leaves the previous commit point; SQLite has every document, the next process answers
     with them (exact beside the old graph) and its closing save extends the graph."""
-    from scholar_es.engine import core
+    from scholar_es.engine.index import indices as core
 
     n0 = 12_000
     es = embedded_client(tmp_path)

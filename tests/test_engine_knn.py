@@ -34,7 +34,7 @@ SQ_DIST = {"d1": 0, "d2": 25, "d3": 2, "d4": 4, "d5": 9}  # from [0, 0]
 
 @pytest.fixture(scope="module")
 def es(tmp_path_factory):
-    from scholar_es.engine.node import embedded_client
+    from scholar_es.engine.rest.transport import embedded_client
 
     client = embedded_client(tmp_path_factory.mktemp("knn"))
     client.indices.create(

@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 from elasticsearch import ApiError, BadRequestError
 
-from scholar_es.engine.console import run_console
-from scholar_es.engine.rest import _ROUTES, handle, route
-from scholar_es.engine.tokenizer import standard_tokenize
+from scholar_es.engine.analysis.tokenizer import standard_tokenize
+from scholar_es.engine.rest.console import run_console
+from scholar_es.engine.rest.handler import _ROUTES, handle, route
 
 REPO = Path(__file__).resolve().parents[1]
 SCHOLAR_ES = Path(sys.executable).with_name("scholar-es")
@@ -84,7 +84,7 @@ class Console:
 @pytest.fixture(scope="module")
 def console(tmp_path_factory):
     engine_dir = tmp_path_factory.mktemp("limits") / "eng"
-    from scholar_es.engine.node import embedded_client
+    from scholar_es.engine.rest.transport import embedded_client
 
     es = embedded_client(engine_dir)  # --es needs an existing engine
     es.indices.create(index="t", mappings={"properties": {"t": {"type": "text"}, "n": {"type": "integer"}}})
@@ -222,7 +222,7 @@ def test_console_5000_field_document(console):
 
 def test_console_bytes_that_are_not_utf8(tmp_path):
     """Before: UnicodeDecodeError traceback, and the requests after it were never answered."""
-    from scholar_es.engine.node import embedded_client
+    from scholar_es.engine.rest.transport import embedded_client
 
     embedded_client(tmp_path / "eng").indices.create(index="x")
     cmd = (
@@ -391,7 +391,7 @@ def test_malformed_values_anywhere_are_400s_never_500s(tmp_path):
     """Every leaf of a few valid bodies replaced by hostile values: each answer is a 200 or a 4xx
     with an Elasticsearch type (the old catch-all turned these into 400 "malformed request";
     without it they would now surface as 500 internal_error), and a 200 is valid JSON."""
-    from scholar_es.engine.core import open_engine
+    from scholar_es.engine.index.indices import open_engine
 
     engine = open_engine(tmp_path)
     handle(
@@ -457,7 +457,7 @@ OTHER_REQUESTS = [
     ("method", "path", "body"), OTHER_REQUESTS, ids=[f"{m} {p}" for m, p, _ in OTHER_REQUESTS]
 )
 def test_malformed_values_in_other_requests_are_never_500s(tmp_path, method, path, body):
-    from scholar_es.engine.core import open_engine
+    from scholar_es.engine.index.indices import open_engine
 
     engine = open_engine(tmp_path)
     setup = OTHER_REQUESTS[0]

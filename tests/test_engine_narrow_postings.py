@@ -16,9 +16,10 @@ import shutil
 import numpy as np
 import pytest
 
-from scholar_es.engine import commit, core, segment
-from scholar_es.engine.core import Engine
-from scholar_es.engine.rest import handle as rest_handle
+from scholar_es.engine.index import commit, segment
+from scholar_es.engine.index import indices as core
+from scholar_es.engine.index.indices import Engine
+from scholar_es.engine.rest.handler import handle as rest_handle
 
 MAPPING = {"properties": {"body": {"type": "text"}, "tag": {"type": "keyword"}}}
 BASE_WORDS = [f"b{i}" for i in range(40)]
@@ -283,7 +284,7 @@ def test_a_saved_array_of_another_integer_type_is_refused(tmp_path, caplog):
 
 
 def test_saved_types_are_the_narrowest_that_hold_the_values():
-    from scholar_es.engine.segment import _narrowed
+    from scholar_es.engine.index.segment import _narrowed
 
     for values, expected in [
         ([0, 255], np.uint8),

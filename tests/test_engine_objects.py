@@ -12,8 +12,8 @@ vanished from the mapping. A PUT _mapping on an existing object merges into it
 
 from __future__ import annotations
 
-from scholar_es.engine.core import Engine
-from scholar_es.engine.rest import handle as rest_handle
+from scholar_es.engine.index.indices import Engine
+from scholar_es.engine.rest.handler import handle as rest_handle
 
 
 def _call(engine: Engine, method: str, path: str, body=None) -> tuple[int, dict]:

@@ -46,7 +46,7 @@ def _hits(resp) -> list[tuple[str, float]]:
 def run_in_subprocess(path: Path, code: str) -> object:
     """Run ``code`` (which has ``es`` and must set ``out``) in a fresh interpreter; its ``out``."""
     script = (
-        "import json, sys\nfrom scholar_es.engine.node import embedded_client\n"
+        "import json, sys\nfrom scholar_es.engine.rest.transport import embedded_client\n"
         f"es = embedded_client({str(path)!r})\n" + textwrap.dedent(code) + "\nprint(json.dumps(out))\n"
     )
     env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
@@ -59,7 +59,7 @@ def run_in_subprocess(path: Path, code: str) -> object:
 
 @pytest.fixture
 def filled(tmp_path):
-    from scholar_es.engine.node import embedded_client
+    from scholar_es.engine.rest.transport import embedded_client
 
     path = tmp_path / "engine"
     es = embedded_client(path)
@@ -72,7 +72,7 @@ def filled(tmp_path):
 
 
 def test_new_client_same_results(filled):
-    from scholar_es.engine.node import embedded_client
+    from scholar_es.engine.rest.transport import embedded_client
 
     path, es = filled
     first = _hits(es.search(index="p", **SEARCH))

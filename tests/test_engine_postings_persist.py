@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from scholar_es.engine.commit import read_commit
-from scholar_es.engine.core import Engine
-from scholar_es.engine.node import embedded_client
-from scholar_es.engine.segment import Segment, _Postings
+from scholar_es.engine.index.commit import read_commit
+from scholar_es.engine.index.indices import Engine
+from scholar_es.engine.index.segment import Segment, _Postings
+from scholar_es.engine.rest.transport import embedded_client
 
 QUERIES = [
     {"match": {"title": "graph neural"}},

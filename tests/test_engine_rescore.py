@@ -29,7 +29,7 @@ B_ON_X = {"script_score": {"query": {"term": {"tag": "x"}}, "script": {"source":
 
 @pytest.fixture(scope="module")
 def es(tmp_path_factory):
-    from scholar_es.engine.node import embedded_client
+    from scholar_es.engine.rest.transport import embedded_client
 
     client = embedded_client(tmp_path_factory.mktemp("rescore"))
     client.indices.create(
@@ -207,7 +207,7 @@ def test_explain_shows_both_weights(es):
 
 @pytest.fixture(scope="module")
 def products(tmp_path_factory):
-    from scholar_es.engine.node import embedded_client
+    from scholar_es.engine.rest.transport import embedded_client
 
     client = embedded_client(tmp_path_factory.mktemp("rescore-collapse"))
     client.indices.create(

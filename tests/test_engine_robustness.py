@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from elasticsearch import BadRequestError, helpers
 
-from scholar_es.engine.node import embedded_client
+from scholar_es.engine.rest.transport import embedded_client
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -89,7 +89,7 @@ def test_two_processes_writing_one_engine(tmp_path):
     script = textwrap.dedent("""
         import sys
         from elasticsearch import helpers
-        from scholar_es.engine.node import embedded_client
+        from scholar_es.engine.rest.transport import embedded_client
         es = embedded_client(sys.argv[1])
         tag = sys.argv[2]
         for batch in range(5):

@@ -42,7 +42,7 @@ GRAPH = {"match": {"title": "graph"}}
 
 @pytest.fixture(scope="module")
 def es(tmp_path_factory):
-    from scholar_es.engine.node import embedded_client
+    from scholar_es.engine.rest.transport import embedded_client
 
     client = embedded_client(tmp_path_factory.mktemp("search"))
     client.indices.create(
@@ -250,7 +250,7 @@ def test_source_filtering(es):
 def big(tmp_path_factory):
     from elasticsearch import helpers
 
-    from scholar_es.engine.node import embedded_client
+    from scholar_es.engine.rest.transport import embedded_client
 
     client = embedded_client(tmp_path_factory.mktemp("big"))
     client.indices.create(index="big", mappings={"properties": {"k": {"type": "keyword"}}})

@@ -19,8 +19,8 @@ from elasticsearch import ApiError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scholar_es.engine.node import embedded_client
-from scholar_es.engine.store import PAGE_SIZE, SOURCE_COMPRESS_MIN, pack_source, unpack_source
+from scholar_es.engine.index.store import PAGE_SIZE, SOURCE_COMPRESS_MIN, pack_source, unpack_source
+from scholar_es.engine.rest.transport import embedded_client
 
 MAPPING = {
     "properties": {
@@ -241,8 +241,8 @@ def test_reads_after_a_damaged_source_see_later_writes(tmp_path):
     script = """
 import gc, json, sys
 gc.disable()
-from scholar_es.engine.core import open_engine
-from scholar_es.engine.rest import handle
+from scholar_es.engine.index.indices import open_engine
+from scholar_es.engine.rest.handler import handle
 engine = open_engine(sys.argv[1])
 out = [handle(engine, "POST", "/j/_count", {}, None)[1]["count"]]
 status, body = handle(engine, "POST", "/c/_search", {}, {})

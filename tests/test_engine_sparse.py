@@ -1,4 +1,4 @@
-"""The sparse query path (engine/sparse.py) against the dense one it replaces.
+"""The sparse query path (engine/query/sparse.py) against the dense one it replaces.
 
 The dense path (every clause over N-length arrays) is kept behind ``use_sparse(False)`` as the
 reference: on random corpora and random query trees both must give the same hits, in the same
@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scholar_es.engine import sparse
+from scholar_es.engine.query import sparse
 
 WORDS = ["graph", "neural", "model", "data", "protein", "cell", "gene", "tree", "the", "of"]
 KEYS = ["A", "B", "C", "D"]
@@ -22,7 +22,7 @@ FIELDS = ["t", "u", "k"]
 
 @pytest.fixture(scope="module")
 def es(tmp_path_factory):
-    from scholar_es.engine.node import embedded_client
+    from scholar_es.engine.rest.transport import embedded_client
 
     client = embedded_client(tmp_path_factory.mktemp("sparse"))
     for seed, n_docs in ((1, 40), (2, 150)):

@@ -1,4 +1,4 @@
-"""Appending to a mapped base keeps the base in place (engine/segment.py ``_Split``).
+"""Appending to a mapped base keeps the base in place (engine/index/segment.py ``_Split``).
 
 Opening a commit point with deltas, or appending to a freshly opened base, used to copy every
 big column (vector matrix, postings) into a growable buffer. Now the mapped array stays the base
@@ -16,9 +16,9 @@ import shutil
 import numpy as np
 import pytest
 
-from scholar_es.engine import hnsw, segment
-from scholar_es.engine.core import Engine
-from scholar_es.engine.rest import handle as rest_handle
+from scholar_es.engine.index import hnsw, segment
+from scholar_es.engine.index.indices import Engine
+from scholar_es.engine.rest.handler import handle as rest_handle
 
 WORDS = ["graph", "neural", "model", "data", "protein", "cell", "gene", "tree", "the", "of"]
 MAPPING = {

@@ -27,9 +27,9 @@ from pathlib import Path
 import pytest
 from elasticsearch import helpers
 
-from scholar_es.engine.core import Engine
-from scholar_es.engine.node import embedded_client
-from scholar_es.engine.rest import handle as rest_handle
+from scholar_es.engine.index.indices import Engine
+from scholar_es.engine.rest.handler import handle as rest_handle
+from scholar_es.engine.rest.transport import embedded_client
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
@@ -66,7 +66,7 @@ QUERIES = [
 WRITER = textwrap.dedent("""
     import random, sys
     from elasticsearch import helpers
-    from scholar_es.engine.node import embedded_client
+    from scholar_es.engine.rest.transport import embedded_client
 
     WORDS = {words!r}
 
@@ -171,7 +171,7 @@ def test_real_kills_mid_write_and_save(tmp_path):
     loop = textwrap.dedent("""
         import random, sys
         from elasticsearch import helpers
-        from scholar_es.engine.node import embedded_client
+        from scholar_es.engine.rest.transport import embedded_client
         es = embedded_client(sys.argv[1])
         if not es.indices.exists(index="p"):
             es.indices.create(index="p", mappings=%r)
@@ -359,7 +359,7 @@ def test_old_generations_and_snapshots_are_freed(tmp_path):
     assert es.count(index="g")["count"] == 6
     old_dir = _cache_dir(path)
     recreate = (
-        "import sys\nfrom scholar_es.engine.node import embedded_client\nes = embedded_client(sys.argv[1])\n"
+        "import sys\nfrom scholar_es.engine.rest.transport import embedded_client\nes = embedded_client(sys.argv[1])\n"
         "es.indices.delete(index='g')\nes.index(index='g', id='new', document={'t': 'y'}, refresh=True)\n"
     )
     subprocess.run([sys.executable, "-c", recreate, str(path)], env=ENV, check=True, timeout=60)
@@ -495,7 +495,7 @@ def test_parallel_bulk_counts_exactly_while_another_thread_searches(tmp_path):
 TWO_WRITERS = textwrap.dedent("""
     import sys
     from elasticsearch import helpers
-    from scholar_es.engine.node import embedded_client
+    from scholar_es.engine.rest.transport import embedded_client
     es = embedded_client(sys.argv[1])
     tag = sys.argv[2]
     for batch in range(4):
@@ -549,7 +549,7 @@ def test_reader_never_sees_a_half_state_of_another_process(tmp_path):
     writer = textwrap.dedent(f"""
         import sys
         from elasticsearch import helpers
-        from scholar_es.engine.node import embedded_client
+        from scholar_es.engine.rest.transport import embedded_client
         es = embedded_client(sys.argv[1])
         for r in range(1, 40):
             helpers.bulk(es, ({{"_index": "r", "_id": str(i), "doc": i, "round": r, "title": f"w{{r}}"}}
@@ -619,14 +619,14 @@ def test_verifying_a_commit_point_leaves_its_pages_out_of_the_resident_set(tmp_p
     set after opening stays far below it, and the arrays still read back exactly."""
     import numpy as np
 
-    from scholar_es.engine.commit import write_commit
+    from scholar_es.engine.index.commit import write_commit
 
     big = np.arange(24 * 1024 * 1024, dtype=np.int64)  # 192 MB
     write_commit(tmp_path, [big, np.arange(10, dtype=np.int64)], {"what": "test"})
     code = f"""
 import numpy as np
 from pathlib import Path
-from scholar_es.engine.commit import open_commit
+from scholar_es.engine.index.commit import open_commit
 def rss():
     return int(open("/proc/self/statm").read().split()[1]) * 4096
 before = rss()

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from elasticsearch import BadRequestError, NotFoundError
 
-from scholar_es.engine.node import embedded_client
-from scholar_es.engine.templates import render_string
+from scholar_es.engine.rest.transport import embedded_client
+from scholar_es.engine.search.templates import render_string
 
 
 @pytest.fixture()

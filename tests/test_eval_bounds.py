@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from scholar_es.cli import main
-from scholar_es.engine.node import embedded_client
+from scholar_es.engine.rest.transport import embedded_client
 from scholar_es.errors import ConfigError
 from scholar_es.evaluation.command import run_eval, run_tune
 

@@ -23,7 +23,7 @@ def test_qasper_first_papers_scope_paper_end_to_end(shared_data, tmp_path):
     """Five validation papers and their questions, indexed with the real model and searched in
     their own paper: lexical and dense retrieval must find evidence far above chance."""
     from indexer.embedder import Embedder
-    from scholar_es.engine.node import embedded_client
+    from scholar_es.engine.rest.transport import embedded_client
 
     ds = load_dataset(shared_data / "qasper", "qasper", "validation", check_corpus=False).first_papers(
         5, tmp_path

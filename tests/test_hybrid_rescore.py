@@ -100,7 +100,7 @@ def test_window_is_at_least_the_page_and_zero_turns_it_off():
 
 @pytest.fixture(scope="module")
 def es(tmp_path_factory):
-    from scholar_es.engine.node import embedded_client
+    from scholar_es.engine.rest.transport import embedded_client
 
     client = embedded_client(tmp_path_factory.mktemp("hybrid-rescore"))
     build_index(client, CORPUS)
@@ -150,7 +150,7 @@ def test_every_hit_carries_both_signals(es, window):
 
 
 def test_console_text_of_the_default_hybrid_runs(es):
-    from scholar_es.engine.console import run_console
+    from scholar_es.engine.rest.console import run_console
 
     vec = EMB.encode([QUESTION])[0]
     for strategy in ("hybrid", "sections"):

@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from scholar_es.cli import main
-from scholar_es.engine.node import embedded_client
+from scholar_es.engine.rest.transport import embedded_client
 
 pytestmark = pytest.mark.slow
 

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from indexer.pipeline import IndexRun
 from scholar_es.cli import main
-from scholar_es.engine.node import embedded_client
+from scholar_es.engine.rest.transport import embedded_client
 
 
 class Bow:

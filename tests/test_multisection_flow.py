@@ -18,7 +18,7 @@ from indexer.pipeline import IndexRun
 from querybuilder.dsl import build_search
 from querybuilder.intent import analyze
 from querybuilder.plan import make_plan
-from scholar_es.engine.console import run_console
+from scholar_es.engine.rest.console import run_console
 from scholar_es.errors import ConfigError, ScholarEsError
 from scholar_es.multisection.aggregate import MIN_QUOTE_CHARS
 from scholar_es.multisection.decompose import offline_breakdown
@@ -107,7 +107,7 @@ def embedder():
 @pytest.fixture(scope="session")
 def ms_engine(tmp_path_factory, shared_data, embedder):
     """An embedded engine holding QASPER papers, the demo corpus and the short-quote papers."""
-    from scholar_es.engine.node import embedded_client
+    from scholar_es.engine.rest.transport import embedded_client
 
     src = shared_data / "qasper" / "papers_validation.jsonl"
     if not src.is_file():

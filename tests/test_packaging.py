@@ -69,7 +69,7 @@ def test_version_option_matches_the_metadata():
 
 def test_importing_the_engine_does_not_load_the_whole_api():
     code = (
-        "import sys, scholar_es.engine.node\n"
+        "import sys, scholar_es.engine.rest.transport\n"
         "print(sorted(m for m in ('querybuilder.run', 'indexer.pipeline', 'torch') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -1,4 +1,4 @@
-"""Tests for the embedded engine's Painless score-expression interpreter (engine/painless.py).
+"""Tests for the embedded engine's Painless score-expression interpreter (engine/script/painless.py).
 
 Expected values are worked out by hand from Java/Painless semantics and the Elasticsearch sources
 (ScoreScriptUtils, VectorScoreScriptUtils, DenseVector.checkDimensions, ScriptDocValues).
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from scholar_es.engine.errors import EsError
-from scholar_es.engine.painless import CompiledScript, compile_script
+from scholar_es.engine.script.painless import CompiledScript, compile_script
 
 
 class ArrayScriptContext:

@@ -65,7 +65,7 @@ class FakeEmbedder:
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
-    from scholar_es.engine.node import embedded_client
+    from scholar_es.engine.rest.transport import embedded_client
 
     root = tmp_path_factory.mktemp("projection")
     data = root / "toy"
@@ -235,7 +235,7 @@ def test_training_errors_name_the_fix(world, tmp_path):
         ConfigError, match="qrels of split 'test' file .* does not exist; splits found: 'train'"
     ):
         train_heads(es, data, fmt="beir", split="test", prefix="t-", embedder=emb)
-    from scholar_es.engine.node import embedded_client
+    from scholar_es.engine.rest.transport import embedded_client
 
     other = embedded_client(tmp_path / "e2")  # the corpus without the judged papers
     IndexRun(other, emb, prefix="t-").run([_corpus_without(tmp_path, data, "A", "B")], "beir")

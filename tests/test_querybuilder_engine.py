@@ -159,7 +159,7 @@ def build_index(es, docs, *, prefix="", dims=4, model="fake-4", embedder=EMB):
 
 @pytest.fixture(scope="module")
 def es(tmp_path_factory):
-    from scholar_es.engine.node import embedded_client
+    from scholar_es.engine.rest.transport import embedded_client
 
     client = embedded_client(tmp_path_factory.mktemp("qb") / "engine")
     build_index(client, CORPUS)
@@ -290,7 +290,7 @@ def test_missing_index_is_a_config_error(es):
 
 # --- rendering runs ------------------------------------------------------------------------
 def test_console_text_runs_in_scholar_es_console(es):
-    from scholar_es.engine.console import run_console
+    from scholar_es.engine.rest.console import run_console
 
     vec = EMB.encode(["How is the named entity tagger trained?"])[0]
     for strategy in STRATEGIES:
@@ -329,7 +329,7 @@ def test_stored_template_gives_the_same_hits(es, strategy):
 
 
 def test_template_console_text_runs(es):
-    from scholar_es.engine.console import run_console
+    from scholar_es.engine.rest.console import run_console
 
     plan = make_plan("How is the named entity tagger trained?", strategy="sections")
     text = to_template(plan, EMB.encode([plan.question])[0])
@@ -371,7 +371,7 @@ QASPER_METHOD, QASPER_INTRO = f"{QASPER_PAPER}#2.0", f"{QASPER_PAPER}#0.3"  # ev
 
 def qasper_ranks(tmp_path, shared_data, embedder):
     from indexer.pipeline import IndexRun
-    from scholar_es.engine.node import embedded_client
+    from scholar_es.engine.rest.transport import embedded_client
 
     papers = shared_data / "qasper" / "papers_validation.jsonl"
     line = next((x for x in papers.open() if json.loads(x)["paper_id"] == QASPER_PAPER), None)

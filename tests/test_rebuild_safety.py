@@ -21,7 +21,7 @@ import pytest
 
 from indexer import layout
 from indexer.pipeline import FAULT_ENV
-from scholar_es.engine.node import embedded_client
+from scholar_es.engine.rest.transport import embedded_client
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -32,7 +32,7 @@ SCRIPT = textwrap.dedent(
     import hashlib, sys, time
     import numpy as np
     from indexer.pipeline import IndexRun
-    from scholar_es.engine.node import embedded_client
+    from scholar_es.engine.rest.transport import embedded_client
 
     class Bow:
         name, dims, encode_seconds = "fake-bow-16", 16, 0.0
@@ -82,7 +82,7 @@ def _build_state(target: Path, index: str) -> str:
     """``_meta.build_state`` as a fresh process reads it (an open engine in this process keeps the
     mapping it loaded; another process's ``_mapping`` update is not reloaded)."""
     code = (
-        "import sys; from indexer import layout; from scholar_es.engine.node import embedded_client; "
+        "import sys; from indexer import layout; from scholar_es.engine.rest.transport import embedded_client; "
         "print(layout.index_meta(embedded_client(sys.argv[1]), sys.argv[2])['build_state'])"
     )
     return subprocess.run(

@@ -25,7 +25,7 @@ import pytest
 import yaml
 from elasticsearch import ApiError
 
-from scholar_es.engine.node import embedded_client
+from scholar_es.engine.rest.transport import embedded_client
 
 HERE = Path(__file__).parent / "rest_api"
 

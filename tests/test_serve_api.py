@@ -362,7 +362,7 @@ def test_sigterm_lets_the_request_in_flight_finish(tmp_path):
         assert code in (0, -signal.SIGTERM)
         server.stop()
         assert any("Waiting for application shutdown" in line for line in server.log), server.log
-    from scholar_es.engine.node import embedded_client
+    from scholar_es.engine.rest.transport import embedded_client
 
     es = embedded_client(tmp_path / "engine")
     assert es.count(index="many")["count"] == docs

@@ -19,7 +19,7 @@ from toyworld import DOCS, EXPECTED, HEADS, PREFIX, QUESTION, build_world
 from querybuilder import strategies
 from querybuilder.render import show_query
 from querybuilder.run import search
-from scholar_es.engine.node import embedded_client
+from scholar_es.engine.rest.transport import embedded_client
 
 pytestmark = pytest.mark.slow
 

@@ -21,8 +21,8 @@ from toyworld import DOCS, EXPECTED, HEADS, PREFIX, QUESTION, build_world
 from querybuilder import strategies
 from querybuilder.run import search
 from scholar_es.cli import main
-from scholar_es.engine.console import run_console
-from scholar_es.engine.node import embedded_client
+from scholar_es.engine.rest.console import run_console
+from scholar_es.engine.rest.transport import embedded_client
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from indexer.embedder import Embedder
 from indexer.pipeline import IndexRun
-from scholar_es.engine.node import embedded_client
+from scholar_es.engine.rest.transport import embedded_client
 
 DOCS = {
     "aspirin": (

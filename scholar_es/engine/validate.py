@@ -4,7 +4,7 @@ Elasticsearch's ``SearchSourceBuilder.parseXContent`` reads each top-level key w
 type it expects and refuses anything else with a 400; the embedded engine's search code reads
 these values late (while ranking or rendering), so their JSON types are checked here, once, and
 a value of the wrong type is a ``parsing_exception`` naming the key and the value instead of an
-exception deep inside the engine.  Query clauses are checked by :mod:`engine.queries` as they
+exception deep inside the engine.  Query clauses are checked by :mod:`engine.query.dsl` as they
 are parsed; retriever trees are walked here for the same scalar checks.  The other routes' bodies
 (create index, mappings, aliases, bulk metadata, msearch headers, scripts, templates) get the same
 treatment below.  Anything these checks miss and the engine trips over is a 500 ``internal_error``

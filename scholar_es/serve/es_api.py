@@ -1,6 +1,6 @@
 """Elasticsearch's REST API at the root, answered by the embedded engine's own dispatcher.
 
-Every request goes to :func:`scholar_es.engine.rest.handle` (the dispatcher the in-process
+Every request goes to :func:`scholar_es.engine.rest.handler.handle` (the dispatcher the in-process
 transport node and ``scholar-es console`` use); this module only does what HTTP adds:
 
 * content types as Elasticsearch accepts them: ``application/json``, ``application/x-ndjson`` and
@@ -26,7 +26,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from scholar_es.engine.errors import EsError
-from scholar_es.engine.rest import handle
+from scholar_es.engine.rest.handler import handle
 from scholar_es.serve.errors import PRODUCT_HEADER, error_body, error_response
 
 if TYPE_CHECKING:

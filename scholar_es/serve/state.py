@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from scholar_es.client import connect, is_url
-from scholar_es.engine.core import Engine, open_engine
+from scholar_es.engine.index.indices import Engine, open_engine
 
 if TYPE_CHECKING:
     from elasticsearch import Elasticsearch

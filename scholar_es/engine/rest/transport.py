@@ -3,7 +3,7 @@
 With it the official ``elasticsearch.Elasticsearch`` client -- every API method,
 ``elasticsearch.helpers``, ``elasticsearch.dsl`` and its error classes -- runs against the
 embedded engine unchanged: the client serializes the request, this node hands it to
-:func:`engine.rest.handle`, and the client parses the answer as it would a cluster's.
+:func:`engine.rest.handler.handle`, and the client parses the answer as it would a cluster's.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from elastic_transport import ApiResponseMeta, BaseNode, HttpHeaders, NodeConfig
 from elastic_transport._node._base import NodeApiResponse
 
 from scholar_es.engine import xcontent
-from scholar_es.engine.core import open_engine
 from scholar_es.engine.errors import EsError, internal_error
-from scholar_es.engine.rest import handle
+from scholar_es.engine.index.indices import open_engine
+from scholar_es.engine.rest.handler import handle
 
 EMBEDDED_HOST = "embedded.invalid"  # a reserved name: never resolvable, never contacted
 
@@ -108,10 +108,10 @@ class EmbeddedNode(BaseNode):
 
 def embedded_client(path: str | Path, **kwargs):
     """An ``elasticsearch.Elasticsearch`` client backed by the engine in ``path``; its JSON
-    serializer is :class:`engine.client_json.EngineJsonSerializer` unless ``kwargs`` name one."""
+    serializer is :class:`engine.rest.client_json.EngineJsonSerializer` unless ``kwargs`` name one."""
     from elasticsearch import Elasticsearch
 
-    from scholar_es.engine.client_json import EngineJsonSerializer
+    from scholar_es.engine.rest.client_json import EngineJsonSerializer
 
     config = NodeConfig("http", EMBEDDED_HOST, 9200, _extras={"engine_path": str(Path(path).expanduser())})
     if "serializer" not in kwargs and "serializers" not in kwargs:

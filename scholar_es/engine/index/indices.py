@@ -1,12 +1,12 @@
 """The embedded engine: indices, aliases and documents in one directory.
 
 :class:`Engine` owns the store and one :class:`IndexHandle` per index. A handle publishes
-immutable :class:`~engine.segment.Segment` snapshots: a search pins one read transaction of
+immutable :class:`~engine.index.segment.Segment` snapshots: a search pins one read transaction of
 SQLite and the snapshot that reflects exactly that state (the index's write generation), so
 its hits and their ``_source`` come from one point in time; a write (serialized per handle)
 commits to SQLite and queues its parsed documents, and the next reader publishes a new
 snapshot from them -- or, when another process wrote in between, from SQLite itself. Refresh
-and exit commit the snapshot (:mod:`engine.commit`): a small delta file with the documents
+and exit commit the snapshot (:mod:`engine.index.commit`): a small delta file with the documents
 added and deleted since the last commit point, or a whole new base when the merge policy says
 so; a new process starts from the newest commit point that verifies (base + deltas). See
 docs/storage.md.
@@ -29,11 +29,10 @@ from pathlib import Path
 
 import numpy as np
 
-from scholar_es.engine import hnsw
-from scholar_es.engine import similarity as sim
-from scholar_es.engine.commit import Commit, StaleCommit, fault, open_commit, write_commit
 from scholar_es.engine.errors import EsError, illegal_argument, index_not_found
-from scholar_es.engine.mapping import (
+from scholar_es.engine.index import hnsw
+from scholar_es.engine.index.commit import Commit, StaleCommit, fault, open_commit, write_commit
+from scholar_es.engine.index.mapping import (
     Mapping,
     escape_surrogates,
     keyword_normalizer,
@@ -42,8 +41,9 @@ from scholar_es.engine.mapping import (
     spec_type,
     unpaired_surrogate_reason,
 )
-from scholar_es.engine.segment import ParsedDoc, Segment, parse_document
-from scholar_es.engine.store import Reader, Store, merge_mappings, pack_vectors, unpack_vectors
+from scholar_es.engine.index.segment import ParsedDoc, Segment, parse_document
+from scholar_es.engine.index.store import Reader, Store, merge_mappings, pack_vectors, unpack_vectors
+from scholar_es.engine.query import similarity as sim
 from scholar_es.engine.xcontent import dumps_text
 
 log = logging.getLogger("scholar_es.engine")
@@ -533,7 +533,7 @@ class IndexHandle:
     def _stored_source(self, source: dict) -> dict:
         if not self.mapping.source_excludes:
             return source
-        from scholar_es.engine.hits import filter_source
+        from scholar_es.engine.search.hits import filter_source
 
         return filter_source(source, {"excludes": self.mapping.source_excludes}) or {}
 
@@ -671,7 +671,7 @@ class Engine:
             raise EsError(400, "parse_exception", f"unknown key [{next(iter(unknown))}] for create index")
         settings = _flat_index_settings(body.get("settings") or {})
         if settings.get("analysis"):
-            from scholar_es.engine.analysis import get_analyzer
+            from scholar_es.engine.analysis.analyzers import get_analyzer
 
             for an in settings["analysis"].get("analyzer") or {}:
                 get_analyzer(an, settings["analysis"])  # fail now, not at the first document
@@ -679,7 +679,7 @@ class Engine:
         bm25_similarities(settings, mapping)  # an unknown or unsupported similarity fails now
         for fs in mapping.fields.values():
             if fs.type == "text":
-                from scholar_es.engine.analysis import get_analyzer
+                from scholar_es.engine.analysis.analyzers import get_analyzer
 
                 get_analyzer(fs.analyzer, settings.get("analysis"))
                 get_analyzer(fs.query_analyzer, settings.get("analysis"))

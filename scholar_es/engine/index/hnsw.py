@@ -4,7 +4,7 @@ A ``dense_vector`` field whose ``index_options.type`` is ``hnsw``, ``int8_hnsw``
 (or that has no ``index_options``: Elasticsearch 8.14+ defaults float vectors to ``int8_hnsw``,
 m 16, ef_construction 100; docs/es-semantics.md §7) gets a graph when a save writes a base whose
 column holds at least :data:`GRAPH_THRESHOLD` vectors; ``flat``/``int8_flat``/``int4_flat``, every
-``bbq_*`` type, ``index: false`` and smaller fields stay exact (:mod:`engine.knn`). The graph is
+``bbq_*`` type, ``index: false`` and smaller fields stay exact (:mod:`engine.query.knn`). The graph is
 usearch's (a maintained HNSW library, not our own): metric by the field's similarity (cosine and
 dot_product -> ``cos``, max_inner_product -> ``ip``, l2_norm -> ``l2sq``), ``connectivity`` = m,
 ``expansion_add`` = ef_construction, f32 for ``hnsw``, i8 for the int8/int4 types (usearch has no
@@ -13,7 +13,7 @@ from the ``1 - 1/(dims + 1)`` quantile of the absolute components (cosine rows n
 values clamped; a common scale keeps cosine, inner-product and L2 orderings.
 
 Lucene builds a segment's graph when the segment is written (flush, merge), never at query time;
-so does the engine: :func:`graph_for_base` runs in :meth:`engine.core.IndexHandle.save` before a
+so does the engine: :func:`graph_for_base` runs in :meth:`engine.index.indices.IndexHandle.save` before a
 base is written, on every core (usearch's multi-threaded ``add``; a save is a batch job), and
 *extends* the graph the previous base had (its rows are keyed by seq, so only the rows added since
 are inserted) unless deleted keys outnumber live ones (then it rebuilds it: Lucene's merges drop
@@ -21,7 +21,7 @@ deleted docs). A graph is never changed after it is built -- a new one replaces 
 share it without waiting for a build, and every process that opens a commit point searches the
 same graph (a multi-threaded build is not reproducible; the saved graph is what is shared).
 
-The graph only proposes candidates: :func:`engine.knn.approximate` re-scores them with the exact
+The graph only proposes candidates: :func:`engine.query.knn.approximate` re-scores them with the exact
 similarity formula (so a returned score is the one the exact path gives, up to float32 summation
 order) and keeps the top k. Graph keys are the documents' ``seq`` (never reused, stable across
 compaction), so one graph serves every snapshot of the segment: keys a snapshot does not hold

@@ -1,13 +1,13 @@
 """k-nearest-neighbour search over dense_vector fields: exact (brute force, float32), or
-through an HNSW graph for large fields mapped with an hnsw type (:mod:`engine.hnsw`).
+through an HNSW graph for large fields mapped with an hnsw type (:mod:`engine.index.hnsw`).
 
 Elasticsearch answers kNN approximately (HNSW, by default on int8/bbq-quantized vectors). The
 embedded engine computes the exact neighbours and the exact float similarity -- what a cluster
 returns for ``index_options.type: flat`` -- for flat/bbq types and for fields under
-:data:`engine.hnsw.GRAPH_THRESHOLD` vectors; above it, hnsw/int8_hnsw/int4_hnsw fields take
+:data:`engine.index.hnsw.GRAPH_THRESHOLD` vectors; above it, hnsw/int8_hnsw/int4_hnsw fields take
 ``num_candidates`` candidates from the graph their last base saved (:func:`approximate`) plus
 every newer row, all re-scored exactly.
-The score conversions are in :func:`engine.similarity.knn_score`.
+The score conversions are in :func:`engine.query.similarity.knn_score`.
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ import math
 
 import numpy as np
 
-from scholar_es.engine import hnsw
-from scholar_es.engine import similarity as sim
 from scholar_es.engine.errors import illegal_argument, parsing_error, unsupported
-from scholar_es.engine.hits import order_by_score
-from scholar_es.engine.nodes import Ctx, Node, expl
-from scholar_es.engine.queries import _check_params, _float
+from scholar_es.engine.index import hnsw
+from scholar_es.engine.query import similarity as sim
+from scholar_es.engine.query.dsl import _check_params, _float
+from scholar_es.engine.query.nodes import Ctx, Node, expl
+from scholar_es.engine.search.hits import order_by_score
 
 KNN_PARAMS = {
     "field",
@@ -181,7 +181,7 @@ def _count(present: np.ndarray, stop: int, mask: np.ndarray | None, start: int =
 
 
 def knn_scores(kind: str, raw: np.ndarray) -> np.ndarray:
-    """A knn query's _score from the raw similarity: :func:`engine.similarity.knn_score`,
+    """A knn query's _score from the raw similarity: :func:`engine.query.similarity.knn_score`,
     rounded to float32, cosine clamped at 0 (Lucene clamps (1 + cos) / 2 at 0)."""
     score = sim.knn_score(kind, raw).astype(np.float32).astype(np.float64)
     return np.maximum(score, 0.0) if kind == "cosine" else score

@@ -2,7 +2,7 @@
 
 Hand-written lexer (rules follow ``modules/lang-painless/src/main/antlr/PainlessLexer.g4``) and a
 Pratt parser with Java operator precedence.  The result is a small typed AST of :class:`Node`
-objects that :mod:`engine.painless` evaluates with numpy.  Nothing here ever calls ``eval``.
+objects that :mod:`engine.script.painless` evaluates with numpy.  Nothing here ever calls ``eval``.
 
 Static types: ``int long float double boolean`` as in Java, ``String`` for string literals and
 ``def`` for everything Painless types dynamically (``params.*`` and ``doc[...]`` values, which are

@@ -10,9 +10,9 @@ from __future__ import annotations
 import numpy as np
 
 from scholar_es.engine.errors import EsError, parsing_error, unsupported
-from scholar_es.engine.nodes import ConstNode, Ctx, Node, _boosted, expl
-from scholar_es.engine.painless import compile_script
-from scholar_es.engine.queries import _check_params, _float
+from scholar_es.engine.query.dsl import _check_params, _float
+from scholar_es.engine.query.nodes import ConstNode, Ctx, Node, _boosted, expl
+from scholar_es.engine.script.painless import compile_script
 
 SCORE_MODES = ("multiply", "sum", "avg", "first", "max", "min")
 BOOST_MODES = ("multiply", "replace", "sum", "avg", "max", "min")

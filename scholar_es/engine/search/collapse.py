@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from scholar_es.engine.errors import EsError
-from scholar_es.engine.hits import order_by_score
+from scholar_es.engine.search.hits import order_by_score
 
 NO_VALUE = -1  # the code of documents without a value: they collapse into one group
 

@@ -1,8 +1,8 @@
 """The searchable, in-memory form of one index: postings, doc values and vectors.
 
-Built from the documents in :mod:`engine.store` and saved as checksummed arrays
+Built from the documents in :mod:`engine.index.store` and saved as checksummed arrays
 (:meth:`Segment.to_arrays`: the whole segment as a base, or the newest documents as a delta;
-written by :mod:`engine.commit`) so a new process opens a 100k-chunk index in well under a
+written by :mod:`engine.index.commit`) so a new process opens a 100k-chunk index in well under a
 second. A published segment is an immutable snapshot: :meth:`Segment.with_changes` returns a
 new one and leaves it untouched (appends go to spare capacity past the rows it sees,
 :func:`_grow`). Documents are kept in
@@ -15,7 +15,7 @@ Columns by field type:
 * text   -- term -> postings (doc, tf) in CSC layout, token counts per doc, norms
 * keyword -- value -> postings, first value per doc (collapse, sort)
 * numeric/date/boolean -- all values flattened, min/max per doc
-* dense_vector -- float32 matrix and a presence mask (+ the HNSW graph, :mod:`engine.hnsw`)
+* dense_vector -- float32 matrix and a presence mask (+ the HNSW graph, :mod:`engine.index.hnsw`)
 """
 
 from __future__ import annotations
@@ -29,12 +29,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import orjson
 
-from scholar_es.engine import similarity as sim
-from scholar_es.engine.analysis import get_analyzer
-from scholar_es.engine.array_stats import ArrayStats
+from scholar_es.engine.analysis.analyzers import get_analyzer
 from scholar_es.engine.errors import EsError
-from scholar_es.engine.hnsw import HnswGraph, graph_params
-from scholar_es.engine.mapping import KEYWORD, TEXT, VECTOR, FieldSpec, Mapping, keyword_normalizer
+from scholar_es.engine.index.array_stats import ArrayStats
+from scholar_es.engine.index.hnsw import HnswGraph, graph_params
+from scholar_es.engine.index.mapping import KEYWORD, TEXT, VECTOR, FieldSpec, Mapping, keyword_normalizer
+from scholar_es.engine.query import similarity as sim
 
 
 @dataclass
@@ -694,7 +694,7 @@ class VectorColumn:
         self.matrix = np.zeros((0, dims or 0), dtype=np.float32)
         self.present = np.zeros(0, dtype=bool)
         self._norms: np.ndarray | None = None
-        #: the HNSW graph (engine.hnsw.HnswGraph) of the rows of the last base, built when that
+        #: the HNSW graph (engine.index.hnsw.HnswGraph) of the rows of the last base, built when that
         #: base was written; keyed by seq, so every snapshot (copies, compactions, appends) shares it
         self.graph: HnswGraph | None = None
 
@@ -928,7 +928,7 @@ class Segment:
     def to_arrays(self, start: int = 0, first_ref: int = 0) -> tuple[list[np.ndarray], dict]:
         """The columns of documents ``start..n`` as a list of arrays plus a JSON description
         naming them by position, numbered from ``first_ref`` (file names are positions, never
-        field names; see :mod:`engine.commit`). ``start`` 0 is the whole segment with its term
+        field names; see :mod:`engine.index.commit`). ``start`` 0 is the whole segment with its term
         -> docs views (a base); otherwise the newer documents with their own vocabularies and
         no term -> docs view (a delta, a few arrays as small as the documents it holds).
         Identifiers and vocabularies are arrays too (UTF-8 JSON), so the commit point stays small.
@@ -992,8 +992,8 @@ class Segment:
             desc["numeric"].append([name, put(col.doc[lo:] - start, col.values[lo:])])
         for name, col in self.vectors.items():
             matrix = _since(col, "matrix", start) if _length(col, "matrix") else col.matrix
-            # the HNSW graph (engine.hnsw) is saved with a base only (IndexHandle.save builds or
-            # extends it first); the rows of a delta are scored exactly beside it (engine.knn)
+            # the HNSW graph (engine.index.hnsw) is saved with a base only (IndexHandle.save builds or
+            # extends it first); the rows of a delta are scored exactly beside it (engine.query.knn)
             graph = [col.graph.to_array()] if col.graph is not None and not start else []
             desc["vectors"].append([name, col.dims, put(matrix, col.present[start:], *graph)])
         return arrays, desc
@@ -1008,7 +1008,7 @@ class Segment:
     ) -> Segment:
         """The segment ``to_arrays`` described; raises ValueError when the arrays do not fit
         together (a check beyond the checksums: wrong shapes or out-of-range ids never load).
-        ``stats``: per array, the facts its commit point recorded (engine/array_stats.py), so the
+        ``stats``: per array, the facts its commit point recorded (engine/index/array_stats.py), so the
         range checks do not read the postings again; computed here where absent."""
 
         def facts(i: int) -> ArrayStats:
@@ -1067,7 +1067,7 @@ class Segment:
                     raise ValueError("vector matrix has the wrong type")
                 if dims is not None and col.matrix.shape != (n, dims):
                     raise ValueError("vector matrix has the wrong shape")
-                if len(refs) > 2:  # the HNSW graph (engine.hnsw), restored on first use
+                if len(refs) > 2:  # the HNSW graph (engine.index.hnsw), restored on first use
                     col.graph = HnswGraph.from_array(arrays[refs[2]], dims)
                 seg.vectors[name] = col
         except (IndexError, KeyError, TypeError) as e:

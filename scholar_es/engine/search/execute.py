@@ -6,8 +6,6 @@ import time
 
 import numpy as np
 
-from scholar_es.engine import aggregations, fetch_fields, fusion, highlight, sparse
-from scholar_es.engine.collapse import NO_VALUE, collapse_keys, heads_by_score, heads_in_order
 from scholar_es.engine.errors import (
     EsError,
     illegal_argument,
@@ -15,8 +13,14 @@ from scholar_es.engine.errors import (
     unsupported,
     x_content_parse_error,
 )
-from scholar_es.engine.functions import parse_function_score
-from scholar_es.engine.hits import (
+from scholar_es.engine.query import sparse
+from scholar_es.engine.query.dsl import QueryParser
+from scholar_es.engine.query.functions import parse_function_score
+from scholar_es.engine.query.knn import knn_query, parse_knn
+from scholar_es.engine.query.nodes import Ctx, Node, expl
+from scholar_es.engine.search import aggregations, fetch_fields, fusion, highlight
+from scholar_es.engine.search.collapse import NO_VALUE, collapse_keys, heads_by_score, heads_in_order
+from scholar_es.engine.search.hits import (
     SortSpec,
     filter_source,
     order_by_score,
@@ -24,11 +28,8 @@ from scholar_es.engine.hits import (
     total_hits,
     union_docs,
 )
-from scholar_es.engine.knn import knn_query, parse_knn
-from scholar_es.engine.nodes import Ctx, Node, expl
-from scholar_es.engine.queries import QueryParser
-from scholar_es.engine.rescore import check_sort, collect_size, parse_rescore, rescore
-from scholar_es.engine.rescore import explain as explain_rescore
+from scholar_es.engine.search.rescore import check_sort, collect_size, parse_rescore, rescore
+from scholar_es.engine.search.rescore import explain as explain_rescore
 
 SEARCH_KEYS = {
     "query",
@@ -155,7 +156,7 @@ class SearchRun:
             specs = knn_spec if isinstance(knn_spec, list) else [knn_spec]
             nodes.extend(_top_level_knn(self.parser, spec) for spec in specs)
         for node in nodes:
-            # the sparse path (engine/sparse.py) unless explain needs every node's own arrays
+            # the sparse path (engine/query/sparse.py) unless explain needs every node's own arrays
             if dense:
                 m, s = node.run(self.ctx)
                 docs = np.flatnonzero(m)

@@ -38,7 +38,7 @@ TOTAL_FIELDS_LIMIT = 1000
 DEPTH_LIMIT = 20
 FIELD_TYPES = {TEXT, KEYWORD, VECTOR, "boolean", "date", "object", *NUMERIC_TYPES}
 VECTOR_SIMILARITIES = ("cosine", "dot_product", "l2_norm", "max_inner_product")
-# DenseVectorFieldMapper.VectorIndexType names (8.x/9.x); engine/hnsw.py decides which use a graph
+# DenseVectorFieldMapper.VectorIndexType names (8.x/9.x); engine/index/hnsw.py decides which use a graph
 VECTOR_INDEX_TYPES = (
     "hnsw",
     "int8_hnsw",
@@ -114,7 +114,7 @@ def keyword_normalizer(fs: FieldSpec, analysis: dict | None):
     ``normalizer``); a normalizer the index does not define fails as Elasticsearch's mapper does."""
     if fs.normalizer is None:
         return None
-    from scholar_es.engine.analysis import get_normalizer
+    from scholar_es.engine.analysis.analyzers import get_normalizer
 
     f = get_normalizer(str(fs.normalizer), analysis)
     if f is None:

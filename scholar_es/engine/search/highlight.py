@@ -36,9 +36,9 @@ import json
 import re
 from collections.abc import Callable
 
-from scholar_es.engine.analysis import get_analyzer
+from scholar_es.engine.analysis.analyzers import get_analyzer
 from scholar_es.engine.errors import illegal_argument, parsing_error, unsupported, x_content_parse_error
-from scholar_es.engine.mapping import KEYWORD, TEXT
+from scholar_es.engine.index.mapping import KEYWORD, TEXT
 
 _SUPPORTED_OPTIONS = {
     "pre_tags",

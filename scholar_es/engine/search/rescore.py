@@ -31,9 +31,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from scholar_es.engine import sparse
 from scholar_es.engine.errors import EsError, illegal_argument, parsing_error, unsupported
-from scholar_es.engine.nodes import Node, expl
+from scholar_es.engine.query import sparse
+from scholar_es.engine.query.nodes import Node, expl
 
 DEFAULT_WINDOW_SIZE = 10  # RescorerBuilder.DEFAULT_WINDOW_SIZE
 MAX_RESCORE_WINDOW = 10_000  # index.max_rescore_window defaults to index.max_result_window
@@ -163,9 +163,9 @@ def rescore(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Apply ``rescorers`` in order to the top hits ``ordered`` (positions, best first).
 
-    ``run`` is the :class:`~scholar_es.engine.search.SearchRun` (its parser and context).
+    ``run`` is the :class:`~scholar_es.engine.search.execute.SearchRun` (its parser and context).
     ``dense``: run each rescore query over every document (the reference path, which ``explain``
-    reads); otherwise only the window's documents are scored (engine/sparse.py).
+    reads); otherwise only the window's documents are scored (engine/query/sparse.py).
     Returns (the hits in their new order, a copy of ``scores`` holding their new scores).
     """
     scores = scores.copy()

@@ -37,9 +37,9 @@ from scholar_es.engine.errors import (
     unsupported,
     x_content_parse_error,
 )
-from scholar_es.engine.fetch_fields import doc_value
-from scholar_es.engine.fetch_fields import format_date as _format_date
-from scholar_es.engine.mapping import INTEGER_TYPES, KEYWORD, TEXT, parse_date
+from scholar_es.engine.index.mapping import INTEGER_TYPES, KEYWORD, TEXT, parse_date
+from scholar_es.engine.search.fetch_fields import doc_value
+from scholar_es.engine.search.fetch_fields import format_date as _format_date
 from scholar_es.engine.validate import json_token
 
 BUCKET_TYPES = ("terms", "histogram", "range", "filter", "filters")

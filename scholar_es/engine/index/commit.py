@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from scholar_es.engine.array_stats import ArrayStats
+from scholar_es.engine.index.array_stats import ArrayStats
 
 log = logging.getLogger("scholar_es.engine")
 
@@ -163,7 +163,7 @@ def write_commit(
                 f.write(data)
                 entry: dict = {"offset": offset, "size": len(data), "crc32": crc32(data)}
                 facts = ArrayStats.of(arr)
-                if facts is not None:  # what the open's range checks read (engine/array_stats.py)
+                if facts is not None:  # what the open's range checks read (engine/index/array_stats.py)
                     entry["facts"] = facts.to_json()
                 entries.append(entry)
                 offset += len(data)

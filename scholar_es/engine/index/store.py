@@ -4,7 +4,7 @@ SQLite holds what must survive a crash: index definitions, aliases, stored scrip
 every document's ``_source`` (plus its vectors, which a mapping may exclude from
 ``_source``). Each write request is one transaction, so a bulk request is durable when
 it returns, like Elasticsearch's translog. The analyzed, searchable form of an index is
-derived from these rows and cached separately (see :mod:`engine.segment`).
+derived from these rows and cached separately (see :mod:`engine.index.segment`).
 
 Every document row gets a fresh, increasing ``seq`` when written, so an update appends a
 new row and retires the old one, as Lucene does: the insertion order that breaks score
@@ -220,7 +220,7 @@ class Store:
     def __init__(self, root: Path) -> None:
         root.mkdir(parents=True, exist_ok=True)
         self.path = root / "engine.sqlite3"
-        from scholar_es.engine.commit import write_lock
+        from scholar_es.engine.index.commit import write_lock
 
         # processes opening a fresh directory together: one sets WAL mode and creates the
         # schema while the others wait (switching the journal mode does not wait on a busy lock)

@@ -2,7 +2,7 @@
 
 A node computes a ``(mask, scores)`` pair of dense arrays over the segment's documents and
 keeps it, so ``explain`` can later describe any one document's score from the same numbers.
-:mod:`engine.queries` builds these nodes from the query DSL.
+:mod:`engine.query.dsl` builds these nodes from the query DSL.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from scholar_es.engine import similarity as sim
-from scholar_es.engine.segment import Segment
+from scholar_es.engine.index.segment import Segment
+from scholar_es.engine.query import similarity as sim
 
 
 @dataclass
@@ -27,7 +27,7 @@ class Ctx:
     bm25: sim.FieldSimilarities = sim.FieldSimilarities()
     #: while a rescore query runs: the documents of its window (scripts are evaluated on those only)
     window: np.ndarray | None = None
-    #: the same window as sorted document positions: the sparse path (engine/sparse.py) scores
+    #: the same window as sorted document positions: the sparse path (engine/query/sparse.py) scores
     #: only these documents, so a rescore costs what its window holds, not the index size
     restrict: np.ndarray | None = None
 

@@ -22,7 +22,7 @@ import re
 import numpy as np
 
 from scholar_es.engine.errors import EsError, illegal_argument, parsing_error, unsupported
-from scholar_es.engine.mapping import INTEGER_TYPES, KEYWORD, TEXT, VECTOR, _coerce, keyword_normalizer
+from scholar_es.engine.index.mapping import INTEGER_TYPES, KEYWORD, TEXT, VECTOR, _coerce, keyword_normalizer
 
 _JAVA_DATE_TOKENS = [
     ("yyyy", "%Y"),

@@ -1,6 +1,6 @@
 """Facts about a saved integer array: min, max, sum and order.
 
-Opening a segment verifies every array's CRC32 (engine/commit.py) and then checks what a checksum
+Opening a segment verifies every array's CRC32 (engine/index/commit.py) and then checks what a checksum
 cannot: id ranges, ascending offsets, frequency totals (``Segment.from_arrays``). Done as a second
 pass, those checks read the postings again (2.2 GB of pages at 1M chunks, all of them left in the
 process's resident set, and ~1 s of reductions). The writer records each integer array's facts

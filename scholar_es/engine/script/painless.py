@@ -1,7 +1,7 @@
 """A small, safe, vectorized interpreter for the Painless score expressions a search app emits.
 
 ``compile_script`` parses a script object (``{"source", "params", "lang"}`` or a bare source string)
-into a typed AST (:mod:`engine.painless_parse`, cached by source text) and ``evaluate`` runs it over
+into a typed AST (:mod:`engine.script.parse`, cached by source text) and ``evaluate`` runs it over
 all candidate documents at once with numpy.  Semantics follow Painless/Java:
 
 * int/long arithmetic wraps and stays integral (``/`` truncates, ``%`` is Java's remainder, integer
@@ -35,7 +35,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from scholar_es.engine.errors import EsError, illegal_argument, parsing_error, unsupported
-from scholar_es.engine.painless_parse import NUMERIC, Node, parse, promote, runtime_error, unsupported_error
+from scholar_es.engine.script.parse import NUMERIC, Node, parse, promote, runtime_error, unsupported_error
 
 _DT = {"boolean": np.bool_, "int": np.int32, "long": np.int64, "float": np.float32, "double": np.float64}
 _BOXED = {

@@ -13,11 +13,11 @@ import uuid
 from collections.abc import Callable
 from urllib.parse import unquote
 
-from scholar_es.engine import rest_params
-from scholar_es.engine.core import Engine
 from scholar_es.engine.errors import EsError, illegal_argument, internal_error, parsing_error
-from scholar_es.engine.hits import filter_source
-from scholar_es.engine.search import SearchRun, count
+from scholar_es.engine.index.indices import Engine
+from scholar_es.engine.rest import params as rest_params
+from scholar_es.engine.search.execute import SearchRun, count
+from scholar_es.engine.search.hits import filter_source
 from scholar_es.engine.validate import (
     check_alias_actions,
     check_bulk_meta,
@@ -616,14 +616,14 @@ def delete_script(engine, params, body, script_id):
 
 @route("GET|POST", "/{index}/_search/template")
 def search_template(engine, params, body, index):
-    from scholar_es.engine.templates import render_template
+    from scholar_es.engine.search.templates import render_template
 
     return 200, search_one(engine, index, render_template(engine, check_template_body(body)))
 
 
 @route("GET|POST", "/_render/template")
 def render_template_route(engine, params, body):
-    from scholar_es.engine.templates import render_template
+    from scholar_es.engine.search.templates import render_template
 
     return 200, {"template_output": render_template(engine, check_template_body(body))}
 

@@ -1,9 +1,9 @@
 """The sparse query path: scoring work proportional to the matching postings, not to N.
 
-:mod:`engine.nodes` scores every clause over dense per-document arrays (N-length mask and
+:mod:`engine.query.nodes` scores every clause over dense per-document arrays (N-length mask and
 float64 scores per term, field and compound). Here the same node tree is evaluated as *candidate
 sets*: a term yields its postings' documents and their float32 BM25 scores (the exact steps of
-:mod:`engine.similarity`, shared with :class:`~engine.nodes.TermNode`), and ``bool``, ``dis_max``,
+:mod:`engine.query.similarity`, shared with :class:`~engine.query.nodes.TermNode`), and ``bool``, ``dis_max``,
 ``constant_score``, boosts, ``function_score`` (filter/weight functions) and ``script_score``
 combine the sorted candidate arrays of their clauses (eager sparse scoring as in bm25s; Lucene
 scorers iterate postings the same way). Every element goes through the same float operations, in
@@ -21,9 +21,13 @@ from __future__ import annotations
 import numpy as np
 
 from scholar_es.engine.errors import EsError
-from scholar_es.engine.functions import FunctionScoreNode, ScriptScoreNode, SegmentScriptContext, _combine
-from scholar_es.engine.hits import order_by_score, union_docs
-from scholar_es.engine.knn import (
+from scholar_es.engine.query.functions import (
+    FunctionScoreNode,
+    ScriptScoreNode,
+    SegmentScriptContext,
+    _combine,
+)
+from scholar_es.engine.query.knn import (
     MAX_CANDIDATES,
     KnnNode,
     _validate_k,
@@ -33,7 +37,7 @@ from scholar_es.engine.knn import (
     raw_similarity,
     within_threshold,
 )
-from scholar_es.engine.nodes import (
+from scholar_es.engine.query.nodes import (
     BoolNode,
     BoostNode,
     ConstantScoreNode,
@@ -44,6 +48,7 @@ from scholar_es.engine.nodes import (
     Node,
     TermNode,
 )
+from scholar_es.engine.search.hits import order_by_score, union_docs
 
 #: (documents ascending, unique, int64; their scores, float64)
 Hits = tuple[np.ndarray, np.ndarray]
@@ -312,7 +317,7 @@ def _knn(node: KnnNode, ctx: Ctx) -> Hits | None:
 
 
 def _knn_top(node: KnnNode, ctx: Ctx) -> Hits:
-    """KnnNode's top k: the graph's (:func:`engine.knn.approximate`) where it applies, else the
+    """KnnNode's top k: the graph's (:func:`engine.query.knn.approximate`) where it applies, else the
     exact top k, scoring only the documents near the k-th similarity.
 
     The score is a non-decreasing function of the raw similarity (of minus the squared distance

@@ -2,7 +2,7 @@
 
 Every analyzer yields the terms Elasticsearch 8.15+/9.x (Lucene 9.11-10.x) indexes for a text:
 
-* tokenizers: ``standard`` (Lucene StandardTokenizer, see :mod:`engine.tokenizer`), ``letter``
+* tokenizers: ``standard`` (Lucene StandardTokenizer, see :mod:`engine.analysis.tokenizer`), ``letter``
   (Character.isLetter runs), ``whitespace`` (Character.isWhitespace splits), ``keyword``;
 * token filters: ``lowercase`` (LowerCaseFilter), ``stop`` (StopFilter), ``porter_stem``
   (PorterStemFilter), ``stemmer`` (english/porter/possessive_english), plus the possessive filter
@@ -23,14 +23,14 @@ from typing import Any
 
 import regex
 
-from scholar_es.engine.errors import illegal_argument, unsupported
-from scholar_es.engine.tokenizer import (
+from scholar_es.engine.analysis.tokenizer import (
     MAX_TOKEN_LENGTH_LIMIT,
     keyword_tokenize,
     letter_tokenize,
     standard_tokenize,
     whitespace_tokenize,
 )
+from scholar_es.engine.errors import illegal_argument, unsupported
 
 Tokenizer = Callable[[str], list[str]]
 TermFilter = Callable[[str], "str | None"]  # one token in, the token out or None (dropped)

@@ -1,4 +1,4 @@
-"""The JSON serializer of the client that talks to the embedded engine (:func:`engine.node.embedded_client`).
+"""The JSON serializer of the client that talks to the embedded engine (:func:`engine.rest.transport.embedded_client`).
 
 It is ``elasticsearch.serializer.OrjsonSerializer`` (orjson: several times faster than the
 standard library's ``json``, most of all on vectors and on every action line

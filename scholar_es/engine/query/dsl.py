@@ -1,4 +1,4 @@
-"""Query DSL -> executable nodes (:mod:`engine.nodes`), with Elasticsearch's parsing rules.
+"""Query DSL -> executable nodes (:mod:`engine.query.nodes`), with Elasticsearch's parsing rules.
 
 Anything outside the supported subset raises an :class:`~engine.errors.EsError` naming the
 clause, with Elasticsearch's wording where it has one.
@@ -12,10 +12,9 @@ import re
 
 import numpy as np
 
-from scholar_es.engine.analysis import get_analyzer
+from scholar_es.engine.analysis.analyzers import get_analyzer
 from scholar_es.engine.errors import EsError, illegal_argument, parsing_error, unsupported
-from scholar_es.engine.hits import union_docs
-from scholar_es.engine.mapping import (
+from scholar_es.engine.index.mapping import (
     INTEGER_RANGES,
     KEYWORD,
     TEXT,
@@ -23,7 +22,7 @@ from scholar_es.engine.mapping import (
     keyword_normalizer,
     parse_date,
 )
-from scholar_es.engine.nodes import (
+from scholar_es.engine.query.nodes import (
     BoolNode,
     BoostNode,
     ConstantScoreNode,
@@ -34,6 +33,7 @@ from scholar_es.engine.nodes import (
     Node,
     TermNode,
 )
+from scholar_es.engine.search.hits import union_docs
 from scholar_es.engine.validate import check_number
 
 MAX_NESTED_DEPTH = 30  # Elasticsearch's indices.query.max_nested_depth default
