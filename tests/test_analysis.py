@@ -649,7 +649,7 @@ def test_ascii_text_never_compiles_the_full_patterns(tmp_path):
     import sys
 
     code = (
-        "from scholar_es.engine import tokenizer as t\n"
+        "from scholar_es.engine.analysis import tokenizer as t\n"
         'assert t.standard_tokenize("The 2 QUICK Brown-Foxes jumped over the lazy dog\'s bone.") == '
         "['The', '2', 'QUICK', 'Brown', 'Foxes', 'jumped', 'over', 'the', 'lazy', \"dog's\", 'bone']\n"
         "assert t._findall_bmp.cache_info().currsize == t._findall_full.cache_info().currsize == 0\n"
