@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 DEMO_DIR ?= .scholar-es-demo
 
-.PHONY: install demo test smoke lint bench clean
+.PHONY: install demo test test-fast smoke lint bench clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -28,6 +28,13 @@ test: install
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 	PYTHON=$(PY) bash scripts/wheel_smoke.sh
+
+# The inner loop: no `slow` test (model, shared data, served processes), no browser, no wheel build.
+test-fast: install
+	$(PY) -m pytest -q -m "not slow and not browser"
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 
 # Build the wheel, install it into a fresh venv, index and search the demo from a foreign project.
 smoke: install
