@@ -32,7 +32,7 @@ from scholar_es.engine.search.aggregations.tree import (
     AggContext,
     Runner,
     check_keys,
-    int_param,
+    non_negative_param,
     num,
     sub_aggs,
     sub_aggs_of,
@@ -187,11 +187,7 @@ def _histogram(agg: Agg, ctx: AggContext, mask: np.ndarray) -> dict:
     if not interval > 0:
         raise illegal_argument(f"[interval] must be >0 for histogram aggregation [{agg.name}]")
     offset = num(agg, agg.params.get("offset", 0))
-    min_doc_count = int_param(agg, "min_doc_count", 0)
-    if min_doc_count < 0:
-        raise illegal_argument(
-            f"[min_doc_count] must be greater than or equal to 0. Found [{min_doc_count}] in [{agg.name}]"
-        )
+    min_doc_count = non_negative_param(agg, "min_doc_count", 0)
 
     # Bucket index in double, as Elasticsearch computes a key: Math.floor((value - offset) / interval)
     # * interval + offset (Histogram round); never cast to int64, where a tiny interval overflows.

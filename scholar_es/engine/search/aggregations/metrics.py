@@ -17,7 +17,14 @@ from typing import Any
 import numpy as np
 
 from scholar_es.engine.errors import illegal_argument, unsupported
-from scholar_es.engine.search.aggregations.tree import Agg, AggContext, Runner, check_keys, int_param
+from scholar_es.engine.search.aggregations.tree import (
+    Agg,
+    AggContext,
+    Runner,
+    check_keys,
+    int_param,
+    non_negative_param,
+)
 from scholar_es.engine.search.aggregations.values import FieldValues, format_date, with_missing
 
 
@@ -102,11 +109,7 @@ def _value_count(agg: Agg, ctx: AggContext, mask: np.ndarray) -> dict:
 
 
 def _cardinality(agg: Agg, ctx: AggContext, mask: np.ndarray) -> dict:
-    threshold = int_param(agg, "precision_threshold", 3000)
-    if threshold < 0:
-        raise illegal_argument(
-            f"[precisionThreshold] must be greater than or equal to 0. Found [{threshold}] in [{agg.name}]"
-        )
+    non_negative_param(agg, "precision_threshold", 3000, label="precisionThreshold")
     _, _, vals = _metric_values(agg, ctx, mask, numeric_only=False)
     return {"value": int(len(np.unique(vals)))}
 

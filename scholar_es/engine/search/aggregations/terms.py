@@ -19,7 +19,14 @@ import numpy as np
 
 from scholar_es.engine.errors import EsError, illegal_argument, parsing_error, unsupported
 from scholar_es.engine.search.aggregations.buckets import grouped, groups, order_key, parse_order
-from scholar_es.engine.search.aggregations.tree import Agg, AggContext, check_keys, int_param, sub_aggs_of
+from scholar_es.engine.search.aggregations.tree import (
+    Agg,
+    AggContext,
+    check_keys,
+    int_param,
+    non_negative_param,
+    sub_aggs_of,
+)
 from scholar_es.engine.search.aggregations.values import FieldValues
 
 # ``typed_keys``: the result class's NAME (StringTerms "sterms", LongTerms "lterms", ...)
@@ -62,11 +69,7 @@ def terms(agg: Agg, ctx: AggContext, mask: np.ndarray) -> dict:
             raise illegal_argument(
                 f"[shardSize] must be greater than 0. Found [{shard_size}] in [{agg.name}]"
             )
-    min_doc_count = int_param(agg, "min_doc_count", 1)
-    if min_doc_count < 0:
-        raise illegal_argument(
-            f"[min_doc_count] must be greater than or equal to 0. Found [{min_doc_count}] in [{agg.name}]"
-        )
+    min_doc_count = non_negative_param(agg, "min_doc_count", 1)
     if "format" in agg.params:
         raise unsupported("terms.format")
     vs = FieldValues(ctx, agg)

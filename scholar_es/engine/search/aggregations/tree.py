@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from scholar_es.engine.errors import EsError
+from scholar_es.engine.errors import illegal_argument, x_content_parse_error
 
 Runner = Callable[["Agg", "AggContext", np.ndarray], dict]
 
@@ -83,7 +83,7 @@ def check_keys(agg: Agg, allowed: set[str]) -> None:
     """A key the aggregation type does not declare is ObjectParser's 400."""
     unknown = set(agg.params) - allowed
     if unknown:
-        raise EsError(400, "x_content_parse_exception", f"[{agg.kind}] unknown field [{sorted(unknown)[0]}]")
+        raise x_content_parse_error(f"[{agg.kind}] unknown field [{sorted(unknown)[0]}]")
 
 
 def num(agg: Agg, v: Any) -> float:
@@ -93,19 +93,26 @@ def num(agg: Agg, v: Any) -> float:
             raise ValueError(v)
         return float(v)
     except (TypeError, ValueError):
-        raise EsError(
-            400, "x_content_parse_exception", f"[{agg.kind}] [{agg.name}] expected a number, got [{v}]"
-        ) from None
+        raise x_content_parse_error(f"[{agg.kind}] [{agg.name}] expected a number, got [{v}]") from None
 
 
 def int_param(agg: Agg, key: str, default: int) -> int:
     """An integer parameter (``size``, ``min_doc_count``, ...), ``default`` when absent."""
     v = agg.params.get(key, default)
-    if isinstance(v, bool) or not isinstance(v, (int, float, str)):
-        raise EsError(400, "x_content_parse_exception", f"[{agg.kind}] failed to parse field [{key}]")
     try:
+        if isinstance(v, bool) or not isinstance(v, (int, float, str)):
+            raise ValueError(v)
         return int(v)
     except (ValueError, OverflowError):
-        raise EsError(
-            400, "x_content_parse_exception", f"[{agg.kind}] failed to parse field [{key}]"
-        ) from None
+        raise x_content_parse_error(f"[{agg.kind}] failed to parse field [{key}]") from None
+
+
+def non_negative_param(agg: Agg, key: str, default: int, label: str | None = None) -> int:
+    """An integer parameter that must be >= 0 (``min_doc_count``, ``precision_threshold``, named
+    ``label`` in the message as the builder's setter names it)."""
+    v = int_param(agg, key, default)
+    if v < 0:
+        raise illegal_argument(
+            f"[{label or key}] must be greater than or equal to 0. Found [{v}] in [{agg.name}]"
+        )
+    return v
