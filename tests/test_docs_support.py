@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from scholar_es.engine.search import aggregations, fusion, highlight
 from scholar_es.engine.search import execute as search
+from scholar_es.engine.search import fusion, highlight
+from scholar_es.engine.search.aggregations import parser as aggregations
 
 ROOT = Path(__file__).resolve().parents[1]
 SEMANTICS = (ROOT / "docs" / "es-semantics.md").read_text()

@@ -18,7 +18,9 @@ from scholar_es.engine.query.dsl import QueryParser
 from scholar_es.engine.query.functions import parse_function_score
 from scholar_es.engine.query.knn import knn_query, parse_knn
 from scholar_es.engine.query.nodes import Ctx, Node, expl
-from scholar_es.engine.search import aggregations, fetch_fields, fusion, highlight
+from scholar_es.engine.search import fetch_fields, fusion, highlight
+from scholar_es.engine.search.aggregations.parser import parse_aggs
+from scholar_es.engine.search.aggregations.tree import AggContext, run_aggs
 from scholar_es.engine.search.collapse import NO_VALUE, collapse_keys, heads_by_score, heads_in_order
 from scholar_es.engine.search.hits import (
     SortSpec,
@@ -276,7 +278,7 @@ class SearchRun:
             return None
         if "aggs" in self.body and "aggregations" in self.body:
             raise parsing_error("Found two aggregation definitions: [aggs] and [aggregations]")
-        tree = aggregations.parse_aggs(spec)
+        tree = parse_aggs(spec)
 
         def top_hits(params: dict, bucket: np.ndarray) -> dict:
             group = np.flatnonzero(bucket)
@@ -296,7 +298,7 @@ class SearchRun:
                 }
             }
 
-        ctx = aggregations.AggContext(
+        ctx = AggContext(
             self.seg,
             self.handle.name,
             lambda q: self.parser.parse(q).run(self.ctx)[0],
@@ -304,7 +306,7 @@ class SearchRun:
             top_hits,
             typed_keys=self.typed_keys,
         )
-        return aggregations.run_aggs(tree, ctx, mask)
+        return run_aggs(tree, ctx, mask)
 
     # --- hits --------------------------------------------------------------------------
     def render(self, page: np.ndarray, scores: np.ndarray | None, sort_values) -> list[dict]:
