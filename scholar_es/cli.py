@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from querybuilder.strategies import names as strategy_names
+from querybuilder.registry import names as strategy_names
 from scholar_es.client import default_target, display_target, is_url
 from scholar_es.errors import ScholarEsError
 
@@ -348,11 +348,11 @@ def query_cmd(
     """
     _use_backend(backend)
     from querybuilder.profiles import load_profile
-    from querybuilder.render import show_query
+    from querybuilder.strategies import show_query
     from scholar_es.client import connect
 
     def body():
-        from querybuilder.strategies import SearchRequest, get
+        from querybuilder.registry import SearchRequest, get
 
         strat = get(strategy)
         strat.check(SearchRequest(question=question, heads=heads))  # before connecting
@@ -468,8 +468,8 @@ def search_cmd(
     if run_out is not None:
         _fail("--run-out goes with --queries FILE")
     from querybuilder.profiles import load_profile
+    from querybuilder.registry import SearchRequest, get
     from querybuilder.render import dumps
-    from querybuilder.strategies import SearchRequest, get
     from scholar_es.client import connect
 
     def body():
@@ -576,8 +576,8 @@ def _search_batch(queries_file, run_out, strategy, profile, size, papers, prefix
 
     from indexer.embedder import DEFAULT_MODEL, Embedder
     from querybuilder.profiles import load_profile
+    from querybuilder.registry import SearchRequest, get
     from querybuilder.run import index_meta
-    from querybuilder.strategies import SearchRequest, get
     from scholar_es.batch import BatchSummary, read_queries, run_lines, write_atomically
     from scholar_es.client import connect
 

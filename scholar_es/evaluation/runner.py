@@ -216,7 +216,7 @@ def make_searcher(
 ) -> SearchFn:
     """The registry's timed search for ``strategy`` (``Strategy.eval_searcher``): the request
     ``scholar-es search`` sends, with ``_source`` cut to :data:`ID_FIELDS`, through ``es``."""
-    from querybuilder.strategies import EvalContext, get
+    from querybuilder.registry import EvalContext, get
 
     ctx = EvalContext(
         es=es,
@@ -287,7 +287,7 @@ def embed_questions(dataset: Dataset, embedder, progress: bool = True) -> dict[s
 def check_options(dataset: Dataset, strategies: Sequence[str], scope: str, heads=None) -> list[str]:
     """The strategy names (each looked up in the registry, once), after checking the scope and
     that ``heads`` goes with a strategy that uses heads."""
-    from querybuilder.strategies import get
+    from querybuilder.registry import get
 
     if scope not in SCOPES:
         raise ConfigError(f"unknown --scope {scope!r}; use one of {choices(SCOPES)}")
@@ -332,7 +332,7 @@ def run_evaluation(
 
     ``heads``: the heads (a name or a ``Heads``) of the strategies that use them
     (``multihead``, ``multihead-hybrid``; default: the heads named ``default``)."""
-    from querybuilder.strategies import get
+    from querybuilder.registry import get
 
     start = time.perf_counter()
     names = check_options(dataset, strategies, scope, heads)
