@@ -1,0 +1,179 @@
+"""``scholar-es eval`` and ``tune``: evaluate strategies and tune profiles on judged datasets."""
+
+from __future__ import annotations
+
+import click
+
+from querybuilder.registry import names as strategy_names
+from scholar_es.cli.options import PROFILE_HELP, backend_option, run_body, target_option, use_backend
+
+
+@click.command("eval")
+@click.argument("dataset", type=click.Path(exists=True))
+@click.option("--format", "fmt", default="auto", show_default=True, help="beir or qasper (auto detects).")
+@click.option(
+    "--split",
+    default=None,
+    help="The qrels split to evaluate; needed when the dataset has several (they are listed).",
+)
+@click.option(
+    "--strategy",
+    "strategies",
+    default="bm25,dense,hybrid",
+    show_default=True,
+    help=f"Comma-separated strategies to compare, any of {', '.join(strategy_names())}.",
+)
+@click.option(
+    "--heads",
+    default=None,
+    help="Heads for multihead and multihead-hybrid (trained with `scholar-es heads train`, stored "
+    "under the dataset's prefix) [default: 'default'].",
+)
+@target_option
+@click.option(
+    "--scope",
+    default="corpus",
+    show_default=True,
+    help="corpus (search everything) or paper (QASPER: each question within its own paper).",
+)
+@click.option(
+    "--limit",
+    type=int,
+    default=None,
+    help="Evaluate the first N judged queries only; the corpus indexed for them is bounded too "
+    "(--corpus-sample) unless the whole corpus is already indexed.",
+)
+@click.option(
+    "--corpus-sample",
+    type=int,
+    default=500,
+    show_default=True,
+    help="With --limit: index the documents those queries need plus this many others (a fixed sample).",
+)
+@click.option("--full-corpus", is_flag=True, help="With --limit: index the whole corpus anyway.")
+@click.option("--json", "json_out", default=None, help="Write {strategy: {metric: value}} here.")
+@click.option("--plot", "plot_out", default=None, help="Write a PNG comparison plot here.")
+@click.option("--profile", default=None, help=PROFILE_HELP)
+@click.option(
+    "--prefix",
+    default=None,
+    help="Index alias prefix [default: <name>-<split>- for QASPER, <name>- for BEIR].",
+)
+@click.option(
+    "--chunking",
+    default="paragraph",
+    show_default=True,
+    help="paragraph or window (as `scholar-es index`); a window index gets its own prefix (<prefix>window-).",
+)
+@click.option("--quiet", is_flag=True, help="No progress bars or progress lines (the report still prints).")
+@backend_option
+def eval_cmd(
+    dataset,
+    fmt,
+    split,
+    strategies,
+    heads,
+    target,
+    scope,
+    limit,
+    corpus_sample,
+    full_corpus,
+    json_out,
+    plot_out,
+    profile,
+    prefix,
+    chunking,
+    quiet,
+    backend,
+) -> None:
+    """Evaluate strategies on a judged DATASET: nDCG@10, MRR@10, P@1/3/10, Recall@10/100, latency.
+
+    The dataset is indexed into the target the first time and reused afterwards; queries with
+    no judgments are skipped and counted, never averaged in as zero.
+    """
+    use_backend(backend)
+    from scholar_es.evaluation.command import run_eval
+
+    run_body(
+        lambda: run_eval(
+            dataset,
+            fmt=fmt,
+            split=split,
+            strategies=strategies,
+            target=target,
+            scope=scope,
+            limit=limit,
+            json_out=json_out,
+            plot_out=plot_out,
+            profile=profile,
+            prefix=prefix,
+            heads=heads,
+            chunking=chunking,
+            progress=not quiet,
+            corpus_sample=corpus_sample,
+            full_corpus=full_corpus,
+        )
+    )
+
+
+@click.command("tune")
+@click.argument("dataset", type=click.Path(exists=True))
+@click.option("--format", "fmt", default="auto", show_default=True, help="beir or qasper (auto detects).")
+@click.option(
+    "--split", default="train", show_default=True, help="The split to tune on (train only, by design)."
+)
+@target_option
+@click.option("--scope", default="corpus", show_default=True, help="corpus or paper (QASPER).")
+@click.option("--limit", type=int, default=None, help="Tune on the first N judged queries only.")
+@click.option("--papers", type=int, default=None, help="QASPER: tune on the first N papers of the split.")
+@click.option(
+    "--folds", type=int, default=5, show_default=True, help="Cross-validation folds for the report."
+)
+@click.option("--profile", default=None, help=f"The profile to start from. {PROFILE_HELP}")
+@click.option("--out", "out_profile", default=None, help="Write the tuned profile JSON here.")
+@click.option("--name", default=None, help="Name of the tuned profile.")
+@click.option(
+    "--allow-any-split",
+    is_flag=True,
+    help="Tune on a split not named train (only when that split is your training data).",
+)
+@click.option("--quiet", is_flag=True, help="No progress bars or progress lines (the report still prints).")
+def tune_cmd(
+    dataset,
+    fmt,
+    split,
+    target,
+    scope,
+    limit,
+    papers,
+    folds,
+    profile,
+    out_profile,
+    name,
+    allow_any_split,
+    quiet,
+) -> None:
+    """Tune profile parameters (hybrid weights, BM25 saturation, section multipliers) on a train split.
+
+    Prints cross-validated gains and writes a profile that search, query and eval accept
+    with --profile. Report the tuned profile on a split it did not see.
+    """
+    from scholar_es.evaluation.command import run_tune
+
+    run_body(
+        lambda: run_tune(
+            dataset,
+            fmt=fmt,
+            split=split,
+            target=target,
+            scope=scope,
+            limit=limit,
+            papers=papers,
+            folds=folds,
+            profile=profile,
+            out_profile=out_profile,
+            name=name,
+            allow_any_split=allow_any_split,
+            progress=not quiet,
+        )
+    )
