@@ -2,19 +2,28 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from querybuilder.registry import names as strategy_names
-from scholar_es.cli.options import PROFILE_HELP, backend_option, run_body, target_option, use_backend
+from scholar_es.cli.options import (
+    PROFILE_HELP,
+    backend_option,
+    dataset_options,
+    run_body,
+    target_option,
+    use_backend,
+)
+
+AUTO_FORMAT_HELP = "beir or qasper (auto detects)."
 
 
 @click.command("eval")
-@click.argument("dataset", type=click.Path(exists=True))
-@click.option("--format", "fmt", default="auto", show_default=True, help="beir or qasper (auto detects).")
-@click.option(
-    "--split",
-    default=None,
-    help="The qrels split to evaluate; needed when the dataset has several (they are listed).",
+@dataset_options(
+    format_help=AUTO_FORMAT_HELP,
+    split=None,
+    split_help="The qrels split to evaluate; needed when the dataset has several (they are listed).",
 )
 @click.option(
     "--strategy",
@@ -67,25 +76,7 @@ from scholar_es.cli.options import PROFILE_HELP, backend_option, run_body, targe
 )
 @click.option("--quiet", is_flag=True, help="No progress bars or progress lines (the report still prints).")
 @backend_option
-def eval_cmd(
-    dataset,
-    fmt,
-    split,
-    strategies,
-    heads,
-    target,
-    scope,
-    limit,
-    corpus_sample,
-    full_corpus,
-    json_out,
-    plot_out,
-    profile,
-    prefix,
-    chunking,
-    quiet,
-    backend,
-) -> None:
+def eval_cmd(dataset: str, quiet: bool, backend: str | None, **given: Any) -> None:
     """Evaluate strategies on a judged DATASET: nDCG@10, MRR@10, P@1/3/10, Recall@10/100, latency.
 
     The dataset is indexed into the target the first time and reused afterwards; queries with
@@ -94,34 +85,11 @@ def eval_cmd(
     use_backend(backend)
     from scholar_es.evaluation.command import run_eval
 
-    run_body(
-        lambda: run_eval(
-            dataset,
-            fmt=fmt,
-            split=split,
-            strategies=strategies,
-            target=target,
-            scope=scope,
-            limit=limit,
-            json_out=json_out,
-            plot_out=plot_out,
-            profile=profile,
-            prefix=prefix,
-            heads=heads,
-            chunking=chunking,
-            progress=not quiet,
-            corpus_sample=corpus_sample,
-            full_corpus=full_corpus,
-        )
-    )
+    run_body(lambda: run_eval(dataset, progress=not quiet, **given))  # given: run_eval's keywords
 
 
 @click.command("tune")
-@click.argument("dataset", type=click.Path(exists=True))
-@click.option("--format", "fmt", default="auto", show_default=True, help="beir or qasper (auto detects).")
-@click.option(
-    "--split", default="train", show_default=True, help="The split to tune on (train only, by design)."
-)
+@dataset_options(format_help=AUTO_FORMAT_HELP, split_help="The split to tune on (train only, by design).")
 @target_option
 @click.option("--scope", default="corpus", show_default=True, help="corpus or paper (QASPER).")
 @click.option("--limit", type=int, default=None, help="Tune on the first N judged queries only.")
@@ -138,21 +106,7 @@ def eval_cmd(
     help="Tune on a split not named train (only when that split is your training data).",
 )
 @click.option("--quiet", is_flag=True, help="No progress bars or progress lines (the report still prints).")
-def tune_cmd(
-    dataset,
-    fmt,
-    split,
-    target,
-    scope,
-    limit,
-    papers,
-    folds,
-    profile,
-    out_profile,
-    name,
-    allow_any_split,
-    quiet,
-) -> None:
+def tune_cmd(dataset: str, quiet: bool, **given: Any) -> None:
     """Tune profile parameters (hybrid weights, BM25 saturation, section multipliers) on a train split.
 
     Prints cross-validated gains and writes a profile that search, query and eval accept
@@ -160,20 +114,4 @@ def tune_cmd(
     """
     from scholar_es.evaluation.command import run_tune
 
-    run_body(
-        lambda: run_tune(
-            dataset,
-            fmt=fmt,
-            split=split,
-            target=target,
-            scope=scope,
-            limit=limit,
-            papers=papers,
-            folds=folds,
-            profile=profile,
-            out_profile=out_profile,
-            name=name,
-            allow_any_split=allow_any_split,
-            progress=not quiet,
-        )
-    )
+    run_body(lambda: run_tune(dataset, progress=not quiet, **given))  # given: run_tune's keywords

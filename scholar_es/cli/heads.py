@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from scholar_es.cli.options import run_body, target_option
+from scholar_es.cli.options import dataset_options, run_body, target_option
 from scholar_es.client import default_target
 
 
@@ -14,11 +14,7 @@ def heads_group() -> None:
 
 
 @heads_group.command("train")
-@click.argument("dataset", type=click.Path(exists=True))
-@click.option("--format", "fmt", default="auto", show_default=True, help="beir or qasper.")
-@click.option(
-    "--split", default="train", show_default=True, help="The judged split whose pairs train the heads."
-)
+@dataset_options(format_help="beir or qasper.", split_help="The judged split whose pairs train the heads.")
 @target_option
 @click.option("--name", default="default", show_default=True, help="Name of the heads.")
 @click.option(

@@ -3,7 +3,7 @@
 A command family (:mod:`scholar_es.cli.index`, :mod:`~scholar_es.cli.search`,
 :mod:`~scholar_es.cli.evaluate`, :mod:`~scholar_es.cli.heads`, :mod:`~scholar_es.cli.serve`)
 takes its options from here: :data:`target_option` (``--es``), :func:`backend_option`
-(``--backend``), and :func:`search_options`, the options of ``query`` and ``search``, which reach
+(``--backend``), :func:`dataset_options` (DATASET, ``--format``, ``--split``), and :func:`search_options`, the options of ``query`` and ``search``, which reach
 the command as ONE :class:`SearchArgs` that makes the
 :class:`~querybuilder.request.SearchRequest` handed to the strategy (pyserini's
 ``define_search_args`` is the model). :func:`run_body` runs a command body: our errors and cluster
@@ -85,6 +85,17 @@ target_option = click.option("--es", "target", default=None, help=TARGET_HELP)
 
 def backend_option(fn: _F) -> _F:
     return click.option("--backend", default=None, help=BACKEND_HELP)(fn)
+
+
+def dataset_options(*, format_help: str, split_help: str, split: str | None = "train") -> Callable[[_F], _F]:
+    """DATASET (a judged dataset: a file or a BEIR directory), ``--format`` and ``--split``."""
+
+    def add(fn: _F) -> _F:
+        fn = click.option("--split", default=split, show_default=split is not None, help=split_help)(fn)
+        fn = click.option("--format", "fmt", default="auto", show_default=True, help=format_help)(fn)
+        return click.argument("dataset", type=click.Path(exists=True))(fn)
+
+    return add
 
 
 def use_backend(backend: str | None) -> None:

@@ -26,6 +26,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -367,33 +368,13 @@ def run_evaluation(
 
 
 def evaluate(
-    dataset: Dataset,
-    strategies: Sequence[str],
-    es,
-    embedder,
-    *,
-    scope: str = "corpus",
-    limit: int | None = None,
-    profile=None,
-    prefix: str | None = None,
-    progress: bool = True,
-    heads=None,
+    dataset: Dataset, strategies: Sequence[str], es, embedder, **options: Any
 ) -> dict[str, dict[str, float]]:
-    """``{strategy: {metric: value}}`` for ``strategies`` on ``dataset`` (see the module doc).
+    """``{strategy: {metric: value}}`` for ``strategies`` on ``dataset`` (see the module doc);
+    ``options``: the keywords of :func:`run_evaluation`.
 
     ``profile``: a :class:`~querybuilder.profiles.Profile`, a built-in name or a JSON file
     (None: default). ``prefix``: the index alias prefix (None: the dataset's own, e.g.
     ``qasper-validation-``). ``limit``: the first N judged queries only.
     """
-    return run_evaluation(
-        dataset,
-        strategies,
-        es,
-        embedder,
-        scope=scope,
-        limit=limit,
-        profile=profile,
-        prefix=prefix,
-        progress=progress,
-        heads=heads,
-    ).metrics
+    return run_evaluation(dataset, strategies, es, embedder, **options).metrics

@@ -34,7 +34,9 @@ from scholar_es.serve.state import ServerState
 API_OPTIONS = ("explain", "heads")
 
 
-class _Request(BaseModel):
+class _Question(BaseModel):
+    """What every API request carries: the question, where to search and with which profile."""
+
     model_config = ConfigDict(extra="forbid")
     question: str = Field(min_length=1, description="The question, any text (never parsed as query syntax).")
     filters: Filters | None = None
@@ -42,6 +44,9 @@ class _Request(BaseModel):
     profile: str | None = Field(
         None, description="A built-in profile name; default: the profile the server was started with."
     )
+
+
+class _Request(_Question):
     strategy: str = Field("hybrid", description="A strategy from GET /_scholar/strategies.")
     size: int = Field(10, ge=1, le=10_000, description="Hits (papers with `papers`; multisection: papers).")
     papers: bool = Field(False, description="Paper view: the top papers, each with its best chunks.")
@@ -64,14 +69,7 @@ class QueryRequest(_Request):
     pass
 
 
-class MultisectionRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    question: str = Field(min_length=1, description="The question, any text (never parsed as query syntax).")
-    filters: Filters | None = None
-    prefix: str = Field("", description="Prefix of the index aliases (<prefix>chunks).")
-    profile: str | None = Field(
-        None, description="A built-in profile name; default: the profile the server was started with."
-    )
+class MultisectionRequest(_Question):
     papers: int = Field(10, ge=1, le=1000, description="Papers to return.")
     show_plan: bool = Field(False, description="Fill each section's Kibana console text.")
 
@@ -110,21 +108,13 @@ class Routing(BaseModel):
     top_heads: list[list[float]]  # [head row, weight] of the heads the vector was routed through
 
 
-class ServeSearchResult(BaseModel):
-    """``querybuilder.results.SearchResult`` field for field (``extra="forbid"``: a field added there
-    and not here fails every search test), with serve's hits and the heads' routing."""
+class ServeSearchResult(SearchResult):
+    """``querybuilder.results.SearchResult`` with serve's hits and the heads' routing (``extra="forbid"``:
+    what the API answers is exactly these fields)."""
 
     model_config = ConfigDict(extra="forbid")
-    question: str
-    strategy: str
-    intent_rule: str
-    search_type: str
-    index: str
-    total: int | None
-    took_ms: int
-    hits: list[ServeHit]
-    papers: list[ServePaperHit] = []
-    request: dict | list
+    hits: list[ServeHit]  # type: ignore[assignment]  # ServeHit is a Hit with its score bar
+    papers: list[ServePaperHit] = []  # type: ignore[assignment]
     routing: Routing | None = None  # the heads strategies (multihead, multihead-hybrid)
 
 
@@ -197,9 +187,7 @@ def check_options(strategy: registry.Strategy, **given: Any) -> None:
             )
 
 
-def search_request(
-    state: ServerState, req: _Request | MultisectionRequest, **fields: Any
-) -> registry.SearchRequest:
+def search_request(state: ServerState, req: _Question, **fields: Any) -> registry.SearchRequest:
     """The registry's request for an API request: its question, filters, prefix and profile (default:
     the server's), the server's embedder, and ``fields`` (the others the API request carries)."""
     return registry.SearchRequest(
