@@ -4,7 +4,7 @@
 built once under a prefix of its own, e.g. ``qasper-validation-chunks``, and reused while the
 aliases exist -- nothing is re-embedded), embed every question once through the cached
 embedder, then for each strategy and query build the request with the strategy registry
-(``querybuilder.strategies``: ``Strategy.eval_searcher``, exactly what ``scholar-es search``
+(``querybuilder.registry``: ``Strategy.eval_searcher``, exactly what ``scholar-es search``
 sends) and time the search calls alone: ``es.search`` for the one-request strategies, one
 ``es.msearch`` plus the client-side fusion for ``rrf-client``, the ``_msearch`` and the
 re-scoring search for ``multisection``. Embedding, routing through heads and request building
