@@ -82,8 +82,9 @@ def main() -> None:
     )
     ap.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "index_cli.json")
     args = ap.parse_args()
-    if not (args.baseline_src / "scholar_es" / "cli.py").is_file():
-        ap.error(f"--baseline-src {args.baseline_src} holds no scholar_es/cli.py")
+    cli = args.baseline_src / "scholar_es"
+    if not ((cli / "cli.py").is_file() or (cli / "cli" / "__main__.py").is_file()):
+        ap.error(f"--baseline-src {args.baseline_src} holds no scholar_es/cli.py or scholar_es/cli/")
     source = Path(args.data) / "qasper" / "papers_validation.jsonl"
     if not source.exists():
         sys.exit(f"skipped: {source} not found (set --data or SCHOLAR_ES_DATA)")

@@ -4,7 +4,7 @@ Indexes the demo papers (or ``--corpus FILE``, our JSONL) into a temporary embed
 starts ``scholar-es serve`` on it as a subprocess (loopback, a free port, ``--log-level warning``)
 and measures, with every question's embedding already cached on both sides (warm):
 
-* ``inproc``         -- ``querybuilder.run.search(es, q, strategy=..., embedder=...)`` in this
+* ``inproc``         -- ``querybuilder.strategies.search(es, q, strategy=..., embedder=...)`` in this
   process, one search at a time (the baseline; the methods below are interleaved with it, each
   question through every method in turn);
 * ``server``         -- ``POST /_scholar/search`` over one keep-alive HTTP connection, one at a
@@ -121,9 +121,8 @@ def main() -> None:
 
     from indexer.embedder import Embedder
     from indexer.pipeline import IndexRun
-    from querybuilder.dsl import build_search
-    from querybuilder.plan import make_plan
-    from querybuilder.run import embed_question, search
+    from querybuilder.run import embed_question
+    from querybuilder.strategies import build_search, make_plan, search
     from scholar_es.engine.rest.transport import embedded_client
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-serve-"))

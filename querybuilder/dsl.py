@@ -1,7 +1,8 @@
-"""QueryPlan + query vector -> ``elasticsearch.dsl.Search`` (two of them for ``rrf-client``).
+"""QueryPlan + query vector -> the pieces of an ``elasticsearch.dsl.Search``.
 
 The pieces every strategy is built from; which pieces a strategy puts together is the strategy's
-``build`` (``querybuilder.strategies``), :func:`build_search` looks it up.
+``build`` (:mod:`querybuilder.strategies`; :func:`querybuilder.strategies.build_search` builds a
+plan with its strategy).
 
 Every query is an ``elasticsearch.dsl`` object (``Search``, ``Q``, ``SF``); JSON exists only as
 ``to_dict()`` output. Builders return new objects and never change their inputs. The
@@ -42,7 +43,7 @@ import numpy as np
 from elasticsearch.dsl import SF, Q, Search
 from elasticsearch.dsl.query import Query
 
-from querybuilder.plan import MAX_RESULT_WINDOW, QueryPlan, get_strategy
+from querybuilder.plan import MAX_RESULT_WINDOW, QueryPlan
 from scholar_es.errors import ConfigError
 
 VECTOR_FIELD = "vector"
@@ -248,35 +249,3 @@ def retriever_legs(plan: QueryPlan, vector: list[float]) -> tuple[dict, dict]:
         standard["filter"] = filters
         knn["filter"] = filters
     return {"standard": standard}, {"knn": knn}
-
-
-def build_search(
-    plan: QueryPlan, query_vector: Sequence[float] | np.ndarray | None = None
-) -> Search | tuple[Search, Search]:
-    """The search for ``plan``, built by its strategy (``querybuilder.strategies``); for
-    ``rrf-client`` the pair (BM25 search, kNN search)."""
-    strategy = get_strategy(plan.strategy)
-    vector: list[float] = []
-    if strategy.uses_vector:
-        if query_vector is None:
-            raise ConfigError(f"strategy {plan.strategy!r} needs a query vector (embed the question)")
-        vector = as_query_vector(query_vector)
-    return strategy.build(plan, vector)
-
-
-def build_one(plan: QueryPlan, query_vector: Sequence[float] | np.ndarray | None = None) -> Search:
-    """:func:`build_search` for a strategy that sends one search (every strategy but ``rrf-client``)."""
-    search = build_search(plan, query_vector)
-    if isinstance(search, tuple):
-        raise ConfigError(f"strategy {plan.strategy!r} sends two searches; this step needs one search")
-    return search
-
-
-def build_body(
-    plan: QueryPlan, query_vector: Sequence[float] | np.ndarray | None = None
-) -> dict | list[dict]:
-    """``build_search(...).to_dict()``; for ``rrf-client`` the list of the two bodies."""
-    search = build_search(plan, query_vector)
-    if isinstance(search, tuple):
-        return [s.to_dict() for s in search]
-    return search.to_dict()

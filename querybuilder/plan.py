@@ -1,8 +1,9 @@
 """A question turned into a :class:`QueryPlan`: everything the DSL builder needs, decided once.
 
-:func:`make_plan` is pure: question text + strategy + profile + filters -> a frozen plan
-(intent, search type, field boosts, section multipliers, expansions, filters, sizes). The
-plan does not hold the query vector; :func:`querybuilder.dsl.build_search` takes it.
+:func:`plan_for` is pure: a :class:`~querybuilder.request.SearchRequest` (question, profile,
+filters, sizes) + a strategy -> a frozen plan (intent, search type, field boosts, section multipliers, expansions, filters, sizes). The
+plan does not hold the query vector; the strategy's ``build`` takes it
+(:meth:`querybuilder.strategies.PlanStrategy.searches`).
 
 Question text. Any string is a valid question. :func:`clean_question` replaces what JSON or
 UTF-8 cannot carry (lone surrogates) and control characters with spaces, collapses
@@ -17,8 +18,8 @@ the ``query`` string of ``match``/``multi_match`` queries, never ``query_string`
 Lucene syntax such as ``title:(a OR b)~2`` is just words. A question without any letter or
 digit (empty, punctuation, emoji) has no text part: the text query is ``match_none`` (the
 ``bm25`` strategy then returns no hits, ``hybrid`` returns the kNN neighbours alone; the
-search entry points -- ``scholar-es search``/``query``, ``querybuilder.run.search`` -- refuse an
-empty or whitespace-only question instead, :func:`querybuilder.strategies.check_question`). An
+search entry points -- ``scholar-es search``/``query``, ``querybuilder.strategies.search`` -- refuse an
+empty or whitespace-only question instead, :func:`querybuilder.registry.check_question`). An
 all-stop-word question ("what is the") does have text, which the english analyzer turns into
 no terms: Elasticsearch's ``zero_terms_query: none`` makes it match nothing, with the same
 effect.
@@ -28,7 +29,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -36,24 +37,30 @@ from indexer.models import SECTION_TYPES
 from querybuilder.expansion import Synonyms, expand
 from querybuilder.intent import Intent, IntentTerms, analyze, content_text, words
 from querybuilder.profiles import SEARCH_TYPES, Profile, load_profile
-from querybuilder.strategies import BUILDER_STRATEGIES as STRATEGIES  # one QueryPlan each
-from querybuilder.strategies import PlanStrategy, get
+from querybuilder.request import SearchRequest
 from scholar_es.errors import ConfigError, choices
 
 MAX_QUERY_CHARS = 300
 MAX_RESULT_WINDOW = 10_000  # Elasticsearch's index.max_result_window default
 
 
-def get_strategy(name: str) -> PlanStrategy:
-    """The query-builder strategy ``name`` (one :class:`QueryPlan`): ConfigError for any other name,
-    listing the registry's strategies (``querybuilder.strategies``)."""
-    strategy = get(name)
-    if not isinstance(strategy, PlanStrategy) or name not in STRATEGIES:
-        raise ConfigError(
-            f"strategy {name!r} is not one query-builder plan ({strategy.description}); run it with "
-            f"querybuilder.strategies.search or `scholar-es search`. Strategies with a plan: {choices(STRATEGIES)}"
-        )
-    return strategy
+class PlanShape(Protocol):
+    """What planning needs to know of a strategy (a :class:`querybuilder.strategies.PlanStrategy`)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def uses_text(self) -> bool: ...
+
+    @property
+    def sections(self) -> bool: ...  # applies the intent's section multipliers
+
+    @property
+    def expansion(self) -> bool: ...  # always expands (otherwise: when the profile says so)
+
+    @property
+    def collapse(self) -> bool: ...  # per-paper cap by collapse in Elasticsearch
 
 
 class Filters(BaseModel):
@@ -118,7 +125,7 @@ class Filters(BaseModel):
 
 
 class QueryPlan(BaseModel):
-    """Everything :func:`querybuilder.dsl.build_search` needs except the query vector."""
+    """Everything a strategy's ``build`` needs except the query vector."""
 
     model_config = ConfigDict(frozen=True)
     question: str  # the cleaned question (what gets embedded)
@@ -235,52 +242,47 @@ def hybrid_weights(profile: Profile, filters: Filters) -> tuple[float, float]:
     return profile.bm25_weight, profile.saturation_k
 
 
-def make_plan(
-    question: str,
+def plan_for(
+    request: SearchRequest,
+    strategy: PlanShape,
     *,
-    strategy: str = "hybrid",
-    profile: Profile | str | None = None,
-    size: int = 10,
-    papers: bool = False,
-    filters: Filters | dict | None = None,
-    prefix: str = "",
-    search_type: str | None = None,
     intents: IntentTerms | None = None,
     synonyms: Synonyms | None = None,
 ) -> QueryPlan:
-    """The plan for one question (pure; raises ConfigError for bad options, never for the text)."""
-    strat = get_strategy(strategy)
+    """The plan of ``strategy`` for ``request`` (pure; raises ConfigError for bad options, never for
+    the text). By a strategy's name: :func:`querybuilder.strategies.make_plan`."""
+    profile, size, search_type = request.profile, request.size, request.search_type
     prof = profile if isinstance(profile, Profile) else load_profile(profile)
     if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= MAX_RESULT_WINDOW:
         raise ConfigError(f"size must be an integer from 1 to {MAX_RESULT_WINDOW}, got {size!r}")
     if search_type is not None and search_type not in SEARCH_TYPES:
         raise ConfigError(f"unknown search type {search_type!r}; valid search types: {choices(SEARCH_TYPES)}")
-    cleaned, text = clean_question(question)
+    cleaned, text = clean_question(request.question)
     intent = analyze(text, intents)
     stype = search_type or choose_search_type(intent, text, prof.search_type)
     if text and prof.drop_question_words:
         text = content_text(text, intents)
-    expand_now = strat.uses_text and bool(text) and (strat.expansion or prof.expansion)
-    parsed = Filters.parse(filters)
+    expand_now = strategy.uses_text and bool(text) and (strategy.expansion or prof.expansion)
+    parsed = Filters.parse(request.filters)
     boosts, match_type = text_fields(prof, stype, parsed)
     bm25_weight, saturation_k = hybrid_weights(prof, parsed)
     return QueryPlan(
         question=cleaned,
         text=text,
         intent=intent,
-        strategy=strat.name,
+        strategy=strategy.name,
         search_type=stype,
         field_boosts=boosts,
         match_type=match_type,
         bm25_weight=bm25_weight,
         saturation_k=saturation_k,
-        section_multipliers=dict(section_multipliers(prof, parsed)[intent.rule]) if strat.sections else {},
+        section_multipliers=dict(section_multipliers(prof, parsed)[intent.rule]) if strategy.sections else {},
         expansions=expand(text, synonyms) if expand_now else (),
         filters=parsed,
         size=size,
         cap=prof.per_paper_cap,
-        papers=papers,
-        collapse=strat.collapse and prof.per_paper_cap > 0,
-        index=f"{prefix}chunks",
+        papers=request.papers,
+        collapse=strategy.collapse and prof.per_paper_cap > 0,
+        index=request.index,
         profile=prof,
     )

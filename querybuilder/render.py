@@ -6,7 +6,8 @@
 * :func:`to_console` -- ``GET <index>/_search`` plus the body, which Kibana's Dev Tools console
   and ``scholar-es console`` both run as is (``rrf-client``, ``multisection``: one
   ``GET <index>/_msearch`` with NDJSON lines). No blank line inside a request: a blank line ends a request in the console.
-* :func:`template_script` / :func:`to_template` -- a stored search template
+* :func:`template_script` / :func:`to_template` -- a stored search template of the searches a
+  strategy's ``build`` makes (by the plan's strategy: :func:`querybuilder.strategies.to_template`)
   (``PUT _scripts/<id>``, lang ``mustache``) that a backend calls with ``query_text``,
   ``query_vector`` and ``size``: ``POST <index>/_search/template {"id": ..., "params": ...}``.
   The template's ``source`` is a STRING, not an object: ``{{#toJson}}query_vector{{/toJson}}``
@@ -26,12 +27,17 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from elasticsearch.dsl import Search
 
-from querybuilder.dsl import as_query_vector, build_search
+from querybuilder.dsl import as_query_vector
 from querybuilder.plan import QueryPlan
+from querybuilder.results import SearchResult
+
+#: ``(plan, query vector) -> its search(es)``: a strategy's ``build``
+#: (:meth:`querybuilder.strategies.PlanStrategy.searches`)
+Build = Callable[[QueryPlan, Sequence[float]], "Search | tuple[Search, ...]"]
 
 _TEXT_SENTINEL = "QUERYTEXTSENTINEL"
 _VECTOR_SENTINEL = "@@QUERY_VECTOR@@"
@@ -97,10 +103,10 @@ def _placeholders(obj: object, text: str, top: bool = True) -> object:
     return obj
 
 
-def _template_sources(plan: QueryPlan) -> list[str]:
+def _template_sources(plan: QueryPlan, build: Build) -> list[str]:
     """The mustache source of each body (two for rrf-client) with the three variables."""
     tplan = plan.with_changes(text=_TEXT_SENTINEL, expansions=())
-    body = _bodies(build_search(tplan, [1.0]))
+    body = _bodies(build(tplan, [1.0]))
     sources = []
     for b in body if isinstance(body, list) else [body]:
         src = dumps(_placeholders(b, _TEXT_SENTINEL))
@@ -109,9 +115,10 @@ def _template_sources(plan: QueryPlan) -> list[str]:
     return sources
 
 
-def template_script(plan: QueryPlan) -> dict | list[dict]:
-    """The ``PUT _scripts/<id>`` body (a list of two for rrf-client: ``<id>-bm25``, ``<id>-dense``)."""
-    scripts = [{"script": {"lang": "mustache", "source": s}} for s in _template_sources(plan)]
+def template_script(plan: QueryPlan, build: Build) -> dict | list[dict]:
+    """The ``PUT _scripts/<id>`` body (a list of two for rrf-client: ``<id>-bm25``, ``<id>-dense``)
+    of the searches ``build`` makes of ``plan``."""
+    scripts = [{"script": {"lang": "mustache", "source": s}} for s in _template_sources(plan, build)]
     return scripts if len(scripts) > 1 else scripts[0]
 
 
@@ -120,10 +127,10 @@ def template_params(question_text: str, query_vector: Sequence[float], size: int
     return {"query_text": question_text, "query_vector": as_query_vector(query_vector), "size": size}
 
 
-def to_template(plan: QueryPlan, query_vector: Sequence[float] | None = None) -> str:
+def to_template(plan: QueryPlan, build: Build, query_vector: Sequence[float] | None = None) -> str:
     """Console text: ``PUT _scripts/<id>`` (source in Kibana triple quotes) and how to call it."""
     tid = template_id(plan)
-    sources = _template_sources(plan)
+    sources = _template_sources(plan, build)
     ids = [f"{tid}-bm25", f"{tid}-dense"] if len(sources) > 1 else [tid]
     out = [
         f"# scholar-es search template: strategy {plan.strategy}, search type {plan.search_type}, "
@@ -165,56 +172,8 @@ def to_template(plan: QueryPlan, query_vector: Sequence[float] | None = None) ->
 FORMATS = ("json", "console", "template")
 
 
-def show_query(
-    question: str,
-    *,
-    strategy: str = "hybrid",
-    fmt: str = "json",
-    profile=None,
-    embedder=None,
-    es=None,
-    size: int = 10,
-    papers: bool = False,
-    filters=None,
-    prefix: str = "",
-    heads=None,
-) -> str:
-    """What ``scholar-es query`` prints: the DSL for ``question`` as json, console text or a template.
-
-    Any strategy of the registry (``querybuilder.strategies``): one body, or for the strategies
-    that send several (``rrf-client``, ``multisection``'s sub-searches) the list of the bodies of
-    their ``_msearch`` (console: one ``GET <index>/_msearch``). Strategies with a kNN part embed
-    the question: with ``es`` given, with the index's model (and the ModelMismatchError checks of
-    :func:`querybuilder.run.embed_question`); otherwise with ``embedder`` or the default model.
-    ``bm25`` needs neither; the multi-head strategies need ``es`` (their heads are stored there).
-    """
-    from querybuilder.strategies import SearchRequest, get
-    from scholar_es.errors import ConfigError, choices
-
-    if fmt not in FORMATS:
-        raise ConfigError(f"unknown format {fmt!r}; valid formats: {choices(FORMATS)}")
-    strat = get(strategy)
-    request = SearchRequest(
-        question=question,
-        profile=profile,
-        size=size,
-        papers=papers,
-        filters=filters,
-        prefix=prefix,
-        embedder=embedder,
-        heads=heads,
-    )
-    strat.check(request)
-    strat.check_format(fmt)  # before anything is embedded
-    prepared = strat.prepare(es, request)
-    if fmt == "template":
-        return strat.template(prepared)
-    bodies = prepared.bodies()
-    return to_console(bodies, request.index) if fmt == "console" else to_json(bodies) + "\n"
-
-
-def format_results(result, explain: bool = False) -> str:
-    """What ``scholar-es search`` prints for a :class:`querybuilder.run.SearchResult` (without --json)."""
+def format_results(result: SearchResult, explain: bool = False) -> str:
+    """What ``scholar-es search`` prints for a :class:`querybuilder.results.SearchResult` (without --json)."""
     head = (
         f"# {result.strategy} · intent {result.intent_rule} · fields {result.search_type} · "
         f"{result.total if result.total is not None else '?'} matching chunks · {result.took_ms} ms"

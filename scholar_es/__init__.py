@@ -32,11 +32,12 @@ _EXPORTS = {
     "Embedder": "indexer.embedder",
     "IndexRun": "indexer.pipeline",
     "IndexSummary": "indexer.pipeline",
-    "search": "querybuilder.run",
-    "SearchResult": "querybuilder.run",
-    "Hit": "querybuilder.run",
-    "PaperHit": "querybuilder.run",
-    "ScoreParts": "querybuilder.run",
+    "search": "querybuilder.strategies",
+    "SearchRequest": "querybuilder.request",
+    "SearchResult": "querybuilder.results",
+    "Hit": "querybuilder.results",
+    "PaperHit": "querybuilder.results",
+    "ScoreParts": "querybuilder.results",
     "Filters": "querybuilder.plan",
     "Profile": "querybuilder.profiles",
     "multisection_search": "scholar_es.multisection.flow",
@@ -56,6 +57,7 @@ __all__ = [
     "IndexRun",
     "IndexSummary",
     "search",
+    "SearchRequest",
     "SearchResult",
     "Hit",
     "PaperHit",
@@ -77,7 +79,9 @@ if TYPE_CHECKING:
     from indexer.pipeline import IndexRun, IndexSummary
     from querybuilder.plan import Filters
     from querybuilder.profiles import Profile
-    from querybuilder.run import Hit, PaperHit, ScoreParts, SearchResult, search
+    from querybuilder.request import SearchRequest
+    from querybuilder.results import Hit, PaperHit, ScoreParts, SearchResult
+    from querybuilder.strategies import search
     from scholar_es.client import connect
     from scholar_es.errors import ConfigError, InputError, ModelMismatchError, ScholarEsError
     from scholar_es.multisection.aggregate import PaperResult, SupportingChunk

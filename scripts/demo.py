@@ -11,7 +11,7 @@ import argparse
 import re
 
 from indexer.embedder import Embedder
-from querybuilder.run import search
+from querybuilder.strategies import search
 from scholar_es.client import connect
 
 QUESTIONS = [

@@ -1,10 +1,10 @@
-"""``querybuilder.dsl.build_one``: the one search of a single-search strategy, a clear error otherwise."""
+"""``querybuilder.strategies.build_one``: the one search of a single-search strategy, a clear error otherwise."""
 
 import pytest
 from elasticsearch.dsl import Search
 
-from querybuilder.dsl import build_body, build_one
-from querybuilder.plan import STRATEGIES, make_plan
+from querybuilder.strategies import BUILDER_STRATEGIES as STRATEGIES
+from querybuilder.strategies import build_body, build_one, make_plan
 from scholar_es.errors import ConfigError
 
 Q = "dense retrieval for question answering"

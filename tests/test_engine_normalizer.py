@@ -18,7 +18,7 @@ import pytest
 from elasticsearch import BadRequestError
 
 from indexer.pipeline import IndexRun
-from querybuilder.run import search
+from querybuilder.strategies import search
 
 CUSTOM = {
     "analysis": {

@@ -143,7 +143,7 @@ def test_bm25_metrics_by_hand_and_all_strategies(beir, tmp_engine):
 
 
 def test_rankings_match_the_query_builders_search(beir, tmp_engine):
-    from querybuilder.run import search
+    from querybuilder.strategies import search
 
     ds = load_dataset(beir)
     emb = FakeEmbedder()

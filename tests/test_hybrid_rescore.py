@@ -17,10 +17,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from querybuilder.dsl import VECTOR_SCRIPT, build_body, build_search
-from querybuilder.plan import make_plan
+from querybuilder.dsl import VECTOR_SCRIPT
 from querybuilder.profiles import DEFAULT_PROFILE
 from querybuilder.render import to_console
+from querybuilder.strategies import build_body, build_search, make_plan
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_querybuilder_engine import CORPUS, EMB, build_index  # noqa: E402

@@ -15,9 +15,8 @@ import pytest
 
 from indexer.embedder import Embedder
 from indexer.pipeline import IndexRun
-from querybuilder.dsl import build_search
 from querybuilder.intent import analyze
-from querybuilder.plan import make_plan
+from querybuilder.strategies import build_search, make_plan
 from scholar_es.engine.rest.console import run_console
 from scholar_es.errors import ConfigError, ScholarEsError
 from scholar_es.multisection.aggregate import MIN_QUOTE_CHARS

@@ -6,11 +6,14 @@ import random
 import pytest
 from elasticsearch.dsl import Search
 
-from querybuilder.dsl import SATURATION_SCRIPT, SOURCE_FIELDS, as_query_vector, build_body, build_search
-from querybuilder.plan import MAX_QUERY_CHARS, STRATEGIES, Filters, clean_question, make_plan
+from querybuilder.dsl import SATURATION_SCRIPT, SOURCE_FIELDS, as_query_vector
+from querybuilder.plan import MAX_QUERY_CHARS, Filters, clean_question
 from querybuilder.profiles import DEFAULT_PROFILE, Profile, load_profile
-from querybuilder.render import dumps, template_id, template_script, to_console, to_json, to_template
-from querybuilder.run import parse_explanation, rrf_fuse
+from querybuilder.render import dumps, template_id, to_console, to_json
+from querybuilder.results import parse_explanation
+from querybuilder.run import rrf_fuse
+from querybuilder.strategies import BUILDER_STRATEGIES as STRATEGIES
+from querybuilder.strategies import build_body, build_search, make_plan, template_script, to_template
 from scholar_es.errors import ConfigError, ModelMismatchError
 
 Q = "How do they train the LLM?"

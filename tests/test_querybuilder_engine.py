@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 
 from indexer.layout import index_body
-from querybuilder.dsl import build_body, build_search
-from querybuilder.plan import STRATEGIES, make_plan
 from querybuilder.profiles import DEFAULT_PROFILE
-from querybuilder.render import template_id, template_params, template_script, to_console, to_template
-from querybuilder.run import index_meta, search
+from querybuilder.render import template_id, template_params, to_console
+from querybuilder.run import index_meta
+from querybuilder.strategies import BUILDER_STRATEGIES as STRATEGIES
+from querybuilder.strategies import build_body, build_search, make_plan, search, template_script, to_template
 from scholar_es.errors import ConfigError, ModelMismatchError
 
 sys.path.insert(0, str(Path(__file__).parent))

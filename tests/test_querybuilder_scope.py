@@ -7,10 +7,8 @@ from __future__ import annotations
 import pytest
 from test_querybuilder_engine import CORPUS, EMB, build_index
 
-from querybuilder.dsl import build_body
-from querybuilder.plan import make_plan
 from querybuilder.profiles import DEFAULT_PROFILE, Profile
-from querybuilder.run import search
+from querybuilder.strategies import build_body, make_plan, search
 from scholar_es.errors import ConfigError
 
 QUESTION = "How is the tagger trained?"

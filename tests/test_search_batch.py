@@ -1,5 +1,5 @@
 """``scholar-es search --queries FILE --run-out RUN``: many questions, the model loaded once, a TREC
-run file whose lines are exactly what ``querybuilder.run.search`` ranks for each question."""
+run file whose lines are exactly what ``querybuilder.strategies.search`` ranks for each question."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from querybuilder.run import search
+from querybuilder.strategies import search
 from scholar_es.cli import main
 
 pytestmark = pytest.mark.slow

@@ -11,10 +11,9 @@ from urllib.parse import urlsplit
 import pytest
 from elasticsearch import BadRequestError, Elasticsearch, NotFoundError
 
-from querybuilder.dsl import build_search
-from querybuilder.plan import make_plan
 from querybuilder.render import to_console
-from querybuilder.run import embed_question, search
+from querybuilder.run import embed_question
+from querybuilder.strategies import build_search, make_plan, search
 from scholar_es.multisection.flow import multisection_search
 
 pytestmark = pytest.mark.slow

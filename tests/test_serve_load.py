@@ -16,9 +16,8 @@ from urllib.parse import urlsplit
 import pytest
 from elasticsearch import Elasticsearch
 
-from querybuilder.dsl import build_search
-from querybuilder.plan import make_plan
-from querybuilder.run import embed_question, search
+from querybuilder.run import embed_question
+from querybuilder.strategies import build_search, make_plan, search
 
 pytestmark = pytest.mark.slow
 

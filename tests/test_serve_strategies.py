@@ -16,9 +16,8 @@ from urllib.parse import urlsplit
 import pytest
 from toyworld import DOCS, EXPECTED, HEADS, PREFIX, QUESTION, build_world
 
-from querybuilder import strategies
-from querybuilder.render import show_query
-from querybuilder.run import search
+from querybuilder import registry
+from querybuilder.strategies import search, show_query
 from scholar_es.engine.rest.transport import embedded_client
 
 pytestmark = pytest.mark.slow
@@ -56,10 +55,10 @@ def get(url: str, path: str) -> tuple[int, object]:
     return resp.status, answer
 
 
-@pytest.mark.parametrize("name", strategies.names())
+@pytest.mark.parametrize("name", registry.names())
 def test_every_registry_strategy_through_the_search_api(toy_server, name):
     server, es, embedder = toy_server
-    heads = HEADS if "heads" in strategies.get(name).takes else None
+    heads = HEADS if "heads" in registry.get(name).takes else None
     body = {"question": QUESTION, "strategy": name, "prefix": PREFIX, "size": 3, "papers": True}
     status, answer = post(server.url, "/_scholar/search", {**body, **({"heads": heads} if heads else {})})
     assert status == 200, answer
@@ -73,7 +72,7 @@ def test_every_registry_strategy_through_the_search_api(toy_server, name):
     assert top["paper_id"] == EXPECTED
     # the full chunk text and paragraph ids come with the strategy's own hits (no extra search)
     assert top["chunk_text"] == DOCS[EXPECTED][1] and top["paragraph_ids"] == [f"{EXPECTED}#abs"]
-    if strategies.get(name).needs.heads:
+    if registry.get(name).needs.heads:
         assert answer["routing"]["heads"] == HEADS and answer["routing"]["top_heads"]
     else:
         assert answer["routing"] is None
@@ -92,9 +91,9 @@ def test_strategies_route_is_the_registry(toy_server):
     server, _, _ = toy_server
     status, listed = get(server.url, f"/_scholar/strategies?prefix={PREFIX}")
     assert status == 200 and isinstance(listed, list)
-    assert [s["name"] for s in listed] == strategies.names()
+    assert [s["name"] for s in listed] == registry.names()
     for info in listed:
-        s = strategies.get(info["name"])
+        s = registry.get(info["name"])
         assert info["description"] == s.description
         assert info["needs"]["summary"] == s.needs.describe()
         assert info["needs"]["heads"] == s.needs.heads and info["needs"]["license"] == s.needs.license
@@ -115,7 +114,7 @@ def test_strategies_route_is_the_registry(toy_server):
         ({"strategy": "hybrid", "heads": HEADS}, "'heads' applies only to the strategies multihead, "),
         ({"strategy": "direct", "heads": HEADS}, "not to 'direct'"),
         ({"strategy": "multihead", "heads": "nope"}, "no heads named 'nope'"),
-        ({"strategy": "nope"}, "valid strategies: " + ", ".join(repr(n) for n in sorted(strategies.names()))),
+        ({"strategy": "nope"}, "valid strategies: " + ", ".join(repr(n) for n in sorted(registry.names()))),
         ({"strategy": "multisection", "show_plan": True}, "show_plan: Extra inputs are not permitted"),
     ],
 )

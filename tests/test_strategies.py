@@ -18,8 +18,8 @@ import pytest
 from click.testing import CliRunner
 from toyworld import DOCS, EXPECTED, HEADS, PREFIX, QUESTION, build_world
 
-from querybuilder import strategies
-from querybuilder.run import search
+from querybuilder import registry, strategies
+from querybuilder.strategies import search
 from scholar_es.cli import main
 from scholar_es.engine.rest.console import run_console
 from scholar_es.engine.rest.transport import embedded_client
@@ -36,15 +36,15 @@ def cli(*args: str):
 
 
 def options(name: str, engine: Path) -> list[str]:
-    heads = ["--heads", HEADS] if "heads" in strategies.get(name).takes else []
+    heads = ["--heads", HEADS] if "heads" in registry.get(name).takes else []
     return ["--strategy", name, "--prefix", PREFIX, "--es", str(engine), *heads]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", strategies.names())
+@pytest.mark.parametrize("name", registry.names())
 def test_every_strategy_runs_through_search_query_eval_and_python(world, name, tmp_path):
     data, engine, embedder = world
-    strategy = strategies.get(name)
+    strategy = registry.get(name)
     heads = HEADS if "heads" in strategy.takes else None
 
     # Python API: one SearchResult shape for every strategy
@@ -116,27 +116,27 @@ def test_every_strategy_runs_through_search_query_eval_and_python(world, name, t
 
 # --- the registry itself ---------------------------------------------------------------------------
 def test_registry_lists_every_strategy_once_with_its_needs():
-    names = strategies.names()
+    names = registry.names()
     assert names[: len(strategies.BUILDER_STRATEGIES)] == list(strategies.BUILDER_STRATEGIES)
     assert {"direct", "multihead", "multihead-hybrid", "multisection"} <= set(names)
     assert len(names) == len(set(names))
     for name in names:
-        s = strategies.get(name)
+        s = registry.get(name)
         assert s.name == name and s.description
         assert s.needs.heads == ("heads" in s.takes), name
         assert s.needs.license in ("basic", "enterprise")
-    assert [n for n in names if strategies.get(n).needs.license == "enterprise"] == ["rrf", "linear"]
-    assert [n for n in names if not strategies.get(n).needs.vector] == ["bm25"]
+    assert [n for n in names if registry.get(n).needs.license == "enterprise"] == ["rrf", "linear"]
+    assert [n for n in names if not registry.get(n).needs.vector] == ["bm25"]
 
 
 def test_register_refuses_a_builder_name_and_make_plan_refuses_other_strategies():
-    from querybuilder.plan import make_plan
+    from querybuilder.strategies import make_plan
     from scholar_es.errors import ConfigError
 
     with pytest.raises(ConfigError, match="one of the query builder's own"):
-        strategies.register(
-            strategies.get("multisection").__class__(
-                name="hybrid", description="x", needs=strategies.Needs(vector=True)
+        registry.register(
+            registry.get("multisection").__class__(
+                name="hybrid", description="x", needs=registry.Needs(vector=True)
             )
         )
     with pytest.raises(ConfigError, match="'multihead' is not one query-builder plan"):
@@ -157,7 +157,7 @@ def refused(*args: str) -> str:
 def test_unknown_strategy_lists_the_registry(command, tmp_path):
     out = refused(command, "aspirin", "--strategy", "nope", "--es", str(tmp_path / "e"))
     assert "unknown strategy 'nope'" in out
-    for name in strategies.names():
+    for name in registry.names():
         assert f"'{name}'" in out, name
 
 
@@ -168,7 +168,7 @@ def test_eval_unknown_strategy_lists_the_registry(tmp_path):
     (data / "queries.jsonl").write_text(json.dumps({"_id": "q", "text": "x"}) + "\n")
     (data / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq\td\t1\n")
     out = refused("eval", str(data), "--strategy", "dense,nope", "--es", str(tmp_path / "e"))
-    assert "unknown strategy 'nope'" in out and all(f"'{n}'" in out for n in strategies.names())
+    assert "unknown strategy 'nope'" in out and all(f"'{n}'" in out for n in registry.names())
     out = refused(
         "eval", str(data), "--strategy", "bm25,dense", "--heads", "toy", "--es", str(tmp_path / "e")
     )

@@ -4,7 +4,7 @@
 built once under a prefix of its own, e.g. ``qasper-validation-chunks``, and reused while the
 aliases exist -- nothing is re-embedded), embed every question once through the cached
 embedder, then for each strategy and query build the request with the strategy registry
-(``querybuilder.strategies``: ``Strategy.eval_searcher``, exactly what ``scholar-es search``
+(``querybuilder.registry``: ``Strategy.eval_searcher``, exactly what ``scholar-es search``
 sends) and time the search calls alone: ``es.search`` for the one-request strategies, one
 ``es.msearch`` plus the client-side fusion for ``rrf-client``, the ``_msearch`` and the
 re-scoring search for ``multisection``. Embedding, routing through heads and request building
@@ -26,6 +26,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -216,7 +217,7 @@ def make_searcher(
 ) -> SearchFn:
     """The registry's timed search for ``strategy`` (``Strategy.eval_searcher``): the request
     ``scholar-es search`` sends, with ``_source`` cut to :data:`ID_FIELDS`, through ``es``."""
-    from querybuilder.strategies import EvalContext, get
+    from querybuilder.registry import EvalContext, get
 
     ctx = EvalContext(
         es=es,
@@ -287,7 +288,7 @@ def embed_questions(dataset: Dataset, embedder, progress: bool = True) -> dict[s
 def check_options(dataset: Dataset, strategies: Sequence[str], scope: str, heads=None) -> list[str]:
     """The strategy names (each looked up in the registry, once), after checking the scope and
     that ``heads`` goes with a strategy that uses heads."""
-    from querybuilder.strategies import get
+    from querybuilder.registry import get
 
     if scope not in SCOPES:
         raise ConfigError(f"unknown --scope {scope!r}; use one of {choices(SCOPES)}")
@@ -332,7 +333,7 @@ def run_evaluation(
 
     ``heads``: the heads (a name or a ``Heads``) of the strategies that use them
     (``multihead``, ``multihead-hybrid``; default: the heads named ``default``)."""
-    from querybuilder.strategies import get
+    from querybuilder.registry import get
 
     start = time.perf_counter()
     names = check_options(dataset, strategies, scope, heads)
@@ -367,33 +368,13 @@ def run_evaluation(
 
 
 def evaluate(
-    dataset: Dataset,
-    strategies: Sequence[str],
-    es,
-    embedder,
-    *,
-    scope: str = "corpus",
-    limit: int | None = None,
-    profile=None,
-    prefix: str | None = None,
-    progress: bool = True,
-    heads=None,
+    dataset: Dataset, strategies: Sequence[str], es, embedder, **options: Any
 ) -> dict[str, dict[str, float]]:
-    """``{strategy: {metric: value}}`` for ``strategies`` on ``dataset`` (see the module doc).
+    """``{strategy: {metric: value}}`` for ``strategies`` on ``dataset`` (see the module doc);
+    ``options``: the keywords of :func:`run_evaluation`.
 
     ``profile``: a :class:`~querybuilder.profiles.Profile`, a built-in name or a JSON file
     (None: default). ``prefix``: the index alias prefix (None: the dataset's own, e.g.
     ``qasper-validation-``). ``limit``: the first N judged queries only.
     """
-    return run_evaluation(
-        dataset,
-        strategies,
-        es,
-        embedder,
-        scope=scope,
-        limit=limit,
-        profile=profile,
-        prefix=prefix,
-        progress=progress,
-        heads=heads,
-    ).metrics
+    return run_evaluation(dataset, strategies, es, embedder, **options).metrics

@@ -123,8 +123,8 @@ def collect_candidates(
     from elasticsearch.dsl import Q
     from tqdm import tqdm
 
-    from querybuilder.dsl import build_one
-    from querybuilder.plan import make_plan
+    from querybuilder.request import SearchRequest
+    from querybuilder.strategies import build_one, make_plan
 
     vectors = embed_questions(dataset, embedder, progress=progress)
     out: dict[str, Candidates] = {}
@@ -138,15 +138,10 @@ def collect_candidates(
         leave=False,
     ):
         filters = _filters(dataset, q, scope)
-        text_plan = make_plan(
-            q.text, strategy="bm25", profile=profile, size=DEPTH, filters=filters, prefix=prefix
-        )
-        knn_plan = make_plan(
-            q.text, strategy="dense", profile=profile, size=DEPTH, filters=filters, prefix=prefix
-        )
-        hybrid_plan = make_plan(
-            q.text, strategy="hybrid", profile=profile, size=DEPTH, filters=filters, prefix=prefix
-        )
+        request = SearchRequest(q.text, profile=profile, size=DEPTH, filters=filters, prefix=prefix)
+        text_plan = make_plan(request, strategy="bm25")
+        knn_plan = make_plan(request, strategy="dense")
+        hybrid_plan = make_plan(request, strategy="hybrid")
         if knn_plan.knn_k != hybrid_plan.knn_k:  # pragma: no cover - both derive it from size and profile
             raise ConfigError("the kNN k of the dense and hybrid plans differ; cannot simulate hybrid")
         vector = vectors[knn_plan.question]

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from elasticsearch.dsl import Q, Search
 from pydantic import BaseModel
 
-from querybuilder.run import snippet
+from querybuilder.results import snippet
 from scholar_es.multisection.rescore import Scored
 
 MIN_QUOTE_CHARS = 20

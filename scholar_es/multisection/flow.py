@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from pydantic import BaseModel
@@ -26,7 +27,8 @@ from querybuilder.intent import analyze
 from querybuilder.plan import MAX_RESULT_WINDOW, Filters
 from querybuilder.profiles import Profile, load_profile
 from querybuilder.render import to_console
-from querybuilder.run import Hit, PaperHit, SearchResult, to_hit
+from querybuilder.request import SearchRequest
+from querybuilder.results import Hit, PaperHit, SearchResult, to_hit
 from scholar_es.errors import ConfigError, ScholarEsError
 from scholar_es.multisection.aggregate import (
     PER_PAPER,
@@ -132,9 +134,8 @@ class Prepared:
     sections: tuple[Section, ...]
     question_vector: np.ndarray
     searches: list[SubSearch]
-    profile: Profile
-    prefix: str
-    filters: Filters
+    #: the question's request, its profile loaded and its filters parsed
+    request: SearchRequest
     timings_ms: dict[str, float] = field(default_factory=dict)
 
 
@@ -150,24 +151,24 @@ def _check_size(name: str, value: int) -> int:
 
 def prepare(
     es,
-    question: str,
+    question: str | SearchRequest,
     *,
     llm: LLM | None = None,
-    embedder=None,
-    profile: Profile | str | None = None,
-    prefix: str = "",
-    filters: Filters | dict | None = None,
     per_section: int = 50,
     keyword_size: int = 50,
     llm_timeout: float = DEFAULT_LLM_TIMEOUT,
+    **options: Any,
 ) -> Prepared:
-    """Stage 1 and the searches of stage 2, built but not run."""
-    prof = profile if isinstance(profile, Profile) else load_profile(profile)
-    filt = Filters.parse(filters)
+    """Stage 1 and the searches of stage 2, built but not run: for a
+    :class:`~querybuilder.request.SearchRequest` (its question, ``embedder``, ``profile``,
+    ``prefix`` and ``filters``), or the question with those as ``options``."""
+    request = SearchRequest.of(question, **options)
+    prof = request.profile if isinstance(request.profile, Profile) else load_profile(request.profile)
+    request = request.replace(profile=prof, filters=Filters.parse(request.filters))
     _check_size("per_section", per_section)
     _check_size("keyword_size", keyword_size)
     t0 = time.perf_counter()
-    b = breakdown(question, llm, timeout=llm_timeout)
+    b = breakdown(request.question, llm, timeout=llm_timeout)
     sections = list(b.sections)
     if analyze(b.question).survey and not any(s.kind == "survey" for s in sections):
         extra = survey_section(b.question)
@@ -175,27 +176,18 @@ def prepare(
             sections.insert(0, extra)
     t1 = time.perf_counter()
     vectors = embed_texts(
-        es, [b.question, *(s.title for s in sections)], index=f"{prefix}chunks", embedder=embedder
+        es, [b.question, *(s.title for s in sections)], index=request.index, embedder=request.embedder
     )
     t2 = time.perf_counter()
     searches = build_searches(
-        b,
-        sections,
-        vectors[1:],
-        profile=prof,
-        prefix=prefix,
-        filters=filt,
-        keyword_size=keyword_size,
-        per_section=per_section,
+        b, sections, vectors[1:], request, keyword_size=keyword_size, per_section=per_section
     )
     return Prepared(
         b,
         tuple(sections),
         vectors[0],
         searches,
-        prof,
-        prefix,
-        filt,
+        request,
         {"breakdown": _ms(t1 - t0), "embed": _ms(t2 - t1)},
     )
 
@@ -242,13 +234,7 @@ def execute(
         raise ScholarEsError("every search of the _msearch failed: " + "; ".join(errors))
     candidates, contrib = merge(results)
     reports = [_report(r, contrib, show_plan) for r in results]
-    qplan = question_plan(
-        b.question,
-        len(candidates),
-        profile=prepared.profile,
-        prefix=prepared.prefix,
-        filters=prepared.filters,
-    )
+    qplan = question_plan(prepared.request.replace(question=b.question), len(candidates))
     rescore = RescoreReport(search_type=qplan.search_type, candidates=len(candidates))
     scored: list[Scored] = []
     if candidates:
@@ -307,22 +293,20 @@ def execute(
 
 def multisection_search(
     es,
-    question: str,
+    question: str | SearchRequest,
     *,
-    llm: LLM | None = None,
-    embedder=None,
-    profile: Profile | str | None = None,
-    prefix: str = "",
-    filters: Filters | dict | None = None,
     papers: int = 20,
+    llm: LLM | None = None,
     per_section: int = 50,
     keyword_size: int = 50,
-    show_plan: bool = False,
-    crossencoder=None,
     llm_timeout: float = DEFAULT_LLM_TIMEOUT,
+    **options: Any,
 ) -> MultiSectionResult:
     """One broad question -> the top ``papers`` papers, each with up to 3 supporting chunks.
 
+    ``question``: the text, with ``options`` the fields of
+    :class:`~querybuilder.request.SearchRequest` that apply (``embedder``, ``profile``,
+    ``prefix``, ``filters``, ``show_plan``, ``crossencoder``), or a whole request.
     ``llm``: a callable prompt -> text for the breakdown (offline decomposer when None or when it
     fails or takes longer than ``llm_timeout`` s). ``embedder``: an ``indexer.embedder.Embedder``
     (default: the index's model). ``crossencoder``: a sentence-transformers CrossEncoder name or
@@ -331,24 +315,18 @@ def multisection_search(
     index, ScholarEsError when every sub-search fails; a failed sub-search alone is reported in
     ``result.plan.errors`` and its section's ``error``.
     """
+    request = SearchRequest.of(question, **options)
     prepared = prepare(
-        es,
-        question,
-        llm=llm,
-        embedder=embedder,
-        profile=profile,
-        prefix=prefix,
-        filters=filters,
-        per_section=per_section,
-        keyword_size=keyword_size,
-        llm_timeout=llm_timeout,
+        es, request, llm=llm, per_section=per_section, keyword_size=keyword_size, llm_timeout=llm_timeout
     )
-    return execute(es, prepared, papers=papers, show_plan=show_plan, crossencoder=crossencoder)
+    return execute(
+        es, prepared, papers=papers, show_plan=request.show_plan, crossencoder=request.crossencoder
+    )
 
 
 # --- for the CLI and the evaluation harness -----------------------------------------------------
 def to_search_result(result: MultiSectionResult, size: int = 10) -> SearchResult:
-    """The result in ``querybuilder.run.SearchResult`` form: ``hits`` = the best ``size`` chunks
+    """The result in ``querybuilder.results.SearchResult`` form: ``hits`` = the best ``size`` chunks
     (re-scored order), ``papers`` = the ranked papers with their supporting chunks."""
     by_id = {h.chunk_id: h for h in result.hits}
     papers = [

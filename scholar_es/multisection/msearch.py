@@ -30,11 +30,11 @@ from dataclasses import dataclass, field
 import numpy as np
 from elasticsearch.dsl import Search
 
-from querybuilder.dsl import build_one
-from querybuilder.plan import Filters, QueryPlan, make_plan
-from querybuilder.profiles import Profile
+from querybuilder.plan import QueryPlan
 from querybuilder.render import to_console
+from querybuilder.request import SearchRequest
 from querybuilder.run import check_model, index_meta
+from querybuilder.strategies import build_one, make_plan
 from scholar_es.errors import ConfigError
 from scholar_es.multisection.decompose import Breakdown, Section
 
@@ -90,25 +90,23 @@ def _sizes_ok(name: str, value: int) -> int:
     return value
 
 
-def keyword_search(
-    breakdown: Breakdown,
-    *,
-    profile: Profile | str | None = None,
-    prefix: str = "",
-    filters: Filters | dict | None = None,
-    size: int = 50,
-) -> SubSearch:
+def sub_plan(request: SearchRequest, text: str, *, strategy: str, size: int, search_type: str) -> QueryPlan:
+    """The plan of one search of the ``_msearch``: ``text`` with ``strategy`` and ``search_type``
+    under ``request``'s profile, prefix and filters, ``size`` hits and no per-paper cap."""
+    sub = request.replace(question=text, size=size, papers=False, search_type=search_type)
+    return make_plan(sub, strategy=strategy).with_changes(cap=0, collapse=False)
+
+
+def keyword_search(breakdown: Breakdown, request: SearchRequest, *, size: int = 50) -> SubSearch:
     """BM25 on the keyword query with the keyword field boosts, one chunk per paper, ``size`` papers."""
-    plan = make_plan(
+    plan = sub_plan(
+        request,
         breakdown.keywords,
         strategy="bm25",
-        profile=profile,
         size=_sizes_ok("keyword_size", size),
-        filters=filters,
-        prefix=prefix,
         search_type="keyword",
     )
-    plan = plan.with_changes(cap=0, collapse=False)  # one hit per paper: collapse without inner hits
+    # one hit per paper: collapse without inner hits
     search = build_one(plan).collapse("paper_id")
     return SubSearch(KEYWORD, KEYWORD, breakdown.keywords, plan, search)
 
@@ -116,25 +114,20 @@ def keyword_search(
 def section_search(
     section: Section,
     vector: Sequence[float] | np.ndarray,
+    request: SearchRequest,
     *,
     name: str,
-    profile: Profile | str | None = None,
-    prefix: str = "",
-    filters: Filters | dict | None = None,
     size: int = 50,
 ) -> SubSearch:
     """Hybrid with the section multipliers of the title's own intent, ``size`` passages (no cap)."""
     search_type = "survey" if section.kind == "survey" else "section"
-    plan = make_plan(
+    plan = sub_plan(
+        request,
         section.title,
         strategy="sections",
-        profile=profile,
         size=_sizes_ok("per_section", size),
-        filters=filters,
-        prefix=prefix,
         search_type=search_type,
     )
-    plan = plan.with_changes(cap=0, collapse=False)
     return SubSearch(name, section.kind, section.title, plan, build_one(plan, vector))
 
 
@@ -159,29 +152,18 @@ def build_searches(
     breakdown: Breakdown,
     sections: Sequence[Section],
     vectors: np.ndarray,
+    request: SearchRequest,
     *,
-    profile: Profile | str | None = None,
-    prefix: str = "",
-    filters: Filters | dict | None = None,
     keyword_size: int = 50,
     per_section: int = 50,
 ) -> list[SubSearch]:
-    """[keyword search, one search per section] (``vectors[i]`` embeds ``sections[i].title``)."""
+    """[keyword search, one search per section] (``vectors[i]`` embeds ``sections[i].title``)
+    under ``request``'s profile, prefix and filters."""
     if len(vectors) != len(sections):
         raise ConfigError(f"{len(sections)} sections but {len(vectors)} vectors")
-    out = [keyword_search(breakdown, profile=profile, prefix=prefix, filters=filters, size=keyword_size)]
+    out = [keyword_search(breakdown, request, size=keyword_size)]
     for i, (section, vector) in enumerate(zip(sections, vectors, strict=True), start=1):
-        out.append(
-            section_search(
-                section,
-                vector,
-                name=f"section {i}",
-                profile=profile,
-                prefix=prefix,
-                filters=filters,
-                size=per_section,
-            )
-        )
+        out.append(section_search(section, vector, request, name=f"section {i}", size=per_section))
     return out
 
 

@@ -29,8 +29,9 @@ from elasticsearch.dsl import Q, Search
 from elasticsearch.dsl.query import Query
 
 from querybuilder.dsl import SOURCE_FIELDS, as_query_vector, hybrid_query
-from querybuilder.plan import MAX_RESULT_WINDOW, Filters, QueryPlan, make_plan
-from querybuilder.profiles import Profile
+from querybuilder.plan import MAX_RESULT_WINDOW, QueryPlan
+from querybuilder.request import SearchRequest
+from querybuilder.strategies import make_plan
 from scholar_es.errors import ConfigError
 
 
@@ -51,19 +52,12 @@ class Scored:
         return str(self.source.get("chunk_text") or "")
 
 
-def question_plan(
-    question: str,
-    n: int,
-    *,
-    profile: Profile | str | None = None,
-    prefix: str = "",
-    filters: Filters | dict | None = None,
-) -> QueryPlan:
-    """The original question's hybrid plan, sized for ``n`` candidates (no per-paper cap)."""
+def question_plan(request: SearchRequest, n: int) -> QueryPlan:
+    """The hybrid plan of ``request``'s question (under its profile, prefix and filters), sized for
+    ``n`` candidates (no per-paper cap)."""
     size = min(max(n, 1), MAX_RESULT_WINDOW)
-    return make_plan(
-        question, strategy="hybrid", profile=profile, size=size, filters=filters, prefix=prefix
-    ).with_changes(cap=0, collapse=False)
+    sub = request.replace(size=size, papers=False, search_type=None)
+    return make_plan(sub, strategy="hybrid").with_changes(cap=0, collapse=False)
 
 
 def restricted_query(

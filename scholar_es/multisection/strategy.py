@@ -1,11 +1,11 @@
-"""``multisection`` in the strategy registry (``querybuilder.strategies``).
+"""``multisection`` in the strategy registry (``querybuilder.registry``).
 
 The flow is :mod:`scholar_es.multisection.flow`'s; this object lets every command run it:
 ``search`` (papers with their supporting chunks; ``--show-plan`` prints the plan first,
 ``--crossencoder`` re-scores), ``query`` (the ``_msearch`` of the keyword and section searches:
 the re-scoring search that follows depends on the candidates they return, so it cannot be
 printed before searching -- ``search --show-plan`` prints it), ``eval`` and
-``querybuilder.run.search`` (a ``SearchResult``: the best ``size`` chunks, the papers with their
+``querybuilder.strategies.search`` (a ``SearchResult``: the best ``size`` chunks, the papers with their
 chunks). ``--size`` is the number of papers. ``--explain`` does not apply (the final scores
 come from the re-scoring search or the cross-encoder, not from one query to take apart).
 """
@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from querybuilder.strategies import EvalContext, Needs, Prepared, SearchRequest, Strategy, register
+from querybuilder.registry import EvalContext, Needs, Prepared, Strategy, register
+from querybuilder.request import SearchRequest
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -22,15 +23,7 @@ class MultisectionStrategy(Strategy):
     def prepare(self, es, request: SearchRequest) -> Prepared:
         from scholar_es.multisection.flow import prepare
 
-        prepared = prepare(
-            es,
-            request.question,
-            embedder=request.embedder,
-            profile=request.profile,
-            prefix=request.prefix,
-            filters=request.filters,
-        )
-        return Prepared(self, request, prepared)
+        return Prepared(self, request, prepare(es, request))
 
     def bodies(self, prepared: Prepared) -> dict | list[dict]:
         return [s.body() for s in prepared.state.searches]

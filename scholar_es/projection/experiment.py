@@ -417,7 +417,7 @@ def evaluate_hybrid(
     vector) vs ``multihead-hybrid`` (projected vector; with the fold's no-harm fallback and
     without a fallback). The fold's heads are stored in the engine and searched by name."""
     from indexer.embedder import Embedder
-    from querybuilder.run import search as qb_search
+    from querybuilder.strategies import search as qb_search
     from scholar_es.client import connect
     from scholar_es.projection.search import search
     from scholar_es.projection.store import delete_heads, save_heads

@@ -5,10 +5,10 @@
 * ``multihead-hybrid`` -- the query builder's default ``hybrid`` query (saturated BM25 + kNN)
   with the projected vector.
 
-The three are registered in the strategy registry (``querybuilder.strategies``) as
+The three are registered in the strategy registry (``querybuilder.registry``) as
 :class:`HeadsStrategy` objects, so ``scholar-es search``, ``query``, ``eval`` and
-``querybuilder.run.search`` run them (``--heads NAME``; default ``default``).
-The DSL is the query builder's (:func:`querybuilder.dsl.build_search`); only the vector
+``querybuilder.strategies.search`` run them (``--heads NAME``; default ``default``).
+The DSL is the query builder's (the ``build`` of the base strategy); only the vector
 changes, so filters, sizes, the per-paper cap and the profile apply as for ``dense``/``hybrid``.
 Before any search the question's model is checked against the index (``_meta``) and against
 the heads: a mismatch raises :class:`~scholar_es.errors.ModelMismatchError`.
@@ -18,18 +18,20 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from querybuilder.strategies import EvalContext, Needs, PlanStrategy, Prepared, SearchRequest, register
+from querybuilder.registry import EvalContext, Needs, Prepared, register
+from querybuilder.request import SearchRequest
+from querybuilder.strategies import PlanStrategy, build_body, build_search, plan_strategy
 from scholar_es.errors import ConfigError, choices
 from scholar_es.projection.heads import DEFAULT_NAME, Heads
 from scholar_es.projection.routing import Routing
 
 if TYPE_CHECKING:
     from querybuilder.plan import QueryPlan
-    from querybuilder.run import SearchResult
+    from querybuilder.results import SearchResult
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -42,9 +44,7 @@ class HeadsStrategy(PlanStrategy):
     templates: bool = False  # the vector is projected per question: nothing to store
 
     def _base(self) -> PlanStrategy:
-        from querybuilder.plan import get_strategy
-
-        return get_strategy(self.base)
+        return plan_strategy(self.base)
 
     def build(self, plan, vector):
         return self._base().build(plan, vector)
@@ -58,24 +58,9 @@ class HeadsStrategy(PlanStrategy):
                 f"strategy {self.name!r} embeds with the index's model and reads its heads from the "
                 "engine or cluster: give the target (scholar-es query --es TARGET)"
             )
-        req = build_request(
-            es,
-            request.question,
-            strategy=self.name,
-            heads=request.heads,
-            prefix=request.prefix,
-            embedder=request.embedder,
-            size=request.size,
-            papers=request.papers,
-            filters=request.filters,
-            profile=request.profile,
-            search_type=request.search_type,
-        )
-        return Prepared(self, request, req)
+        return Prepared(self, request, build_request(es, request, strategy=self.name))
 
     def bodies(self, prepared: Prepared) -> dict | list[dict]:
-        from querybuilder.dsl import build_body
-
         return build_body(prepared.state.plan, prepared.state.vector)
 
     def execute(self, es, prepared: Prepared) -> ProjectedSearch:
@@ -124,7 +109,7 @@ class HeadsStrategy(PlanStrategy):
         return self._base().vector_searcher(ctx, vectors)
 
 
-#: the heads strategies, registered in ``querybuilder.strategies``
+#: the heads strategies, registered in ``querybuilder.registry``
 HEADS_STRATEGIES: dict[str, HeadsStrategy] = {
     s.name: register(s)
     for s in (
@@ -194,7 +179,7 @@ def project_vectors(
 
 @dataclass
 class ProjectedSearch:
-    """The query builder's :class:`~querybuilder.run.SearchResult` plus how the vector was routed."""
+    """The query builder's :class:`~querybuilder.results.SearchResult` plus how the vector was routed."""
 
     result: SearchResult  # strategy = the heads strategy's name
     routing: Routing | None  # None for ``direct``
@@ -245,10 +230,8 @@ def resolve_heads(es, heads: Heads | str | None, prefix: str = "") -> Heads:
 
 
 def execute(es, plan, vector: np.ndarray, strategy_name: str, explain: bool = False):
-    """Run the query builder's request for ``plan`` with the routed ``vector``."""
-    from querybuilder.run import run_plan
-
-    return run_plan(es, plan, vector, explain=explain, strategy_name=strategy_name)
+    """Run the query builder's request for ``plan`` (its strategy's) with the routed ``vector``."""
+    return plan_strategy(plan.strategy).run(es, plan, vector, explain=explain, strategy_name=strategy_name)
 
 
 @dataclass
@@ -262,51 +245,37 @@ class ProjectedRequest:
 
     def search(self):
         """The ``elasticsearch.dsl.Search`` (render it with ``querybuilder.render``)."""
-        from querybuilder.dsl import build_search
-
         return build_search(self.plan, self.vector)
 
 
 def build_request(
     es,
-    question: str,
+    question: str | SearchRequest,
     *,
     strategy: str = "multihead",
-    heads: Heads | str | None = None,
-    prefix: str = "",
-    embedder=None,
-    size: int = 10,
-    papers: bool = False,
-    filters=None,
-    profile=None,
     tau: float | None = None,
     threshold: float | None = None,
     alpha: float | None = None,
-    search_type: str | None = None,
+    **options: Any,
 ) -> ProjectedRequest:
-    """Plan, embed (checked against the index and the heads) and route ``question``; nothing is
-    searched. The arguments are :func:`search`'s."""
-    from querybuilder.plan import make_plan
+    """Plan, embed (checked against the index and the heads) and route ``question`` (a
+    :class:`~querybuilder.request.SearchRequest`, or the text with ``options``, its fields);
+    nothing is searched. ``tau``/``threshold``/``alpha`` override the stored routing parameters."""
     from querybuilder.run import embed_question, index_meta
 
+    request = SearchRequest.of(question, **options)
     base, projects = check_strategy(strategy)
-    plan = make_plan(
-        question,
-        strategy=base,
-        profile=profile,
-        size=size,
-        papers=papers,
-        filters=filters,
-        prefix=prefix,
-        search_type=search_type,
-    )
+    plan = plan_strategy(base).make_plan(request)
+    embedder = request.embedder
     if embedder is None:
         from indexer.embedder import DEFAULT_MODEL, Embedder
 
         embedder = Embedder(index_meta(es, plan.index).get("embedding_model") or DEFAULT_MODEL)
     h = None
     if projects:  # refuse a model the heads were not trained with before embedding anything
-        h = resolve_heads(es, heads, prefix).with_params(tau=tau, threshold=threshold, alpha=alpha)
+        h = resolve_heads(es, request.heads, request.prefix).with_params(
+            tau=tau, threshold=threshold, alpha=alpha
+        )
         h.check_query(model=embedder.name)
     q = embed_question(es, plan, embedder)  # checked against the index's model and dims
     if h is None:
@@ -317,44 +286,25 @@ def build_request(
 
 def search(
     es,
-    question: str,
+    question: str | SearchRequest,
     *,
     strategy: str = "multihead",
-    heads: Heads | str | None = None,
-    prefix: str = "",
-    embedder=None,
-    size: int = 10,
-    papers: bool = False,
-    filters=None,
-    profile=None,
-    explain: bool = False,
     tau: float | None = None,
     threshold: float | None = None,
     alpha: float | None = None,
+    **options: Any,
 ) -> ProjectedSearch:
-    """Rank ``question`` on ``<prefix>chunks`` with ``strategy`` (see module doc).
+    """Rank ``question`` on ``<prefix>chunks`` with ``strategy`` (see module doc); ``options``: the
+    fields of :class:`~querybuilder.request.SearchRequest`.
 
     ``heads``: a :class:`Heads` or the name of stored heads (default ``"default"``; ignored by
     ``direct``). ``tau``/``threshold``/``alpha`` override the stored routing parameters.
     ``explain``: each hit's score parts, as ``scholar-es search --explain``.
     """
-    req = build_request(
-        es,
-        question,
-        strategy=strategy,
-        heads=heads,
-        prefix=prefix,
-        embedder=embedder,
-        size=size,
-        papers=papers,
-        filters=filters,
-        profile=profile,
-        tau=tau,
-        threshold=threshold,
-        alpha=alpha,
-    )
+    request = SearchRequest.of(question, **options)
+    req = build_request(es, request, strategy=strategy, tau=tau, threshold=threshold, alpha=alpha)
     return ProjectedSearch(
-        execute(es, req.plan, req.vector, strategy, explain=explain), req.routing, req.heads
+        execute(es, req.plan, req.vector, strategy, explain=request.explain), req.routing, req.heads
     )
 
 

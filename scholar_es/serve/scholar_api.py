@@ -1,9 +1,10 @@
 """The search API for backends, under ``/_scholar/`` (an index name never starts with ``_``).
 
-Every search goes through the strategy registry (:mod:`querybuilder.strategies`): a strategy
-is found by name (:func:`~querybuilder.strategies.get`; an unknown one is a 400 listing
-:func:`~querybuilder.strategies.names`), its per-strategy options are refused where it does not
-take them (as ``scholar-es search`` refuses ``--explain`` for ``multisection``), then it plans,
+Every search goes through the strategy registry (:mod:`querybuilder.registry`): a strategy
+is found by name (:func:`~querybuilder.registry.get`; an unknown one is a 400 listing
+:func:`~querybuilder.registry.names`), its per-strategy options are refused where it does not
+take them (as ``scholar-es search`` refuses ``--explain`` for ``multisection``), the API request
+becomes one :class:`~querybuilder.request.SearchRequest` (:func:`search_request`), then it plans,
 sends and shapes its answer as for the command line and the Python API. Every hit already
 carries its full chunk text and paragraph ids; what this layer adds is each hit's score parts
 as the three numbers the page draws as a bar (:func:`score_bar`) and, for the strategies that
@@ -18,22 +19,24 @@ from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.responses import Response
 
-from querybuilder import strategies
+from querybuilder import registry
 from querybuilder.plan import Filters
 from querybuilder.profiles import PROFILES, Profile
-from querybuilder.run import Hit, SearchResult
+from querybuilder.results import Hit, SearchResult
 from scholar_es.client import display_target
 from scholar_es.errors import ConfigError, choices
 from scholar_es.multisection.flow import MultiSectionResult
 from scholar_es.serve.state import ServerState
 
-#: the per-strategy options (``querybuilder.strategies.OPTIONS``) a search request can carry;
+#: the per-strategy options (``querybuilder.registry.OPTIONS``) a search request can carry;
 #: multisection's ``show_plan`` is POST /_scholar/multisection's, ``crossencoder`` is not served
 #: (a model load per request)
 API_OPTIONS = ("explain", "heads")
 
 
-class _Request(BaseModel):
+class _Question(BaseModel):
+    """What every API request carries: the question, where to search and with which profile."""
+
     model_config = ConfigDict(extra="forbid")
     question: str = Field(min_length=1, description="The question, any text (never parsed as query syntax).")
     filters: Filters | None = None
@@ -41,6 +44,9 @@ class _Request(BaseModel):
     profile: str | None = Field(
         None, description="A built-in profile name; default: the profile the server was started with."
     )
+
+
+class _Request(_Question):
     strategy: str = Field("hybrid", description="A strategy from GET /_scholar/strategies.")
     size: int = Field(10, ge=1, le=10_000, description="Hits (papers with `papers`; multisection: papers).")
     papers: bool = Field(False, description="Paper view: the top papers, each with its best chunks.")
@@ -63,14 +69,7 @@ class QueryRequest(_Request):
     pass
 
 
-class MultisectionRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    question: str = Field(min_length=1, description="The question, any text (never parsed as query syntax).")
-    filters: Filters | None = None
-    prefix: str = Field("", description="Prefix of the index aliases (<prefix>chunks).")
-    profile: str | None = Field(
-        None, description="A built-in profile name; default: the profile the server was started with."
-    )
+class MultisectionRequest(_Question):
     papers: int = Field(10, ge=1, le=1000, description="Papers to return.")
     show_plan: bool = Field(False, description="Fill each section's Kibana console text.")
 
@@ -84,14 +83,14 @@ class ScoreBar(BaseModel):
 
 
 class ServeHit(Hit):
-    """A hit of ``querybuilder.run`` (full ``chunk_text``, ``paragraph_ids``) and its score bar."""
+    """A hit of ``querybuilder.results`` (full ``chunk_text``, ``paragraph_ids``) and its score bar."""
 
     model_config = ConfigDict(extra="forbid")
     score_bar: ScoreBar | None = None  # with ``explain``, for the strategies that explain
 
 
 class ServePaperHit(BaseModel):
-    """``querybuilder.run.PaperHit`` with :class:`ServeHit` chunks."""
+    """``querybuilder.results.PaperHit`` with :class:`ServeHit` chunks."""
 
     model_config = ConfigDict(extra="forbid")
     paper_id: str
@@ -109,21 +108,13 @@ class Routing(BaseModel):
     top_heads: list[list[float]]  # [head row, weight] of the heads the vector was routed through
 
 
-class ServeSearchResult(BaseModel):
-    """``querybuilder.run.SearchResult`` field for field (``extra="forbid"``: a field added there
-    and not here fails every search test), with serve's hits and the heads' routing."""
+class ServeSearchResult(SearchResult):
+    """``querybuilder.results.SearchResult`` with serve's hits and the heads' routing (``extra="forbid"``:
+    what the API answers is exactly these fields)."""
 
     model_config = ConfigDict(extra="forbid")
-    question: str
-    strategy: str
-    intent_rule: str
-    search_type: str
-    index: str
-    total: int | None
-    took_ms: int
-    hits: list[ServeHit]
-    papers: list[ServePaperHit] = []
-    request: dict | list
+    hits: list[ServeHit]  # type: ignore[assignment]  # ServeHit is a Hit with its score bar
+    papers: list[ServePaperHit] = []  # type: ignore[assignment]
     routing: Routing | None = None  # the heads strategies (multihead, multihead-hybrid)
 
 
@@ -135,7 +126,7 @@ class QueryResponse(BaseModel):
 
 
 class NeedsInfo(BaseModel):
-    """``querybuilder.strategies.Needs``: what a strategy needs from the caller and the cluster."""
+    """``querybuilder.registry.Needs``: what a strategy needs from the caller and the cluster."""
 
     vector: bool  # the question's embedding
     heads: bool  # heads trained with `scholar-es heads train`
@@ -184,35 +175,38 @@ def _profile(state: ServerState, name: str | None) -> Profile:
     return PROFILES[name]
 
 
-def check_options(strategy: strategies.Strategy, **given: Any) -> None:
+def check_options(strategy: registry.Strategy, **given: Any) -> None:
     """ConfigError for a per-strategy option given (true, a name) to a strategy that does not take
     it, named as the request names it (``Strategy.check_options`` names the command-line flags)."""
     for key, value in given.items():
         if value and key not in strategy.takes:
-            takers = [s.name for s in strategies.all_strategies() if key in s.takes]
+            takers = [s.name for s in registry.all_strategies() if key in s.takes]
             raise ConfigError(
                 f"{key!r} applies only to the strategies {', '.join(takers)}, not to {strategy.name!r}; "
                 "leave it out or pick one of those"
             )
 
 
-def _registry_request(
-    state: ServerState, req: _Request, *, explain: bool = False
-) -> tuple[strategies.Strategy, strategies.SearchRequest]:
-    """The registry's strategy and request for ``req``, checked before anything is embedded or sent."""
-    strategy = strategies.get(req.strategy)
-    check_options(strategy, explain=explain, heads=req.heads)
-    request = strategies.SearchRequest(
+def search_request(state: ServerState, req: _Question, **fields: Any) -> registry.SearchRequest:
+    """The registry's request for an API request: its question, filters, prefix and profile (default:
+    the server's), the server's embedder, and ``fields`` (the others the API request carries)."""
+    return registry.SearchRequest(
         question=req.question,
         profile=_profile(state, req.profile),
-        size=req.size,
-        papers=req.papers,
         filters=req.filters,
         prefix=req.prefix,
         embedder=state.embedder,
-        heads=req.heads,
-        explain=explain,
+        **fields,
     )
+
+
+def _registry_request(
+    state: ServerState, req: _Request, *, explain: bool = False
+) -> tuple[registry.Strategy, registry.SearchRequest]:
+    """The registry's strategy and request for ``req``, checked before anything is embedded or sent."""
+    strategy = registry.get(req.strategy)
+    check_options(strategy, explain=explain, heads=req.heads)
+    request = search_request(state, req, size=req.size, papers=req.papers, heads=req.heads, explain=explain)
     strategy.check(request)
     return strategy, request
 
@@ -264,7 +258,7 @@ def strategy_infos(state: ServerState, prefix: str = "") -> list[StrategyInfo]:
     """Every strategy of the registry, and whether heads are stored for those that need them."""
     stored: list[str] | None = None
     out = []
-    for s in strategies.all_strategies():
+    for s in registry.all_strategies():
         heads = None
         if s.needs.heads:
             if stored is None:
@@ -343,16 +337,8 @@ def router(state: ServerState) -> APIRouter:
     @r.post("/multisection", response_model=MultiSectionResult)
     def multisection_route(req: MultisectionRequest) -> Response:
         """The question split into 1-5 sections, one _msearch, re-scored, aggregated to papers."""
-        strategy = strategies.get("multisection")
-        request = strategies.SearchRequest(
-            question=req.question,
-            profile=_profile(state, req.profile),
-            size=req.papers,
-            filters=req.filters,
-            prefix=req.prefix,
-            embedder=state.embedder,
-            show_plan=req.show_plan,
-        )
+        strategy = registry.get("multisection")
+        request = search_request(state, req, size=req.papers, show_plan=req.show_plan)
         strategy.check(request)
         native: MultiSectionResult = strategy.execute(state.es, strategy.prepare(state.es, request))
         return _json(native)
