@@ -167,9 +167,10 @@ class Segment:
 
         ``self`` is not modified (it may be a published snapshot that searches are reading):
         the copy shares the numpy arrays, whose visible rows are never written (appends go to
-        spare capacity past them, :func:`~engine.index.segment.buffers.grow`), and copies the containers that appending
-        mutates (ids, vocabularies, column registries). Deletions compact every column (O(index
-        size), no sort: the term -> docs view is filtered, not rebuilt).
+        spare capacity past them, :func:`~engine.index.segment.buffers.grow`), and copies the
+        containers that appending mutates (ids, vocabularies, column registries). Deletions
+        compact every column (O(index size), no sort: the term -> docs view is filtered, not
+        rebuilt).
         """
         new = Segment(self.mapping)
         copy_bufs(new, self)
