@@ -29,6 +29,7 @@ from scholar_es.engine.index.segment.saved import ArrayWriter, SavedArrays
 from scholar_es.engine.query import similarity as sim
 
 C = TypeVar("C", bound="Column")
+P = TypeVar("P", bound="_PostingsColumn")
 
 
 class Column:
@@ -98,7 +99,18 @@ def _cached(col: object, name: str, source: np.ndarray, compute: Callable[[], in
     return hit[1]
 
 
-class TextColumn(Column):
+class _PostingsColumn(Column):
+    """A column over :class:`~engine.index.segment.postings.Postings` (text, keyword)."""
+
+    postings: Postings
+
+    def copy(self: P) -> P:
+        new = super().copy()
+        new.postings = self.postings.copy()
+        return new
+
+
+class TextColumn(_PostingsColumn):
     """An analyzed text field with BM25 statistics."""
 
     kind = "text"
@@ -117,12 +129,6 @@ class TextColumn(Column):
 
     def rows_of(self, docs: Sequence[ParsedDoc], name: str) -> list[list[str] | None]:
         return [d.text.get(name) for d in docs]
-
-    def copy(self) -> TextColumn:
-        new = copy.copy(self)
-        new.postings = self.postings.copy()
-        copy_bufs(new, self)
-        return new
 
     def extend(self, other: TextColumn) -> None:
         self.postings.extend(other.postings)
@@ -178,7 +184,7 @@ class TextColumn(Column):
         return name, col
 
 
-class KeywordColumn(Column):
+class KeywordColumn(_PostingsColumn):
     """Exact values; scored as Lucene scores a DOCS-only field without norms."""
 
     kind = "keyword"
@@ -194,12 +200,6 @@ class KeywordColumn(Column):
 
     def rows_of(self, docs: Sequence[ParsedDoc], name: str) -> list[list[str] | None]:
         return [d.keyword.get(name) for d in docs]
-
-    def copy(self) -> KeywordColumn:
-        new = copy.copy(self)
-        new.postings = self.postings.copy()
-        copy_bufs(new, self)
-        return new
 
     def extend(self, other: KeywordColumn) -> None:
         remap = self.postings.extend(other.postings)
