@@ -15,6 +15,7 @@ deleted rows (:meth:`Column.compact`), and writes / reads its arrays (:meth:`Col
 from __future__ import annotations
 
 import copy
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import ClassVar, TypeVar
 
@@ -32,7 +33,7 @@ C = TypeVar("C", bound="Column")
 P = TypeVar("P", bound="_PostingsColumn")
 
 
-class Column:
+class Column(ABC):
     """What every column does. ``kind`` names it three times over: the attribute of
     :class:`~engine.index.segment.segment.Segment` holding the columns of this kind by field,
     the :class:`~engine.index.segment.document.ParsedDoc` values it takes, and the key of its
@@ -41,9 +42,9 @@ class Column:
     kind: ClassVar[str]
 
     @classmethod
+    @abstractmethod
     def takes(cls, fs: FieldSpec) -> bool:
         """Whether a field of this mapping holds its values in a column of this class."""
-        raise NotImplementedError
 
     @classmethod
     def for_field(cls: type[C], fs: FieldSpec) -> C:
@@ -54,9 +55,9 @@ class Column:
         """An empty column of the same kind (and shape) as this one."""
         return type(self)()
 
+    @abstractmethod
     def rows_of(self, docs: Sequence[ParsedDoc], name: str) -> list:
         """The values of field ``name`` in each of ``docs`` (None: none), the rows :meth:`append` takes."""
-        raise NotImplementedError
 
     def copy(self: C) -> C:
         """A copy that can be appended to without touching this one (arrays are shared)."""
@@ -64,28 +65,28 @@ class Column:
         copy_bufs(new, self)
         return new
 
+    @abstractmethod
     def append(self, rows: list) -> None:
         """Append one row per new document (None: no value)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def extend(self: C, other: C) -> None:
         """Append the rows of ``other`` (a column of new documents)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def compact(self, keep: np.ndarray) -> None:
         """Keep the rows where ``keep`` is true."""
-        raise NotImplementedError
 
+    @abstractmethod
     def to_arrays(self, out: ArrayWriter, name: str, start: int) -> list:
         """Put the arrays of rows ``start..n`` into ``out``; returns the entry describing them
         (the whole column when ``start`` is 0, a base; else only those rows, a delta)."""
-        raise NotImplementedError
 
     @classmethod
+    @abstractmethod
     def from_arrays(cls: type[C], entry: list, saved: SavedArrays, n: int) -> tuple[str, C]:
         """(field name, column) of an entry :meth:`to_arrays` wrote, for ``n`` documents;
         ValueError when its arrays do not fit together."""
-        raise NotImplementedError
 
 
 def _cached(col: object, name: str, source: np.ndarray, compute: Callable[[], int]) -> int:
