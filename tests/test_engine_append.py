@@ -23,9 +23,8 @@ import numpy as np
 import pytest
 
 from scholar_es.engine.index import indices as core
-from scholar_es.engine.index import segment
 from scholar_es.engine.index.indices import Engine
-from scholar_es.engine.index.segment import ParsedDoc
+from scholar_es.engine.index.segment import ParsedDoc, postings
 from scholar_es.engine.rest.handler import handle as rest_handle
 from scholar_es.engine.rest.transport import embedded_client
 
@@ -337,8 +336,8 @@ def test_a_damaged_delta_is_detected_and_the_index_rebuilt(tmp_path, damage, cap
 def test_random_add_delete_refresh_reopen_rounds_answer_as_a_fresh_index(tmp_path, seed, monkeypatch, caplog):
     monkeypatch.setattr(core, "MAX_DELTAS", 4)  # reach a merge within the rounds
     if seed == 3:  # fold the term -> docs tail into its base at almost every append
-        monkeypatch.setattr(segment, "TAIL_MIN_POSTINGS", 0)
-        monkeypatch.setattr(segment, "TAIL_FRACTION", 2)
+        monkeypatch.setattr(postings, "TAIL_MIN_POSTINGS", 0)
+        monkeypatch.setattr(postings, "TAIL_FRACTION", 2)
     rng = random.Random(seed)
     path = tmp_path / "engine"
     engine = Engine(path)

@@ -169,7 +169,7 @@ def test_checksummed_but_inconsistent_arrays_are_refused_and_rebuilt(saved, whic
         n = desc["n"]
         _, vocab, refs = desc["text"][0]
         if which == "term_id":
-            ids = arrays[refs[1]]  # saved in the narrowest type that holds them (segment._narrowed)
+            ids = arrays[refs[1]]  # saved in the narrowest type that holds them (postings.narrowed)
             ids[5] = np.iinfo(ids.dtype).max  # no such term
             assert ids[5] >= len(json.loads(arrays[vocab].tobytes()))
         elif which == "doc_position":

@@ -16,9 +16,10 @@ import shutil
 import numpy as np
 import pytest
 
-from scholar_es.engine.index import commit, segment
+from scholar_es.engine.index import commit
 from scholar_es.engine.index import indices as core
 from scholar_es.engine.index.indices import Engine
+from scholar_es.engine.index.segment import buffers
 from scholar_es.engine.rest.handler import handle as rest_handle
 
 MAPPING = {"properties": {"body": {"type": "text"}, "tag": {"type": "keyword"}}}
@@ -190,9 +191,9 @@ def _save_base(path) -> list:
 
 @pytest.mark.parametrize("layout", ["split", "copied"])
 def test_wide_values_after_a_narrow_base_keep_their_value(tmp_path, monkeypatch, reference, layout, caplog):
-    # split: a mapped array stays the base of a two-part column (segment._Split), rows appended
+    # split: a mapped array stays the base of a two-part column (buffers.Split), rows appended
     # after it held apart; copied: it is copied into a growable buffer first
-    monkeypatch.setattr(segment, "SPLIT_MIN_ROWS", 1 if layout == "split" else 10**12)
+    monkeypatch.setattr(buffers, "SPLIT_MIN_ROWS", 1 if layout == "split" else 10**12)
     caplog.set_level("WARNING", logger="scholar_es.engine")
     path = tmp_path / "engine"
     _save_base(path)
@@ -284,7 +285,7 @@ def test_a_saved_array_of_another_integer_type_is_refused(tmp_path, caplog):
 
 
 def test_saved_types_are_the_narrowest_that_hold_the_values():
-    from scholar_es.engine.index.segment import _narrowed
+    from scholar_es.engine.index.segment.postings import narrowed
 
     for values, expected in [
         ([0, 255], np.uint8),
@@ -293,6 +294,6 @@ def test_saved_types_are_the_narrowest_that_hold_the_values():
         ([1, 65_536], np.int32),
         ([], np.int32),
     ]:
-        got = _narrowed(np.array(values, dtype=np.int32))
+        got = narrowed(np.array(values, dtype=np.int32))
         assert got.dtype == expected, values
         assert got.tolist() == values

@@ -9,7 +9,8 @@ import pytest
 
 from scholar_es.engine.index.commit import read_commit
 from scholar_es.engine.index.indices import Engine
-from scholar_es.engine.index.segment import Segment, _Postings
+from scholar_es.engine.index.segment import Segment
+from scholar_es.engine.index.segment.postings import Postings
 from scholar_es.engine.rest.transport import embedded_client
 
 QUERIES = [
@@ -36,8 +37,8 @@ def saved(tmp_path):
     return path, answers
 
 
-def _fresh_csc(p: _Postings) -> tuple[np.ndarray, ...]:
-    rebuilt = _Postings()
+def _fresh_csc(p: Postings) -> tuple[np.ndarray, ...]:
+    rebuilt = Postings()
     rebuilt.vocab, rebuilt.indptr, rebuilt.indices, rebuilt.data = p.vocab, p.indptr, p.indices, p.data
     return rebuilt.csc()
 
@@ -48,7 +49,7 @@ def test_a_cold_start_reads_the_saved_view_and_answers_the_same(saved):
     try:
         seg = engine.handle("p").segment()
         for col in (seg.text["title"], seg.keyword["tag"]):
-            saved_view = col.postings._csc  # loaded with the segment, before any search
+            saved_view = col.postings.base_view  # loaded with the segment, before any search
             assert saved_view is not None
             assert not any(a.flags.writeable for a in saved_view)  # views of the file read, not rebuilt
             for got, want in zip(saved_view, _fresh_csc(col.postings), strict=True):
@@ -79,7 +80,7 @@ def test_a_segment_saved_without_the_view_still_opens_and_builds_it(saved):
         engine.store.close()
     seg = Segment.from_arrays(arrays, old, mapping)
     p = seg.text["title"].postings
-    assert p._csc is None
+    assert p.base_view is None
     docs, freqs = p.postings("graph")
     assert len(docs) and np.all(np.diff(docs) > 0) and np.all(freqs >= 1)
 

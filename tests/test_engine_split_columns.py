@@ -1,4 +1,4 @@
-"""Appending to a mapped base keeps the base in place (engine/index/segment.py ``_Split``).
+"""Appending to a mapped base keeps the base in place (engine/index/segment/buffers.py ``Split``).
 
 Opening a commit point with deltas, or appending to a freshly opened base, used to copy every
 big column (vector matrix, postings) into a growable buffer. Now the mapped array stays the base
@@ -16,8 +16,9 @@ import shutil
 import numpy as np
 import pytest
 
-from scholar_es.engine.index import hnsw, segment
+from scholar_es.engine.index import hnsw
 from scholar_es.engine.index.indices import Engine
+from scholar_es.engine.index.segment import buffers
 from scholar_es.engine.rest.handler import handle as rest_handle
 
 WORDS = ["graph", "neural", "model", "data", "protein", "cell", "gene", "tree", "the", "of"]
@@ -103,11 +104,11 @@ def _layout(engine: Engine) -> set[str]:
     with engine.handle("p").reading() as (seg, _reader):
         split = set()
         for name, col in seg.vectors.items():
-            if type(col.__dict__["matrix"]) is segment._Split:
+            if type(col.__dict__["matrix"]) is buffers.Split:
                 split.add(f"vectors.{name}")
         for kind in ("text", "keyword"):
             for name, col in getattr(seg, kind).items():
-                if type(col.postings.__dict__["indices"]) is segment._Split:
+                if type(col.postings.__dict__["indices"]) is buffers.Split:
                     split.add(f"{kind}.{name}")
         return split
 
@@ -134,7 +135,7 @@ def on_disk(tmp_path, monkeypatch):
 
 
 def _run(path, min_rows: int, monkeypatch) -> tuple[list, set[str], set[str]]:
-    monkeypatch.setattr(segment, "SPLIT_MIN_ROWS", min_rows)
+    monkeypatch.setattr(buffers, "SPLIT_MIN_ROWS", min_rows)
     rnd = random.Random(11)
     engine = Engine(path)
     try:
@@ -183,24 +184,24 @@ def test_take_and_slice_read_across_the_parts():
     base.flags.writeable = False
 
     class Holder:
-        arr = segment._Splittable()
+        arr = buffers.Splittable()
 
     h = Holder()
     h.arr = base
-    old = segment.SPLIT_MIN_ROWS
-    segment.SPLIT_MIN_ROWS = 1
+    old = buffers.SPLIT_MIN_ROWS
+    buffers.SPLIT_MIN_ROWS = 1
     try:
-        segment._grow(h, "arr", np.full((3, 2), 7, dtype=np.float32))
-        segment._grow(h, "arr", np.full((2, 2), 9, dtype=np.float32))
+        buffers.grow(h, "arr", np.full((3, 2), 7, dtype=np.float32))
+        buffers.grow(h, "arr", np.full((2, 2), 9, dtype=np.float32))
     finally:
-        segment.SPLIT_MIN_ROWS = old
+        buffers.SPLIT_MIN_ROWS = old
     whole = np.concatenate([base, np.full((3, 2), 7), np.full((2, 2), 9)]).astype(np.float32)
-    assert type(h.__dict__["arr"]) is segment._Split and h.__dict__["arr"].base is base
+    assert type(h.__dict__["arr"]) is buffers.Split and h.__dict__["arr"].base is base
     pos = np.array([10, 0, 6, 5, 8, 2])
-    assert np.array_equal(segment._take(h, "arr", pos), whole[pos])
+    assert np.array_equal(buffers.take(h, "arr", pos), whole[pos])
     for lo, hi in ((0, 4), (4, 9), (6, 11), (7, 8)):
-        assert np.array_equal(segment._slice(h, "arr", lo, hi), whole[lo:hi])
-    assert np.array_equal(segment._since(h, "arr", 7), whole[7:])
-    assert segment._length(h, "arr") == 11
+        assert np.array_equal(buffers.slice_rows(h, "arr", lo, hi), whole[lo:hi])
+    assert np.array_equal(buffers.since(h, "arr", 7), whole[7:])
+    assert buffers.length(h, "arr") == 11
     assert np.array_equal(h.arr, whole)  # a whole read joins the parts, once
     assert type(h.__dict__["arr"]) is np.ndarray
