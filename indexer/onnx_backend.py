@@ -12,7 +12,7 @@ Why not ``SentenceTransformer(path, backend="onnx")``: its export goes through
 needs ``transformers>=5``; and loading it still imports torch, which is the query-time cost
 this backend removes. Tokenization (``tokenizer.json``), truncation (``max_seq_length``),
 pooling and normalization follow the model's own sentence-transformers configuration files;
-fp32 vectors equal the torch backend's to ~1e-6 (tests/test_onnx_backend.py, bench/README.md).
+fp32 vectors equal the torch backend's to ~1e-6 (tests/indexer/test_onnx_backend.py, bench/README.md).
 
 The export is written atomically: into a temporary directory beside the final one, renamed
 into place when complete, so a killed export leaves no half model and a second process

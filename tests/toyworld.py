@@ -1,6 +1,6 @@
 """A tiny judged BEIR set for the strategy tests: 6 abstracts on distinct topics, 4 questions each
 citing one, indexed under ``toy-`` in an embedded engine, with heads ``toy`` trained on its
-questions for the multi-head strategies (tests/test_strategies.py, tests/test_serve_strategies.py).
+questions for the multi-head strategies (tests/cli/test_strategies.py, tests/serve/test_serve_strategies.py).
 """
 
 from __future__ import annotations

@@ -280,7 +280,7 @@ def _findall_source(bmp: bool, ascii_only: bool = False) -> str:
 
 # The full patterns are 200-300 KB of character classes: compiling them costs ~0.35 s, paid by
 # every process that tokenizes (each CLI command). ASCII text, most questions, is tokenized by the
-# same patterns restricted to ASCII (identical on ASCII text, see _cc; tests/test_analysis.py),
+# same patterns restricted to ASCII (identical on ASCII text, see _cc; tests/engine/analysis/test_analysis.py),
 # compiled at import in ~1 ms; the full ones are compiled on the first text that needs them.
 _FINDALL_ASCII = re.compile(_findall_source(bmp=True, ascii_only=True))
 

@@ -7,7 +7,7 @@ sets*: a term yields its postings' documents and their float32 BM25 scores (the 
 ``constant_score``, boosts, ``function_score`` (filter/weight functions) and ``script_score``
 combine the sorted candidate arrays of their clauses (eager sparse scoring as in bm25s; Lucene
 scorers iterate postings the same way). Every element goes through the same float operations, in
-the same order, as in the dense path, so the answers are bit-identical (tests/test_engine_sparse.py
+the same order, as in the dense path, so the answers are bit-identical (tests/engine/query/test_engine_sparse.py
 checks it on random corpora and queries).
 
 A clause with no sparse form (a filter-like ``range``/``exists``/``terms`` matcher, ``match_all``,

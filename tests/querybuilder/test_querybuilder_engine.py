@@ -21,7 +21,7 @@ from querybuilder.strategies import BUILDER_STRATEGIES as STRATEGIES
 from querybuilder.strategies import build_body, build_search, make_plan, search, template_script, to_template
 from scholar_es.errors import ConfigError, ModelMismatchError
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from test_querybuilder_dsl import random_questions  # noqa: E402
 
 

@@ -22,7 +22,7 @@ from querybuilder.profiles import DEFAULT_PROFILE
 from querybuilder.render import to_console
 from querybuilder.strategies import build_body, build_search, make_plan
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from test_querybuilder_engine import CORPUS, EMB, build_index  # noqa: E402
 
 QUESTION = "How is the named entity tagger trained?"

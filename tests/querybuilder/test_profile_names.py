@@ -12,7 +12,7 @@ from querybuilder.profiles import Profile, load_profile, profile_names
 from scholar_es.cli import main
 from scholar_es.errors import ConfigError
 
-SHIPPED = Path(__file__).resolve().parents[1] / "scholar_es" / "evaluation" / "profiles"
+SHIPPED = Path(__file__).resolve().parents[2] / "scholar_es" / "evaluation" / "profiles"
 
 
 @pytest.mark.parametrize(

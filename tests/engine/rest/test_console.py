@@ -18,7 +18,7 @@ import pytest
 
 from scholar_es.engine.rest.console import run_console
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 
 SCRIPT = '''# create an index
 PUT books

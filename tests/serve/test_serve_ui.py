@@ -20,7 +20,7 @@ import pytest
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SCREENSHOT = REPO / "docs" / "img" / "search-page.png"
 QUESTION = "How is information carried between windows of a long document?"
 

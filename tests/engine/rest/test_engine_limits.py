@@ -23,7 +23,7 @@ from scholar_es.engine.analysis.tokenizer import standard_tokenize
 from scholar_es.engine.rest.console import run_console
 from scholar_es.engine.rest.handler import _ROUTES, handle, route
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 SCHOLAR_ES = Path(sys.executable).with_name("scholar-es")
 
 

@@ -28,7 +28,7 @@ from scholar_es.engine.index.segment import ParsedDoc, postings
 from scholar_es.engine.rest.handler import handle as rest_handle
 from scholar_es.engine.rest.transport import embedded_client
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 ENV = {"PYTHONPATH": str(ROOT)}
 MAPPING = {
     "properties": {

@@ -34,7 +34,7 @@ from scholar_es.multisection.merge import merge
 from scholar_es.multisection.msearch import SubSearch, run_msearch
 
 pytestmark = pytest.mark.slow
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 QASPER_PAPERS = 5
 CONTEXT_Q = (

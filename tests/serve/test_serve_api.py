@@ -376,7 +376,7 @@ def test_readme_curl_examples_run(served_demo):
     if shutil.which("curl") is None:
         print("\n[serve] no curl binary; README curl examples not run")
         pytest.skip("no curl binary")
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     serving_section = readme.split("## Serving", 1)[1].split("\n## ", 1)[0]
     commands = [
         re.sub(r"\\\n\s*", "", c) for c in re.findall(r"^\s*(curl .*?(?:\\\n.*?)*)$", serving_section, re.M)

@@ -25,7 +25,7 @@ def test_default_model_loads_without_setting_hf_hub_offline():
     env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
     out = subprocess.run(
         [sys.executable, "-c", CODE],
-        cwd=Path(__file__).resolve().parents[1],
+        cwd=Path(__file__).resolve().parents[2],
         env=env,
         capture_output=True,
         text=True,

@@ -9,7 +9,7 @@ from indexer.models import Paper
 from indexer.readers import FORMATS, detect_format, read_papers
 from scholar_es.errors import ConfigError, InputError
 
-DATA = Path(os.environ.get("SCHOLAR_ES_DATA", Path(__file__).resolve().parents[1].parent / "shared" / "data"))
+DATA = Path(os.environ.get("SCHOLAR_ES_DATA", Path(__file__).resolve().parents[2].parent / "shared" / "data"))
 
 
 def _data(*parts: str) -> Path:

@@ -31,7 +31,7 @@ TEXTS = [
     "short",
     "",
 ]
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ from elasticsearch import BadRequestError, helpers
 
 from scholar_es.engine.rest.transport import embedded_client
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture()

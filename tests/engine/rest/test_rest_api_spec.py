@@ -1,6 +1,6 @@
 """Elasticsearch's YAML REST tests, run against the embedded engine.
 
-The fixtures in ``tests/rest_api/*.yml`` are adapted from ``elastic/elasticsearch``'s
+The fixtures in ``tests/engine/rest/rest_api/*.yml`` are adapted from ``elastic/elasticsearch``'s
 ``rest-api-spec`` (and ``x-pack/plugin/rank-rrf``) YAML tests; each file names the source
 path and commit it was adapted from. The expected values are the ones Elasticsearch's own
 tests assert. The runner follows elasticsearch-py's ``test_rest_api_spec.py``: every test
@@ -34,7 +34,7 @@ SKIP: dict[tuple[str, str], str] = {
     ("search.highlight.10_unified", "Basic combined_fields query"): "the engine has no combined_fields query",
 }
 
-# Upstream tests not ported, per upstream file (in tests/rest_api/ under the same stem), and why.
+# Upstream tests not ported, per upstream file (in tests/engine/rest/rest_api/ under the same stem), and why.
 OMITTED: dict[str, dict[str, str]] = {
     "search.aggregation.20_terms": {
         "IP test": "no ip field type",

@@ -1,7 +1,7 @@
 """Search API fidelity: aggregations, fields/docvalue_fields, rest_total_hits_as_int, _msearch
 items, highlighting and retriever validation, each checked against the values and messages
 Elasticsearch documents or its source throws (cited per test). The YAML REST tests adapted from
-Elasticsearch itself run in tests/test_rest_api_spec.py."""
+Elasticsearch itself run in tests/engine/rest/test_rest_api_spec.py."""
 
 from __future__ import annotations
 

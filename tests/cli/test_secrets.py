@@ -15,7 +15,7 @@ import pytest
 
 from scholar_es.client import display_target
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SCHOLAR_ES = Path(sys.executable).with_name("scholar-es")
 SECRET = "s3cr3t-Pa55"
 API_KEY = "QUFBQUFBQUFBQUFB-apikey-value"

@@ -222,5 +222,5 @@ def test_section_counts_from_papers_and_qrels(qasper):
 
 @pytest.mark.parametrize("name", ["tuned-qasper-train", "tuned-scifact-train"])
 def test_shipped_tuned_profiles_load(name):
-    path = Path(__file__).resolve().parents[1] / "scholar_es" / "evaluation" / "profiles" / f"{name}.json"
+    path = Path(__file__).resolve().parents[2] / "scholar_es" / "evaluation" / "profiles" / f"{name}.json"
     assert load_profile(str(path)).name == name

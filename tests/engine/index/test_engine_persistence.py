@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from elasticsearch import NotFoundError
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 DOCS = [
     ("a", {"title": "graph neural networks for molecules", "tag": "x", "year": 2019, "vec": [1, 0, 0]}),
     ("b", {"title": "a survey of graph learning", "tag": "y", "year": 2021, "vec": [0, 1, 0]}),

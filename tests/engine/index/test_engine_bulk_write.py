@@ -21,7 +21,7 @@ from scholar_es.engine.errors import EsError
 from scholar_es.engine.index import store as store_mod
 from scholar_es.engine.rest.client_json import EngineJsonSerializer
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 
 # --- request parsing: orjson path == json path ---------------------------------------------------
 

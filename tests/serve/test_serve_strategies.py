@@ -3,7 +3,7 @@ and /_scholar/query), over real HTTP against a server subprocess, each answer co
 in-process Python API on the same engine; GET /_scholar/strategies is the registry's list.
 
 The data is tests/toyworld.py's (heads ``toy`` trained, so multihead and multihead-hybrid run
-with trained heads, as in tests/test_strategies.py). Parametrized over ``names()``: a strategy
+with trained heads, as in tests/cli/test_strategies.py). Parametrized over ``names()``: a strategy
 added to the registry is served, and tested, without touching this file.
 """
 

@@ -31,7 +31,7 @@ from scholar_es.engine.index.indices import Engine
 from scholar_es.engine.rest.handler import handle as rest_handle
 from scholar_es.engine.rest.transport import embedded_client
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
 MAPPING = {
     "properties": {

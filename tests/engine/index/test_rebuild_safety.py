@@ -23,7 +23,7 @@ from indexer import layout
 from indexer.pipeline import FAULT_ENV
 from scholar_es.engine.rest.transport import embedded_client
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 
 #: indexes argv[2] into the engine at argv[1] (rebuild when argv[3] == "rebuild") with a cheap
 #: deterministic embedder, so the crash tests need no model

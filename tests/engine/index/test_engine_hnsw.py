@@ -194,7 +194,7 @@ def test_appended_and_deleted_docs(es):
     es.index(index="h", id=top, document={"v": X[int(top)].tolist(), "c": "x", "b": "x"}, refresh=True)
 
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 EXTRA = (CENTERS[RNG.integers(0, CLUSTERS, 3000)] + 0.35 * RNG.standard_normal((3000, D))).astype(np.float32)
 
 
