@@ -378,13 +378,15 @@ BULK_META_KEYS = {
     "dynamic_templates",
 }
 #: ... and refuses these by name, unless they say what they default to
-BULK_META_UNSUPPORTED = (
-    "routing",
-    "pipeline",
-    "require_alias",
-    "require_data_stream",
-    "list_executed_pipelines",
-    "dynamic_templates",
+BULK_META_UNSUPPORTED = frozenset(
+    (
+        "routing",
+        "pipeline",
+        "require_alias",
+        "require_data_stream",
+        "list_executed_pipelines",
+        "dynamic_templates",
+    )
 )
 
 

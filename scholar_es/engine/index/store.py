@@ -427,7 +427,8 @@ class Store:
                     else:
                         state[op[1]] = (version_after, last_seq, op)
                     out.append((last_seq, version_after, seq))
-                retired = [(live[i][1],) for i in touched if i in live]  # every applied op retires the row
+                changed = [i for i in ids if i in touched]  # in request order: rows deleted in seq order
+                retired = [(live[i][1],) for i in changed if i in live]  # every applied op retires the row
                 if retired:
                     db.executemany("DELETE FROM docs WHERE seq = ?", retired)
                 rows = [
@@ -444,10 +445,10 @@ class Store:
                     "UPDATE sqlite_sequence SET seq = max(seq, ?) WHERE name = 'docs'", (last_seq,)
                 ).rowcount:
                     db.execute("INSERT INTO sqlite_sequence (name, seq) VALUES ('docs', ?)", (last_seq,))
-                tombs = [(index, i, state[i][0], now) for i in touched if state[i][1] is None]
+                tombs = [(index, i, state[i][0], now) for i in changed if state[i][1] is None]
                 if tombs:
                     db.executemany("INSERT OR REPLACE INTO tombstones VALUES (?, ?, ?, ?)", tombs)
-                gone = [(index, i) for i in touched if state[i][1] is not None and i in dead]
+                gone = [(index, i) for i in changed if state[i][1] is not None and i in dead]
                 if gone:
                     db.executemany("DELETE FROM tombstones WHERE index_name = ? AND id = ?", gone)
                 gen = _gen(db, index) + 1

@@ -57,6 +57,8 @@ class Condition:
 
 ANY = Condition()
 CREATE = Condition(version=MATCH_DELETED)
+#: the parameters (or metadata keys) that make a condition
+_KEYS = frozenset(("version", "version_type", "if_seq_no", "if_primary_term"))
 
 
 def seq_no(seq: int) -> int:
@@ -68,6 +70,8 @@ def conflict(cond: Condition, current_version: int | None, current_seq: int | No
     """Why ``cond`` does not hold for a document at ``current_version`` (None: never written or
     its tombstone collected) whose live row is ``current_seq`` (None: absent or deleted), as
     ``VersionConflictEngineException`` words it after ``[id]: version conflict, ``; None if it holds."""
+    if cond is ANY:
+        return None
     deleted = current_seq is None
     current = NOT_FOUND if current_version is None else current_version
     if cond.if_seq_no != UNASSIGNED_SEQ_NO:
@@ -145,6 +149,8 @@ def parse(values: Mapping[str, Any], op: str) -> Condition:
     """The condition of one write from its URL parameters or bulk metadata (``op``: ``index``,
     ``create`` or ``delete``). Raises the 400 Elasticsearch raises while parsing them (a bad
     number, an unknown version type, a negative ``if_seq_no``/``if_primary_term``)."""
+    if _KEYS.isdisjoint(values):  # the common case: no condition
+        return CREATE if op == "create" else ANY
     version = _long("version", values["version"]) if values.get("version") is not None else MATCH_ANY
     kind = values.get("version_type")
     if kind is not None and str(kind) not in VERSION_TYPES:
@@ -169,6 +175,8 @@ def parse(values: Mapping[str, Any], op: str) -> Condition:
 def problems(cond: Condition, op: str, has_id: bool = True) -> list[str]:
     """What ``IndexRequest.validate`` (``op`` index/create) or ``DeleteRequest.validate`` says of
     ``cond``: the messages of an ``action_request_validation_exception``, none when it is valid."""
+    if cond is ANY or cond is CREATE:
+        return []
     version, kind = cond.version, cond.version_type
     if op == "create":
         if kind != "INTERNAL":
