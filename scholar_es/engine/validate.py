@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from scholar_es.engine.errors import EsError, parsing_error
+from scholar_es.engine.errors import EsError, parsing_error, unsupported
 
 
 def _show(value: Any) -> str:
@@ -357,6 +357,39 @@ def check_alias_actions(actions: Any) -> None:
         check_is_write_index(spec.get("is_write_index"))
 
 
+#: the keys of a bulk action's metadata (BulkRequestParser); the engine implements _index, _id,
+#: op_type, version, version_type, if_seq_no and if_primary_term (engine.index.versioning);
+#: retry_on_conflict and _source only mean something to an update (which is refused)
+BULK_META_KEYS = {
+    "_index",
+    "_id",
+    "routing",
+    "op_type",
+    "version",
+    "version_type",
+    "if_seq_no",
+    "if_primary_term",
+    "retry_on_conflict",
+    "pipeline",
+    "_source",
+    "require_alias",
+    "require_data_stream",
+    "list_executed_pipelines",
+    "dynamic_templates",
+}
+#: ... and refuses these by name, unless they say what they default to
+BULK_META_UNSUPPORTED = frozenset(
+    (
+        "routing",
+        "pipeline",
+        "require_alias",
+        "require_data_stream",
+        "list_executed_pipelines",
+        "dynamic_templates",
+    )
+)
+
+
 def check_bulk_meta(line: int, op: str, meta: Any) -> None:
     if meta is None:
         return
@@ -374,6 +407,25 @@ def check_bulk_meta(line: int, op: str, meta: Any) -> None:
                 "illegal_argument_exception",
                 f"Malformed action/metadata line [{line}], [{op}] [{key}] must be a string, got [{_show(value)}]",
             )
+    for key, value in meta.items():
+        # BulkRequestParser: the keys it knows; objects only for dynamic_templates and _source
+        if key not in BULK_META_KEYS:
+            raise EsError(
+                400,
+                "illegal_argument_exception",
+                f"Action/metadata line [{line}] contains an unknown parameter [{key}]",
+            )
+        if isinstance(value, (list, dict)) and not (
+            isinstance(value, dict) and key in ("dynamic_templates", "_source")
+        ):
+            token = "START_ARRAY" if isinstance(value, list) else "START_OBJECT"
+            raise EsError(
+                400,
+                "illegal_argument_exception",
+                f"Malformed action/metadata line [{line}], expected a simple value for field [{key}] but found [{token}]",
+            )
+        if key in BULK_META_UNSUPPORTED and value not in (None, False, "false", {}):
+            raise unsupported(f"{op}.{key}", "the embedded engine has one shard and no ingest pipelines")
 
 
 def check_msearch_header(header: Any) -> dict:

@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from scholar_es.engine.errors import EsError, illegal_argument, index_not_found
-from scholar_es.engine.index import hnsw
+from scholar_es.engine.index import hnsw, versioning
 from scholar_es.engine.index.commit import Commit, StaleCommit, fault, open_commit, write_commit
 from scholar_es.engine.index.mapping import (
     Mapping,
@@ -418,10 +418,14 @@ class IndexHandle:
 
     # --- writes ---------------------------------------------------------------------------
     def write(self, ops: list[tuple]) -> list[dict]:
-        """Apply ("index", id, source_dict, op_type) / ("delete", id) ops; one result per op.
+        """Apply ("index", id, source_dict, condition) / ("delete", id, condition) ops (a
+        :class:`~engine.index.versioning.Condition`; ``versioning.CREATE`` for ``op_type=create``);
+        one result per op.
 
         Documents are parsed against the mapping first; a document the mapping rejects
-        gets its error item and the others are still written (bulk semantics).
+        gets its error item and the others are still written (bulk semantics). The conditions
+        and the mapping's dynamic additions are checked and stored in the documents' transaction
+        (:meth:`Store.write`); a failed condition is that op's 409 item.
         """
         with self._lock:  # writers are serialized; searches go on, on their snapshots
             return self._write(ops)
@@ -431,13 +435,11 @@ class IndexHandle:
         writes: list[tuple[int, tuple]] = []  # (op position, store op)
         parsed = []
         mapping_before = json.dumps(self.mapping.to_body(), sort_keys=True)
-        exists_in_batch: dict[str, bool] = {}  # ids written/deleted by earlier ops of this request
         for i, op in enumerate(ops):
             if op[0] == "delete":
-                writes.append((i, ("delete", op[1])))
-                exists_in_batch[op[1]] = False
+                writes.append((i, op))
                 continue
-            _, doc_id, source, op_type = op
+            _, doc_id, source, cond = op
             reason = unpaired_surrogate_reason(doc_id)
             if reason is not None:
                 results[i] = _item_error(illegal_argument(f"id [{escape_surrogates(doc_id)}] holds {reason}"))
@@ -447,19 +449,6 @@ class IndexHandle:
                     illegal_argument(
                         f"id [{doc_id[:40]}...] is too long, must be no longer than {MAX_ID_BYTES} bytes but was: "
                         f"{len(doc_id.encode('utf-8', 'surrogatepass'))}"
-                    )
-                )
-                continue
-            if op_type == "create" and exists_in_batch.get(
-                doc_id, self.store.get(self.name, doc_id) is not None
-            ):
-                results[i] = _item_error(
-                    EsError(
-                        409,
-                        "version_conflict_engine_exception",
-                        f"[{doc_id}]: version conflict, document already exists (current version [1])",
-                        index=self.name,
-                        shard="0",
                     )
                 )
                 continue
@@ -475,20 +464,35 @@ class IndexHandle:
                     mapper_error(f"failed to parse: the document's _source holds {reason}")
                 )
                 continue
-            writes.append((i, ("index", doc_id, stored_text, pack_vectors(pdoc.vectors))))
+            writes.append((i, ("index", doc_id, stored_text, pack_vectors(pdoc.vectors), cond)))
             parsed.append((i, pdoc))
-            exists_in_batch[doc_id] = True
-        mapping_after = json.dumps(self.mapping.to_body(), sort_keys=True)
-        if mapping_after != mapping_before:  # dynamic fields or vector dims were added
-            # only additions: a parameter another process changed meanwhile (a PUT _mapping of
-            # an object's dynamic, say) is kept, not overwritten by this process's older value
-            self.sync_mapping(self.store.update_mappings(self.name, self.mapping.to_body(), additions=True))
-        outcome, gen = self.store.write(self.name, [w for _, w in writes]) if writes else ([], 0)
+        # dynamic fields or vector dims the documents added go in with them, in one transaction:
+        # only additions, so a parameter another process changed meanwhile (a PUT _mapping of an
+        # object's dynamic, say) is kept, not overwritten by this process's older value
+        additions = None
+        if json.dumps(self.mapping.to_body(), sort_keys=True) != mapping_before:
+            additions = self.mapping.to_body()
+        outcome: list = []
+        gen = 0
+        wrote = bool(writes) or additions is not None
+        if wrote:
+            try:
+                outcome, gen, stored = self.store.write(self.name, [w for _, w in writes], additions)
+            except BaseException:
+                if additions is not None:  # nothing was stored: neither are the fields
+                    self._restore_mapping(json.loads(mapping_before))
+                raise
+            if stored is not None:
+                self.sync_mapping(stored)
         pdocs = dict(parsed)
         adds: list[ParsedDoc] = []
         deletes: list[int] = []
-        for (i, w), (seq, version, previous) in zip(writes, outcome, strict=True):
+        for (i, w), applied in zip(writes, outcome, strict=True):
             doc_id = w[1]
+            if isinstance(applied, str):  # its condition failed
+                results[i] = _item_error(versioning.conflict_error(doc_id, applied, self.name, self.uuid))
+                continue
+            seq, version, previous = applied
             if previous is not None:
                 deletes.append(previous)
             if w[0] == "delete":
@@ -501,7 +505,6 @@ class IndexHandle:
                 }
             else:
                 pdoc = pdocs[i]
-                assert seq is not None  # an index op always gets a new seq (Store.write)
                 pdoc.seq = seq
                 adds.append(pdoc)
                 results[i] = {
@@ -511,24 +514,25 @@ class IndexHandle:
                     "result": "updated" if previous is not None else "created",
                     "status": 200 if previous is not None else 201,
                 }
-            done = results[i]
-            assert done is not None  # both branches above set it
-            done.update(
+            item = results[i]
+            assert item is not None  # both branches above set it
+            item.update(
                 {
                     "_shards": {"total": 1, "successful": 1, "failed": 0},
-                    "_seq_no": int(seq or 0),
-                    "_primary_term": 1,
+                    "_seq_no": versioning.seq_no(seq),
+                    "_primary_term": versioning.PRIMARY_TERM,
                 }
             )
-        if writes:
+        if wrote:
             self._pending.append((gen, adds, deletes))
             if sum(len(a) for _, a, _ in self._pending) >= PUBLISH_EVERY:
                 self.segment()  # bound the memory of parsed documents waiting for a reader
+        # Elasticsearch's order: _index and _id first (failed items included)
+        done: list[dict] = []
         for op, res in zip(ops, results, strict=True):
-            if res is not None:
-                res.setdefault("_index", self.name)
-                res.setdefault("_id", op[1])
-        return results  # type: ignore[return-value]
+            assert res is not None  # every op has its result or its error
+            done.append({"_index": self.name, "_id": op[1], **res})
+        return done
 
     def _stored_source(self, source: dict) -> dict:
         if not self.mapping.source_excludes:
@@ -546,8 +550,8 @@ class IndexHandle:
             "_index": self.name,
             "_id": doc_id,
             "_version": version,
-            "_seq_no": seq,
-            "_primary_term": 1,
+            "_seq_no": versioning.seq_no(seq),
+            "_primary_term": versioning.PRIMARY_TERM,
             "found": True,
             "_source": json.loads(source),
         }
@@ -569,6 +573,15 @@ class IndexHandle:
         with self._lock:
             self.mapping, self.similarities = mapping, similarities
             self.sync_mapping(self.store.update_mappings(self.name, mapping.to_body()))
+
+    def _restore_mapping(self, body: dict) -> None:
+        """Back to the mapping ``body`` (a write that added fields to it in memory failed)."""
+        with self._lock:
+            mapping = Mapping(body, check_limits=False)
+            self.similarities = bm25_similarities(self.settings, mapping)
+            self.mapping = mapping
+            if self._snapshot is not None:
+                self._snapshot.mapping = mapping
 
     def sync_mapping(self, stored: dict) -> None:
         """Add the fields of the stored mapping that ours lacks (another process added them), so

@@ -34,7 +34,8 @@ from pathlib import Path
 import numpy as np
 import orjson
 
-from scholar_es.engine.errors import EsError
+from scholar_es.engine.errors import EsError, index_not_found
+from scholar_es.engine.index import versioning
 
 try:  # ISA-L (python-isal): the same zlib format, ~7x faster than zlib at level 1 on _source JSON
     from isal.isal_zlib import compress as _compress
@@ -307,19 +308,14 @@ class Store:
                 (name, json.dumps(settings), json.dumps(mappings), uuid, created),
             )
 
-    def update_mappings(self, name: str, mappings: dict, additions: bool = False) -> dict:
+    def update_mappings(self, name: str, mappings: dict) -> dict:
         """Merge ``mappings`` into the stored mapping (in one transaction, so fields that another
-        process added meanwhile are kept) and return the result. ``additions``: only the keys
-        the stored mapping lacks are taken (a writer's dynamic fields), its own values stay; else
-        ``mappings`` wins where both have a key (a PUT _mapping)."""
+        process added meanwhile are kept; ``mappings`` wins where both have a key: a PUT
+        _mapping) and return the result. A writer's dynamic fields go in with its documents
+        (:meth:`write`)."""
         with self._meta_write() as db:
             row = db.execute("SELECT mappings FROM indices WHERE name = ?", (name,)).fetchone()
-            if row is None:
-                merged = mappings
-            elif additions:
-                merged = merge_mappings(mappings, json.loads(row[0]))
-            else:
-                merged = merge_mappings(json.loads(row[0]), mappings)
+            merged = mappings if row is None else merge_mappings(json.loads(row[0]), mappings)
             db.execute("UPDATE indices SET mappings = ? WHERE name = ?", (json.dumps(merged), name))
         return merged
 
@@ -357,27 +353,38 @@ class Store:
                 db.execute("DELETE FROM indices WHERE name = ?", (index,))
 
     # --- documents -----------------------------------------------------------------
-    def write(self, index: str, ops: Sequence[tuple]) -> tuple[list[tuple[int | None, int, int | None]], int]:
-        """Apply ("index", id, source_json, vectors_blob) and ("delete", id) ops in one
-        transaction. Returns, per op, (new seq or None, version, seq of the row it replaced or
-        None: a delete found its document when that is set), and the index's write generation
-        after the transaction (the one before is that minus one).
+    def write(
+        self, index: str, ops: Sequence[tuple], mappings: dict | None = None
+    ) -> tuple[list[tuple[int, int, int | None] | str], int, dict | None]:
+        """Apply ("index", id, source_json, vectors_blob, condition) and ("delete", id, condition)
+        ops in one transaction, with the index's mapping grown by ``mappings``' additions (the
+        dynamic fields the documents added; only keys the stored mapping lacks are taken, its own
+        values stay). Returns, per op, (its new seq, version, seq of the live row it replaced or
+        None: a delete found its document when that is set) or, when its
+        :class:`~engine.index.versioning.Condition` failed, the conflict's explanation; the
+        index's write generation after the transaction (the one before is that minus one); and
+        the stored mapping after it when ``mappings`` was given. Raises ``index_not_found`` when the index is gone (deleted by
+        another process since the caller looked), writing nothing.
 
-        Versions follow Elasticsearch's internal versioning: every write of an id, deletes
-        included, takes the version after the current one, and a deleted id's version is kept
-        for ``GC_DELETES_SECONDS`` (``index.gc_deletes``) so a delete of a missing id gets
-        version 1 and a document written again soon after its delete goes on from its version.
+        Each condition is checked here, against the state of this transaction and the earlier ops
+        of the same request, so two writers (threads or processes) can never both create one id or
+        both replace one ``if_seq_no``. Versions follow Elasticsearch's versioning
+        (:func:`~engine.index.versioning.next_version`): internally every write of an id, deletes
+        included, takes the version after the current one, and a deleted id's version is kept for
+        ``GC_DELETES_SECONDS`` (``index.gc_deletes``) so a delete of a missing id gets version 1
+        and a document written again soon after its delete goes on from its version.
 
         The whole request is planned in Python from one look-up of its ids, then written with
         one ``executemany`` per statement: rows replaced or deleted, new rows (with the seqs
-        AUTOINCREMENT would have given them, one per index op in order, kept in
-        ``sqlite_sequence`` even when a later op of the same request replaced the row) and
-        tombstones."""
-        out: list[tuple[int | None, int, int | None]] = []
+        AUTOINCREMENT would have given them, one per applied op in order -- a delete takes one too,
+        its ``_seq_no`` -- kept in ``sqlite_sequence`` even when a later op of the same request
+        replaced the row) and tombstones."""
+        out: list[tuple[int, int, int | None] | str] = []
         with self._lock:
             db = self._db
             db.execute("BEGIN IMMEDIATE")
             try:
+                stored = self._grow_mapping(db, index, mappings)
                 now = time.time()
                 ids = list(dict.fromkeys(op[1] for op in ops))
                 live = _lookup(
@@ -397,22 +404,31 @@ class Store:
                     "coalesce((SELECT max(seq) FROM docs), 0))"
                 ).fetchone()
                 last_seq = int(row[0])
-                state: dict[str, tuple[int, int | None, tuple | None]] = {}  # id -> (version, seq, op)
+                # id -> (version or None: never written, live seq or None, index op or None)
+                state: dict[str, tuple[int | None, int | None, tuple | None]] = {}
                 for doc_id in ids:
                     if doc_id in live:
                         state[doc_id] = (live[doc_id][0], live[doc_id][1], None)
                     elif doc_id in dead:
                         state[doc_id] = (dead[doc_id][0], None, None)
+                touched: set[str] = set()  # ids an applied op changed
                 for op in ops:
-                    version, seq, _ = state.get(op[1], (0, None, None))  # version 0: never written
-                    if op[0] == "delete":
-                        state[op[1]] = (version + 1, None, None)
-                        out.append((None, version + 1, seq))
+                    version, seq, _ = state.get(op[1], (None, None, None))
+                    cond = op[2] if op[0] == "delete" else op[4]
+                    reason = versioning.conflict(cond, version, seq)
+                    if reason is not None:
+                        out.append(reason)
                         continue
+                    version_after = versioning.next_version(cond, version)
                     last_seq += 1
-                    state[op[1]] = (version + 1, last_seq, op)
-                    out.append((last_seq, version + 1, seq))
-                retired = [(live[i][1],) for i in ids if i in live]  # every op retires the row
+                    touched.add(op[1])
+                    if op[0] == "delete":
+                        state[op[1]] = (version_after, None, None)
+                    else:
+                        state[op[1]] = (version_after, last_seq, op)
+                    out.append((last_seq, version_after, seq))
+                changed = [i for i in ids if i in touched]  # in request order: rows deleted in seq order
+                retired = [(live[i][1],) for i in changed if i in live]  # every applied op retires the row
                 if retired:
                     db.executemany("DELETE FROM docs WHERE seq = ?", retired)
                 rows = [
@@ -429,10 +445,10 @@ class Store:
                     "UPDATE sqlite_sequence SET seq = max(seq, ?) WHERE name = 'docs'", (last_seq,)
                 ).rowcount:
                     db.execute("INSERT INTO sqlite_sequence (name, seq) VALUES ('docs', ?)", (last_seq,))
-                tombs = [(index, i, v, now) for i, (v, seq, _) in state.items() if seq is None]
+                tombs = [(index, i, state[i][0], now) for i in changed if state[i][1] is None]
                 if tombs:
                     db.executemany("INSERT OR REPLACE INTO tombstones VALUES (?, ?, ?, ?)", tombs)
-                gone = [(index, i) for i, (_, seq, _) in state.items() if seq is not None and i in dead]
+                gone = [(index, i) for i in changed if state[i][1] is not None and i in dead]
                 if gone:
                     db.executemany("DELETE FROM tombstones WHERE index_name = ? AND id = ?", gone)
                 gen = _gen(db, index) + 1
@@ -441,7 +457,24 @@ class Store:
             except BaseException:
                 db.execute("ROLLBACK")
                 raise
-        return out, gen
+        return out, gen, stored
+
+    @staticmethod
+    def _grow_mapping(db: sqlite3.Connection, index: str, mappings: dict | None) -> dict | None:
+        """Inside a write transaction: the stored mapping of ``index`` with the keys of ``mappings``
+        it lacks added (and ``meta_gen`` bumped, so other processes see them); None without
+        ``mappings``. Raises ``index_not_found`` when ``index`` is not (or no longer) stored."""
+        row = db.execute("SELECT mappings FROM indices WHERE name = ?", (index,)).fetchone()
+        if row is None:
+            raise index_not_found(index)
+        if mappings is None:
+            return None
+        stored = json.loads(row[0])
+        merged = merge_mappings(mappings, stored)
+        if merged != stored:
+            db.execute("UPDATE indices SET mappings = ? WHERE name = ?", (json.dumps(merged), index))
+            db.execute("INSERT INTO meta_gen VALUES (0, 1) ON CONFLICT(id) DO UPDATE SET gen = gen + 1")
+        return merged
 
     def get(self, index: str, doc_id: str) -> tuple[int, str, int] | None:
         """(seq, source json, version) of one document, or None."""

@@ -13,8 +13,10 @@ import uuid
 from collections.abc import Callable
 from urllib.parse import unquote
 
-from scholar_es.engine.errors import EsError, illegal_argument, internal_error, parsing_error
+from scholar_es.engine.errors import EsError, illegal_argument, internal_error, parsing_error, unsupported
+from scholar_es.engine.index import versioning
 from scholar_es.engine.index.indices import Engine
+from scholar_es.engine.index.versioning import Condition
 from scholar_es.engine.rest import params as rest_params
 from scholar_es.engine.search.execute import SearchRun, count
 from scholar_es.engine.search.hits import filter_source
@@ -282,11 +284,37 @@ def get_index_alias(engine, params, body, index, name):
 # --- documents ---------------------------------------------------------------------------
 
 
-def _write_one(engine, index, doc_id, source, op_type, params):
+#: parameters of the document write APIs the engine does not implement: refused by name (a
+#: ``false`` is what they default to, and accepted)
+_UNSUPPORTED_WRITE_PARAMS = ("routing", "pipeline", "require_alias", "require_data_stream")
+
+
+def _write_params(params: dict, op: str, has_id: bool = True) -> Condition:
+    """The condition of a document write from its URL parameters (RestIndexAction,
+    RestDeleteAction); the parameters the engine does not implement are refused by name."""
+    for name in _UNSUPPORTED_WRITE_PARAMS:
+        if name in params and str(params[name]).lower() != "false":
+            raise unsupported(name, "the embedded engine has one shard and no ingest pipelines")
+    return versioning.checked(params, op, has_id)
+
+
+def _op_type(value) -> str:
+    """``IndexRequest.opType(String)``."""
+    op = str(value).lower()
+    if op not in ("index", "create"):
+        raise illegal_argument(f"opType must be 'create' or 'index', found: [{value}]")
+    return op
+
+
+def _write_one(engine, index, doc_id, source, cond: Condition):
     if not isinstance(source, dict):
         raise parsing_error("request body is required and must be a JSON object")
     name = engine.write_index(index)
-    item = engine.handle(name).write([("index", doc_id, source, op_type)])[0]
+    return _item_response(engine.handle(name).write([("index", doc_id, source, cond)])[0])
+
+
+def _item_response(item: dict) -> tuple[int, dict]:
+    """A single-document API's answer from its write item (an error item: Elasticsearch's error body)."""
     if "error" in item:
         return item["status"], {
             "error": {"root_cause": [item["error"]], **item["error"]},
@@ -297,20 +325,23 @@ def _write_one(engine, index, doc_id, source, op_type, params):
 
 @route("PUT|POST", "/{index}/_doc/{doc_id}")
 def index_doc(engine, params, body, index, doc_id):
-    op_type = params.get("op_type", "index")
-    if op_type not in ("index", "create"):
-        raise illegal_argument(f"opType must be 'create' or 'index', found: [{op_type}]")
-    return _write_one(engine, index, doc_id, body, op_type, params)
+    cond = _write_params(params, _op_type(params.get("op_type", "index")))
+    return _write_one(engine, index, doc_id, body, cond)
 
 
 @route("POST", "/{index}/_doc")
 def index_doc_auto(engine, params, body, index):
-    return _write_one(engine, index, uuid.uuid4().hex[:20], body, "create", params)
+    # RestIndexAction.AutoIdHandler: op_type create unless the request names one
+    cond = _write_params(params, _op_type(params.get("op_type", "create")), has_id=False)
+    return _write_one(engine, index, uuid.uuid4().hex[:20], body, cond)
 
 
 @route("PUT|POST", "/{index}/_create/{doc_id}")
 def create_doc(engine, params, body, index, doc_id):
-    return _write_one(engine, index, doc_id, body, "create", params)
+    op_type = params.get("op_type")
+    if op_type is not None and op_type != "create":  # RestIndexAction.CreateHandler.validateOpType
+        raise illegal_argument(f"opType must be 'create', found: [{op_type}]")
+    return _write_one(engine, index, doc_id, body, _write_params(params, "create"))
 
 
 @route("GET", "/{index}/_doc/{doc_id}")
@@ -342,9 +373,9 @@ def get_source(engine, params, body, index, doc_id):
 
 @route("DELETE", "/{index}/_doc/{doc_id}")
 def delete_doc(engine, params, body, index, doc_id):
+    cond = _write_params(params, "delete")
     name = engine.write_index(index, create=False)
-    item = engine.handle(name).write([("delete", doc_id)])[0]
-    return item["status"], {k: v for k, v in item.items() if k != "status"}
+    return _item_response(engine.handle(name).write([("delete", doc_id, cond)])[0])
 
 
 @route("POST|PUT", "/_bulk")
@@ -353,6 +384,7 @@ def bulk(engine, params, body, index=None):
     items: list[dict] = []
     groups: dict[str, list] = {}
     order: list[tuple[str, int, str, dict | None]] = []
+    invalid: list[str] = []  # validation errors of the items (ActionRequestValidationException)
     i = 0
     while i < len(lines):
         action = lines[i]
@@ -372,6 +404,9 @@ def bulk(engine, params, body, index=None):
         if op == "update":
             raise illegal_argument("bulk [update] is not supported by the embedded engine; send [index]")
         meta = meta or {}
+        kind = "create" if op == "create" or (op == "index" and meta.get("op_type") == "create") else op
+        cond = versioning.parse(meta, kind)
+        invalid.extend(versioning.problems(cond, kind, has_id=meta.get("_id") is not None))
         target = meta.get("_index", index)
         if target is None:
             raise illegal_argument("Validation Failed: 1: index is missing;")
@@ -387,20 +422,22 @@ def bulk(engine, params, body, index=None):
         elif doc_id is None:
             raise illegal_argument("Validation Failed: 1: id is missing;")
         order.append((target, len(groups.setdefault(target, [])), op, source))
-        groups[target].append((op, str(doc_id), source))
+        groups[target].append((op, str(doc_id), source, cond))
+    if invalid:  # BulkRequest.validate: every item's validation errors, the whole request refused
+        raise versioning.validation_error(invalid)
     results: dict[str, list[dict]] = {}
     for target, ops in groups.items():
         try:
             name = engine.write_index(target)
             handle_ = engine.handle(name)
             wire: list[tuple] = []
-            for op, doc_id, source in ops:
+            for op, doc_id, source, cond in ops:
                 if op == "delete":
-                    wire.append(("delete", doc_id))
+                    wire.append(("delete", doc_id, cond))
                 elif not isinstance(source, dict):
                     wire.append(("bad", doc_id))
                 else:
-                    wire.append(("index", doc_id, source, op))
+                    wire.append(("index", doc_id, source, cond))
             good = [w for w in wire if w[0] != "bad"]
             out = iter(handle_.write(good))
             results[target] = [
@@ -420,7 +457,7 @@ def bulk(engine, params, body, index=None):
         except EsError as e:
             results[target] = [
                 {"_index": target, "_id": doc_id, "status": e.status, "error": e.cause()}
-                for _, doc_id, _ in ops
+                for _, doc_id, _, _ in ops
             ]
     errors = False
     for target, pos, op, _ in order:

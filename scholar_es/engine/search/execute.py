@@ -13,6 +13,7 @@ from scholar_es.engine.errors import (
     unsupported,
     x_content_parse_error,
 )
+from scholar_es.engine.index import versioning
 from scholar_es.engine.query import sparse
 from scholar_es.engine.query.dsl import QueryParser
 from scholar_es.engine.query.functions import parse_function_score
@@ -332,7 +333,8 @@ class SearchRun:
             highlight.parse_highlight(self.body["highlight"]) if "highlight" in self.body else None
         )
         terms_for = self._highlight_terms()
-        rows = self.reader.sources(seqs) if show_source or want_fields or highlight_fields else {}
+        wanted = show_source or want_fields or highlight_fields or self.body.get("version")
+        rows = self.reader.sources(seqs) if wanted else {}
         hits = []
         for i, p in enumerate(page):
             hit: dict = {"_index": self.handle.name}
@@ -341,6 +343,9 @@ class SearchRun:
             hit["_score"] = float(np.float32(scores[p])) if scores is not None else None
             if self.body.get("version"):
                 hit["_version"] = rows[seqs[i]][2] if seqs[i] in rows else 1
+            if self.body.get("seq_no_primary_term"):  # what if_seq_no/if_primary_term compare with
+                hit["_seq_no"] = versioning.seq_no(int(seqs[i]))
+                hit["_primary_term"] = versioning.PRIMARY_TERM
             if seqs[i] in rows:
                 src = stored_source(rows[seqs[i]][1], self.handle.mapping.source_excludes)
                 filtered = filter_source(src, self.body.get("_source")) if show_source else None

@@ -87,6 +87,19 @@ OMITTED: dict[str, dict[str, str]] = {
     },
     "search.vectors.150_knn_search_missing_params": {},
     "get.70_source_filtering": {},
+    # conditional writes (issue 25): every test of these upstream files is ported
+    "index.20_optype": {},
+    "index.30_cas": {},
+    "index.35_external_version": {},
+    "index.36_external_gte_version": {},
+    "create.10_with_id": {},
+    "create.35_external_version": {},
+    "delete.10_basic": {},
+    "delete.12_result": {},
+    "delete.20_cas": {},
+    "delete.25_external_version": {},
+    "delete.26_external_gte_version": {},
+    "bulk.80_cas": {},
     "search.10_source_filtering": {
         "Exclude sparse embeddings from _source by default": "no sparse_vector field type",
         "docvalue_fields with explicit format": "DecimalFormat patterns (#.0) on numeric docvalue_fields "
