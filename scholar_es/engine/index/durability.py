@@ -25,6 +25,7 @@ import logging
 import os
 import re
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -136,8 +137,6 @@ class WalSyncer:
 
     def dirty(self, interval: float) -> None:
         """A commit was not fsynced: sync within ``interval`` seconds."""
-        import time
-
         due = time.monotonic() + interval
         with self._lock:
             if self._timer is not None and self._due <= due:

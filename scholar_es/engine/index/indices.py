@@ -360,6 +360,9 @@ class IndexHandle:
         merge policy says so (``MAX_DELTAS``, ``MERGE_RATIO``) or no usable commit point is known."""
         with self._save_lock:
             self.store.identity.check()  # files of a deleted engine directory would be orphans
+            # async durability: the rows a commit point describes are fsynced before it is written
+            # (Elasticsearch's flush syncs the translog with the Lucene commit)
+            self.store.flush()
             seg = self.segment()
             missing = self._graph_missing(seg)
             if seg.gen == self._saved_gen and not missing:
