@@ -253,6 +253,23 @@ def open_commit(folder: Path) -> Commit | None:
     return None
 
 
+def peek_meta(folder: Path) -> dict | None:
+    """The ``meta`` of the newest commit point whose own checksum matches, without mapping or
+    verifying its data files (what SQLite state it claims to reflect), else None."""
+    for gen in generations(folder):
+        try:
+            header, _, body = (folder / f"segments_{gen}.json").read_bytes().partition(b"\n")
+            check = json.loads(header)
+            if len(body) != check["size"] or crc32(body) != check["crc32"]:
+                continue
+            meta = json.loads(body).get("meta")
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            continue
+        if isinstance(meta, dict):
+            return meta
+    return None
+
+
 def _map(path: Path, size: int) -> memoryview:
     """The first ``size`` bytes of ``path``, memory-mapped read-only (pages are read when touched;
     the mapping outlives an unlink of the file). Raises CorruptCommit when the file has another size."""
@@ -368,6 +385,7 @@ __all__ = [
     "fault",
     "generations",
     "open_commit",
+    "peek_meta",
     "read_commit",
     "write_commit",
     "write_lock",

@@ -30,8 +30,8 @@ from pathlib import Path
 import numpy as np
 
 from scholar_es.engine.errors import EsError, illegal_argument, index_not_found
-from scholar_es.engine.index import hnsw, versioning
-from scholar_es.engine.index.commit import Commit, StaleCommit, fault, open_commit, write_commit
+from scholar_es.engine.index import durability, hnsw, versioning
+from scholar_es.engine.index.commit import Commit, StaleCommit, fault, open_commit, peek_meta, write_commit
 from scholar_es.engine.index.mapping import (
     Mapping,
     escape_surrogates,
@@ -61,7 +61,10 @@ _INDEX_SETTINGS = {
     "similarity",
     "codec",
     "mapping",
+    "translog",  # durability and sync_interval only (engine/index/durability.py)
 }
+#: what PUT _settings may change (the engine applies no other setting to an existing index)
+_DYNAMIC_SETTINGS = ("index.translog.durability", "index.translog.sync_interval")
 
 
 #: merge policy of the saved files (a save writes a delta unless one of these says "merge"):
@@ -102,12 +105,19 @@ def _flat_index_settings(settings: dict) -> dict:
         if k == "index":
             continue
         out[k.removeprefix("index.")] = v
-    for k in out:
-        if k.split(".")[0] not in _INDEX_SETTINGS:
+    translog: dict = {}
+    for k in list(out):
+        if k.split(".")[0] not in _INDEX_SETTINGS or (k == "translog" and not isinstance(out[k], dict)):
             raise illegal_argument(
                 f"unknown setting [index.{k}] please check that any required plugins are installed, "
                 "or check the breaking changes documentation for removed settings"
             )
+        if k == "translog":
+            translog.update(out.pop(k))
+        elif k.startswith("translog."):
+            translog[k.removeprefix("translog.")] = out.pop(k)
+    if translog:  # one nested group, as GET _settings shows it
+        out["translog"] = durability.check_translog(translog)
     return out
 
 
@@ -187,6 +197,22 @@ class IndexHandle:
         self._save_lock = threading.Lock()
         self._saved_gen = -1  # write generation of the newest commit point this process wrote or read
         self._disk: _OnDisk | None = None  # that commit point, when the snapshot descends from it
+        #: how this index's write requests commit (index.translog.durability)
+        self.durability = durability.of_settings(self.settings)
+        self._guard_history()
+
+    def _guard_history(self) -> None:
+        """Before this process writes or loads anything of the index: when SQLite is behind
+        what the newest commit point says it reflects (a lost unsynced tail, a restored copy of
+        engine.sqlite3), move SQLite's seqs and write generation past it and give the index a
+        new epoch, so no seq is handed out twice and that commit point is never loaded
+        (``Store.guard_history``)."""
+        meta = peek_meta(self.cache_dir)
+        if meta is None or meta.get("index_uuid") != self.uuid:
+            return
+        gen, max_seq = meta.get("write_gen"), meta.get("max_seq")
+        if isinstance(gen, int) and isinstance(max_seq, int):
+            self.store.guard_history(self.name, gen, max_seq)
 
     @property
     def cache_dir(self) -> Path:
@@ -255,6 +281,11 @@ class IndexHandle:
                 if meta.get("index_uuid") != self.uuid or not 0 <= int(meta["write_gen"]) <= want:
                     raise ValueError(
                         f"it reflects write generation {meta.get('write_gen')}, SQLite has {want}"
+                    )
+                if meta.get("epoch") != self.store.epoch(self.name):
+                    raise ValueError(
+                        "it was written before SQLite went back to an older state (epoch "
+                        f"{meta.get('epoch')}, SQLite's is {self.store.epoch(self.name)})"
                     )
                 seg = self._load(found)
                 seg.gen = self._saved_gen = int(meta["write_gen"])
@@ -328,6 +359,10 @@ class IndexHandle:
         added and the seqs deleted since the last commit point, or a whole new base when the
         merge policy says so (``MAX_DELTAS``, ``MERGE_RATIO``) or no usable commit point is known."""
         with self._save_lock:
+            self.store.identity.check()  # files of a deleted engine directory would be orphans
+            # async durability: the rows a commit point describes are fsynced before it is written
+            # (Elasticsearch's flush syncs the translog with the Lucene commit)
+            self.store.flush()
             seg = self.segment()
             missing = self._graph_missing(seg)
             if seg.gen == self._saved_gen and not missing:
@@ -337,6 +372,7 @@ class IndexHandle:
                 "write_gen": seg.gen,
                 "docs": len(seg.seqs),
                 "max_seq": int(seg.seqs.max()) if len(seg.seqs) else 0,
+                "epoch": self.store.epoch(self.name),  # verified at open (_open_cache)
             }
             # a field that should have a graph and has none (a base written before it crossed the
             # threshold, an older commit point) is worth a new base: written with its graph
@@ -477,7 +513,9 @@ class IndexHandle:
         wrote = bool(writes) or additions is not None
         if wrote:
             try:
-                outcome, gen, stored = self.store.write(self.name, [w for _, w in writes], additions)
+                outcome, gen, stored = self.store.write(
+                    self.name, [w for _, w in writes], additions, self.durability
+                )
             except BaseException:
                 if additions is not None:  # nothing was stored: neither are the fields
                     self._restore_mapping(json.loads(mapping_before))
@@ -583,6 +621,13 @@ class IndexHandle:
             if self._snapshot is not None:
                 self._snapshot.mapping = mapping
 
+    def sync_settings(self, stored: dict) -> None:
+        """Take the stored settings (a PUT _settings of this or another process); only the
+        translog group can change on an existing index."""
+        with self._lock:
+            self.settings = stored
+            self.durability = durability.of_settings(stored)
+
     def sync_mapping(self, stored: dict) -> None:
         """Add the fields of the stored mapping that ours lacks (another process added them), so
         documents it wrote are analyzed as its mapping says. Never drops a field: ``stored`` may
@@ -639,8 +684,11 @@ class Engine:
         return False
 
     def close(self) -> None:
-        for h in list(self._handles.values()):
-            h.save()
+        try:
+            for h in list(self._handles.values()):
+                h.save()
+        finally:
+            self.store.flush()  # commits of async indices not yet fsynced
 
     # --- indices --------------------------------------------------------------------------
     def index_names(self) -> list[str]:
@@ -657,6 +705,7 @@ class Engine:
                 if h is None or h.uuid != metas[name]["uuid"]:
                     self._handles[name] = IndexHandle(self, name, metas[name])
                 else:
+                    h.sync_settings(metas[name]["settings"])
                     h.sync_mapping(metas[name]["mappings"])
             return self._handles[name]
 
@@ -683,6 +732,9 @@ class Engine:
         if unknown:
             raise EsError(400, "parse_exception", f"unknown key [{next(iter(unknown))}] for create index")
         settings = _flat_index_settings(body.get("settings") or {})
+        translog = {k: v for k, v in (settings.pop("translog", None) or {}).items() if v is not None}
+        if translog:  # a null there is the default
+            settings["translog"] = translog
         if settings.get("analysis"):
             from scholar_es.engine.analysis.analyzers import get_analyzer
 
@@ -714,6 +766,29 @@ class Engine:
                 [(a, name, (v or {}).get("is_write_index")) for a, v in aliases.items()], [], []
             )
         return {"acknowledged": True, "shards_acknowledged": True, "index": name}
+
+    def put_settings(self, expr: str, body: dict) -> None:
+        """PUT _settings: the dynamic settings the engine implements (``_DYNAMIC_SETTINGS``);
+        any other is refused by name. A null value resets a setting to its default."""
+        if set(body) == {"settings"} and isinstance(body["settings"], dict):  # RestUpdateSettingsAction
+            body = body["settings"]
+        flat = _flat_index_settings(body)  # unknown names and bad values fail here
+        for key in flat:
+            if key != "translog":
+                raise illegal_argument(
+                    f"updating [index.{key}] is not supported by the embedded engine; PUT _settings "
+                    f"applies [{', '.join(_DYNAMIC_SETTINGS)}]"
+                )
+        names = self.resolve(expr)
+        for name in names:
+            h = self.handle(name)
+            translog = {**(h.settings.get("translog") or {}), **flat.get("translog", {})}
+            translog = {k: v for k, v in translog.items() if v is not None}
+            settings = {k: v for k, v in h.settings.items() if k != "translog"}
+            if translog:
+                settings["translog"] = translog
+            self.store.update_settings(name, settings)
+            h.sync_settings(settings)
 
     def delete_index(self, expr: str) -> None:
         names = self.resolve(expr, allow_aliases=False)
@@ -856,7 +931,9 @@ def open_engine(path: str | Path) -> Engine:
     root = Path(path).expanduser().resolve()
     with _ENGINES_LOCK:
         eng = _ENGINES.get(str(root))
-        if eng is None:
+        if eng is None or not eng.store.identity.valid():
+            # a directory deleted or replaced since: the old engine refuses writes to it (its
+            # holders learn so); whoever opens the path now gets what the path holds now
             eng = Engine(root)
             _ENGINES[str(root)] = eng
         return eng

@@ -2,8 +2,9 @@
 
 SQLite holds what must survive a crash: index definitions, aliases, stored scripts and
 every document's ``_source`` (plus its vectors, which a mapping may exclude from
-``_source``). Each write request is one transaction, so a bulk request is durable when
-it returns, like Elasticsearch's translog. The analyzed, searchable form of an index is
+``_source``). Each write request is one transaction, fsynced before it returns unless its index
+asks for ``index.translog.durability: async`` (:mod:`engine.index.durability`), like
+Elasticsearch's translog. The analyzed, searchable form of an index is
 derived from these rows and cached separately (see :mod:`engine.index.segment`).
 
 Every document row gets a fresh, increasing ``seq`` when written, so an update appends a
@@ -24,9 +25,11 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import sqlite3
 import threading
 import time
+import uuid
 import zlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -36,11 +39,15 @@ import orjson
 
 from scholar_es.engine.errors import EsError, index_not_found
 from scholar_es.engine.index import versioning
+from scholar_es.engine.index.durability import REQUEST, Durability, WalSyncer
+from scholar_es.engine.index.identity import StoreIdentity
 
 try:  # ISA-L (python-isal): the same zlib format, ~7x faster than zlib at level 1 on _source JSON
     from isal.isal_zlib import compress as _compress
 except ImportError:  # pragma: no cover - a platform without isal's wheels: zlib, slower
     from zlib import compress as _compress
+
+log = logging.getLogger("scholar_es.engine")
 
 GC_DELETES_SECONDS = 60.0  # index.gc_deletes' default (IndexSettings.DEFAULT_GC_DELETES)
 #: page size of a new database (an existing one keeps its own: SQLite fixes it at creation in WAL
@@ -66,6 +73,7 @@ CREATE TABLE IF NOT EXISTS tombstones (
 CREATE TABLE IF NOT EXISTS scripts (id TEXT PRIMARY KEY, body TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS write_gen (index_name TEXT PRIMARY KEY, gen INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS meta_gen (id INTEGER PRIMARY KEY CHECK (id = 0), gen INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS history (index_name TEXT PRIMARY KEY, epoch TEXT NOT NULL);
 """
 
 
@@ -207,11 +215,22 @@ def _gen(db: sqlite3.Connection, index: str) -> int:
     return int(row[0]) if row else 0
 
 
+def _last_seq(db: sqlite3.Connection) -> int:
+    """The highest seq handed out: AUTOINCREMENT's counter, or a row's seq if one is higher."""
+    row = db.execute(
+        "SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'docs'), 0), "
+        "coalesce((SELECT max(seq) FROM docs), 0))"
+    ).fetchone()
+    return int(row[0])
+
+
 def _connect(path: Path) -> sqlite3.Connection:
     # several processes may write one engine: wait for the lock rather than fail at once
     db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=60)
     db.execute("PRAGMA busy_timeout = 60000")
-    db.execute("PRAGMA synchronous=NORMAL")
+    # FULL in WAL mode: the WAL is fsynced at every commit (a write lowers it per request for an
+    # index with ``index.translog.durability: async``, see _begin)
+    db.execute("PRAGMA synchronous=FULL")
     return db
 
 
@@ -232,17 +251,54 @@ class Store:
             self._db.executescript(SCHEMA)
         self._lock = threading.RLock()
         self._local = threading.local()
+        self._synchronous = "FULL"  # the write connection's PRAGMA synchronous
+        self._syncer = WalSyncer(self.path.with_name(self.path.name + "-wal"))
+        #: the files this process opened: a write is refused once the paths name others
+        self.identity = StoreIdentity(root, self.path)
+        #: no seq at or below this is handed out by this process: the highest it wrote or saw in a
+        #: commit point (SQLite's own counter goes back with a restored or rolled-back file)
+        self._seq_floor = 0
+
+    def _begin(self, durability: Durability = REQUEST) -> sqlite3.Connection:
+        """Start a write transaction on the write connection (held under ``self._lock``), with
+        the fsync policy of ``durability``."""
+        self._sync_policy(durability)
+        self._db.execute("BEGIN IMMEDIATE")
+        return self._db
+
+    def _sync_policy(self, durability: Durability) -> None:
+        """Set the write connection's PRAGMA synchronous for ``durability`` (outside a transaction:
+        SQLite does not change it inside one)."""
+        mode = "FULL" if durability.request else "NORMAL"
+        if mode != self._synchronous:
+            self._db.execute(f"PRAGMA synchronous={mode}")
+            self._synchronous = mode
+
+    def _commit(self, durability: Durability = REQUEST) -> None:
+        """Commit the write transaction, unless the engine's files were deleted or replaced
+        underneath (the commit would go to an unlinked file): then StoreChanged, rolled back by
+        the caller. ``async`` durability: the WAL is fsynced within its sync_interval."""
+        self.identity.check()
+        self._db.execute("COMMIT")
+        if durability.sync_interval is not None:
+            self._syncer.dirty(durability.sync_interval)
 
     def close(self) -> None:
         """Close the write connection and this thread's read connection (other threads' read
         connections close when their thread ends: they live in thread-local storage only)."""
         with self._lock:
+            self._syncer.flush()
             self._db.close()
+            self.identity.close()
             db = getattr(self._local, "db", None)
             if db is not None:
                 self._local.db = None
                 with contextlib.suppress(sqlite3.Error):
                     db.close()
+
+    def flush(self) -> None:
+        """Fsync commits of ``async`` indices not yet synced (what ``_flush`` and exit do)."""
+        self._syncer.flush()
 
     def meta_gen(self) -> int:
         """Bumped by every change of index definitions or aliases (by any process)."""
@@ -253,13 +309,13 @@ class Store:
     def _meta_write(self) -> Iterator[sqlite3.Connection]:
         """One write transaction that changes index definitions or aliases."""
         with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
+            self._begin()
             try:
                 yield self._db
                 self._db.execute(
                     "INSERT INTO meta_gen VALUES (0, 1) ON CONFLICT(id) DO UPDATE SET gen = gen + 1"
                 )
-                self._db.execute("COMMIT")
+                self._commit()
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
@@ -277,6 +333,9 @@ class Store:
             return
         db = getattr(local, "db", None)
         if db is None:
+            # a new connection opens the path: refused when it names another file than the one
+            # this process opened (connections opened before keep reading their file)
+            self.identity.check()
             db = local.db = _connect(self.path)
         if db.in_transaction:  # a COMMIT that failed earlier must not make every later read fail
             db.rollback()
@@ -319,12 +378,18 @@ class Store:
             db.execute("UPDATE indices SET mappings = ? WHERE name = ?", (json.dumps(merged), name))
         return merged
 
+    def update_settings(self, name: str, settings: dict) -> None:
+        """Replace the stored settings of index ``name`` (a PUT _settings, validated by the caller)."""
+        with self._meta_write() as db:
+            db.execute("UPDATE indices SET settings = ? WHERE name = ?", (json.dumps(settings), name))
+
     def delete_index(self, name: str) -> None:
         with self._meta_write() as db:
             db.execute("DELETE FROM docs WHERE index_name = ?", (name,))
             db.execute("DELETE FROM tombstones WHERE index_name = ?", (name,))
             db.execute("DELETE FROM aliases WHERE index_name = ?", (name,))
             db.execute("DELETE FROM indices WHERE name = ?", (name,))
+            db.execute("DELETE FROM history WHERE index_name = ?", (name,))
 
     # --- aliases -------------------------------------------------------------------
     def aliases(self) -> list[tuple[str, str, bool | None]]:
@@ -351,10 +416,15 @@ class Store:
                 db.execute("DELETE FROM tombstones WHERE index_name = ?", (index,))
                 db.execute("DELETE FROM aliases WHERE index_name = ?", (index,))
                 db.execute("DELETE FROM indices WHERE name = ?", (index,))
+                db.execute("DELETE FROM history WHERE index_name = ?", (index,))
 
     # --- documents -----------------------------------------------------------------
     def write(
-        self, index: str, ops: Sequence[tuple], mappings: dict | None = None
+        self,
+        index: str,
+        ops: Sequence[tuple],
+        mappings: dict | None = None,
+        durability: Durability = REQUEST,
     ) -> tuple[list[tuple[int, int, int | None] | str], int, dict | None]:
         """Apply ("index", id, source_json, vectors_blob, condition) and ("delete", id, condition)
         ops in one transaction, with the index's mapping grown by ``mappings``' additions (the
@@ -378,11 +448,15 @@ class Store:
         one ``executemany`` per statement: rows replaced or deleted, new rows (with the seqs
         AUTOINCREMENT would have given them, one per applied op in order -- a delete takes one too,
         its ``_seq_no`` -- kept in ``sqlite_sequence`` even when a later op of the same request
-        replaced the row) and tombstones."""
+        replaced the row) and tombstones.
+
+        The transaction is fsynced before this returns (``durability`` ``request``), or within its
+        ``sync_interval`` (``async``). No seq at or below ``_seq_floor`` is handed out (see
+        :meth:`guard_history`), and nothing is committed once the engine's files were deleted or
+        replaced underneath (``StoreIdentity``)."""
         out: list[tuple[int, int, int | None] | str] = []
         with self._lock:
-            db = self._db
-            db.execute("BEGIN IMMEDIATE")
+            db = self._begin(durability)
             try:
                 stored = self._grow_mapping(db, index, mappings)
                 now = time.time()
@@ -399,11 +473,7 @@ class Store:
                     dead = _lookup(
                         db, "SELECT id, version FROM tombstones WHERE index_name = ? AND id IN", index, ids
                     )
-                row = db.execute(
-                    "SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'docs'), 0), "
-                    "coalesce((SELECT max(seq) FROM docs), 0))"
-                ).fetchone()
-                last_seq = int(row[0])
+                last_seq = max(_last_seq(db), self._seq_floor)
                 # id -> (version or None: never written, live seq or None, index op or None)
                 state: dict[str, tuple[int | None, int | None, tuple | None]] = {}
                 for doc_id in ids:
@@ -453,10 +523,11 @@ class Store:
                     db.executemany("DELETE FROM tombstones WHERE index_name = ? AND id = ?", gone)
                 gen = _gen(db, index) + 1
                 db.execute("INSERT OR REPLACE INTO write_gen VALUES (?, ?)", (index, gen))
-                db.execute("COMMIT")
+                self._commit(durability)
             except BaseException:
                 db.execute("ROLLBACK")
                 raise
+            self._seq_floor = max(self._seq_floor, last_seq)
         return out, gen, stored
 
     @staticmethod
@@ -476,6 +547,59 @@ class Store:
             db.execute("INSERT INTO meta_gen VALUES (0, 1) ON CONFLICT(id) DO UPDATE SET gen = gen + 1")
         return merged
 
+    # --- history: what a commit point may describe ------------------------------------
+    def epoch(self, index: str) -> str | None:
+        """The history id of ``index``'s rows: None until a rollback of the database was found,
+        then a new random id per rollback. A segment commit point records it, and one that
+        records another is not loaded (docs/storage.md, section 3)."""
+        rows = self._query("SELECT epoch FROM history WHERE index_name = ?", (index,))
+        return rows[0][0] if rows else None
+
+    def guard_history(self, index: str, gen: int, max_seq: int) -> bool:
+        """A commit point of ``index`` says it reflects write generation ``gen`` with seqs up to
+        ``max_seq``; when SQLite is behind either (its unsynced tail was lost, or an older copy
+        of the file was put back), the commit point describes documents SQLite no longer has:
+        in one transaction seqs are moved past ``max_seq`` (AUTOINCREMENT's counter went back with
+        the file, and a seq must never name two documents), the write generation past ``gen``
+        (so no state of SQLite ever matches the commit point's number), and the index gets a new
+        epoch (so the commit point is never loaded). Returns whether that happened."""
+        with self._lock:
+            self._seq_floor = max(self._seq_floor, max_seq)
+            with self.reading() as rd:
+                behind = rd.gen(index) < gen or _last_seq(rd._db) < max_seq
+            if not behind:
+                return False
+            db = self._begin()
+            try:
+                have_gen, have_seq = _gen(db, index), _last_seq(db)
+                behind = have_gen < gen or have_seq < max_seq
+                if behind:
+                    if not db.execute(
+                        "UPDATE sqlite_sequence SET seq = max(seq, ?) WHERE name = 'docs'", (max_seq,)
+                    ).rowcount:
+                        db.execute("INSERT INTO sqlite_sequence (name, seq) VALUES ('docs', ?)", (max_seq,))
+                    db.execute(
+                        "INSERT OR REPLACE INTO write_gen VALUES (?, ?)", (index, max(have_gen, gen) + 1)
+                    )
+                    db.execute("INSERT OR REPLACE INTO history VALUES (?, ?)", (index, uuid.uuid4().hex))
+                self._commit()
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+        if behind:
+            log.warning(
+                "index [%s]: SQLite is older than the segment cache (write generation %d < %d or last seq "
+                "%d < %d: a lost unsynced tail or a restored copy of the file); the cache is rebuilt "
+                "from SQLite and new documents get seqs after %d",
+                index,
+                have_gen,
+                gen,
+                have_seq,
+                max_seq,
+                max_seq,
+            )
+        return behind
+
     def get(self, index: str, doc_id: str) -> tuple[int, str, int] | None:
         """(seq, source json, version) of one document, or None."""
         with self.reading() as rd:
@@ -484,6 +608,8 @@ class Store:
     # --- stored scripts ------------------------------------------------------------
     def put_script(self, script_id: str, body: dict) -> None:
         with self._lock:
+            self.identity.check()
+            self._sync_policy(REQUEST)
             self._db.execute("INSERT OR REPLACE INTO scripts VALUES (?, ?)", (script_id, json.dumps(body)))
 
     def get_script(self, script_id: str) -> dict | None:
@@ -493,4 +619,6 @@ class Store:
 
     def delete_script(self, script_id: str) -> bool:
         with self._lock:
+            self.identity.check()
+            self._sync_policy(REQUEST)
             return self._db.execute("DELETE FROM scripts WHERE id = ?", (script_id,)).rowcount > 0

@@ -189,6 +189,25 @@ def get_settings(engine, params, body, index):
     return 200, {n: {"settings": engine.handle(n).describe()["settings"]} for n in engine.resolve(index)}
 
 
+@route("PUT", "/{index}/_settings")
+def put_settings(engine, params, body, index):
+    if body is None:  # RestRequest.contentOrSourceParam
+        raise EsError(400, "parse_exception", "request body is required")
+    if not isinstance(body, dict):
+        raise parsing_error("the settings must be a JSON object")
+    if not body:  # UpdateSettingsRequest.validate
+        raise EsError(
+            400, "action_request_validation_exception", "Validation Failed: 1: no settings to update;"
+        )
+    engine.put_settings(index, body)
+    return 200, {"acknowledged": True}
+
+
+@route("PUT", "/_settings")
+def put_settings_all(engine, params, body):
+    return put_settings(engine, params, body, "_all")
+
+
 @route("POST|GET", "/{index}/_refresh")
 def refresh(engine, params, body, index):
     names = engine.resolve(index)
@@ -204,7 +223,9 @@ def refresh_all(engine, params, body):
 
 @route("POST|GET", "/{index}/_flush")
 def flush(engine, params, body, index):
-    return refresh(engine, params, body, index)
+    out = refresh(engine, params, body, index)
+    engine.store.flush()  # and the translog: commits of async indices are fsynced now
+    return out
 
 
 # --- aliases ---------------------------------------------------------------------------
