@@ -8,7 +8,7 @@ import click
 
 from querybuilder.strategies import names as strategy_names
 from scholar_es.client import default_target, display_target, is_url
-from scholar_es.errors import ScholarEsError
+from scholar_es.errors import ScholarEsError, disk_full_message
 
 TARGET_HELP = (
     "http(s):// URL of an Elasticsearch cluster, or a directory for the embedded engine "
@@ -47,7 +47,7 @@ def _run(fn):
     except ScholarEsError as e:
         _fail(str(e))
     except Exception as e:
-        message = _cluster_error(e)
+        message = _cluster_error(e) or disk_full_message(e)
         if message is None:
             raise
         _fail(message)

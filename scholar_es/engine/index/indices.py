@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from scholar_es.engine.diskfull import SAVE_NOTE, naming_full_disk
 from scholar_es.engine.errors import EsError, illegal_argument, index_not_found
 from scholar_es.engine.index import hnsw
 from scholar_es.engine.index.commit import Commit, StaleCommit, fault, open_commit, write_commit
@@ -326,8 +327,13 @@ class IndexHandle:
     def save(self) -> None:
         """Commit the current snapshot (a Lucene commit): a small delta file with the documents
         added and the seqs deleted since the last commit point, or a whole new base when the
-        merge policy says so (``MAX_DELTAS``, ``MERGE_RATIO``) or no usable commit point is known."""
-        with self._save_lock:
+        merge policy says so (``MAX_DELTAS``, ``MERGE_RATIO``) or no usable commit point is known.
+        A full disk is a :class:`~engine.diskfull.DiskFull` naming the folder; the save's partial
+        files are removed (``commit.write_commit``) and the next save writes them again."""
+        with (
+            self._save_lock,
+            naming_full_disk(f"the segment files of index [{self.name}]", self.cache_dir, SAVE_NOTE),
+        ):
             seg = self.segment()
             missing = self._graph_missing(seg)
             if seg.gen == self._saved_gen and not missing:

@@ -34,6 +34,7 @@ from pathlib import Path
 import numpy as np
 import orjson
 
+from scholar_es.engine.diskfull import naming_full_disk, raise_if_full, rollback
 from scholar_es.engine.errors import EsError
 
 try:  # ISA-L (python-isal): the same zlib format, ~7x faster than zlib at level 1 on _source JSON
@@ -224,7 +225,7 @@ class Store:
 
         # processes opening a fresh directory together: one sets WAL mode and creates the
         # schema while the others wait (switching the journal mode does not wait on a busy lock)
-        with write_lock(root, "init.lock"):
+        with write_lock(root, "init.lock"), naming_full_disk("the engine's store", self.path):
             self._db = _connect(self.path)
             self._db.execute(f"PRAGMA page_size = {PAGE_SIZE}")  # before WAL: a no-op once created
             self._db.execute("PRAGMA journal_mode=WAL")
@@ -259,8 +260,9 @@ class Store:
                     "INSERT INTO meta_gen VALUES (0, 1) ON CONFLICT(id) DO UPDATE SET gen = gen + 1"
                 )
                 self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
+            except BaseException as e:
+                rollback(self._db)  # a failed COMMIT may have ended the transaction already
+                raise_if_full(e, "the engine's store", self.path)
                 raise
 
     @contextlib.contextmanager
@@ -438,8 +440,9 @@ class Store:
                 gen = _gen(db, index) + 1
                 db.execute("INSERT OR REPLACE INTO write_gen VALUES (?, ?)", (index, gen))
                 db.execute("COMMIT")
-            except BaseException:
-                db.execute("ROLLBACK")
+            except BaseException as e:
+                rollback(db)  # a failed COMMIT may have ended the transaction already
+                raise_if_full(e, "the engine's store", self.path)
                 raise
         return out, gen
 
@@ -450,7 +453,7 @@ class Store:
 
     # --- stored scripts ------------------------------------------------------------
     def put_script(self, script_id: str, body: dict) -> None:
-        with self._lock:
+        with self._lock, naming_full_disk("the engine's store", self.path):
             self._db.execute("INSERT OR REPLACE INTO scripts VALUES (?, ?)", (script_id, json.dumps(body)))
 
     def get_script(self, script_id: str) -> dict | None:
@@ -459,5 +462,5 @@ class Store:
         return json.loads(row[0]) if row else None
 
     def delete_script(self, script_id: str) -> bool:
-        with self._lock:
+        with self._lock, naming_full_disk("the engine's store", self.path):
             return self._db.execute("DELETE FROM scripts WHERE id = ?", (script_id,)).rowcount > 0
