@@ -225,7 +225,7 @@ class Store:
 
         # processes opening a fresh directory together: one sets WAL mode and creates the
         # schema while the others wait (switching the journal mode does not wait on a busy lock)
-        with write_lock(root, "init.lock"), naming_full_disk("the engine's store", self.path):
+        with naming_full_disk("the engine's store", self.path), write_lock(root, "init.lock"):
             self._db = _connect(self.path)
             self._db.execute(f"PRAGMA page_size = {PAGE_SIZE}")  # before WAL: a no-op once created
             self._db.execute("PRAGMA journal_mode=WAL")
