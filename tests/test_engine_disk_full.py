@@ -4,8 +4,9 @@ Each test mounts a 4 MiB tmpfs (root only; skipped with the reason otherwise), l
 filler file fill it, and checks what a user sees: the write answered 500 ``i_o_exception`` "No
 space left on device" (never a 429 "busy, retry"), reads still answered, a failed refresh leaving
 no partial segment file, writes working again once space is freed (no restart), every
-acknowledged document there after a reopen in another process, and ``scholar-es index`` saying it
-in one line with a non-zero exit status.
+acknowledged document there after a reopen in another process -- through the embedded client and
+through ``scholar-es serve`` over HTTP --, and ``scholar-es index`` saying it in one line with a
+non-zero exit status.
 """
 
 from __future__ import annotations
@@ -197,6 +198,50 @@ def test_full_disk_is_named_reads_go_on_and_writes_resume_with_nothing_lost(smal
     )
     assert dump.returncode == 0, dump.stderr
     assert json.loads(dump.stdout) == acked
+
+
+def test_served_over_http_a_full_disk_is_named_and_the_server_stays_up(small_disk):
+    """The same through ``scholar-es serve`` (real HTTP, another process): the bulk's items and a
+    refresh name the disk, reads answer, the server runs on, and writes resume once space is freed."""
+    from elasticsearch import Elasticsearch
+    from serving import serving
+
+    ballast = small_disk / "ballast"
+    ballast.write_bytes(b"\1" * (1024 * 1024))
+    engine = small_disk / "engine"
+    engine.mkdir()
+    with serving(engine, env={"PYTHONPATH": _env()["PYTHONPATH"]}) as server:
+        es = Elasticsearch(server.url, max_retries=0, request_timeout=60)
+        es.indices.create(index="papers", mappings={"properties": {"title": {"type": "text"}}})
+        acked: dict[str, dict] = {}
+        docs = _docs(0, 20)
+        assert [it["status"] for it in _bulk(es, docs)] == [201] * 20
+        acked.update(docs)
+        _fill(small_disk / "filler")
+        for k in range(1, 50):
+            docs = _docs(20 * k, 20)
+            items = _bulk(es, docs)
+            if any("error" in it for it in items):
+                _assert_disk_full(items[0]["status"], items[0]["error"])
+                break
+            acked.update(docs)
+        else:
+            pytest.fail("bulk requests were still acknowledged on a full filesystem")
+        failed = _attempt(lambda: es.indices.refresh(index="papers"))
+        assert failed is not None
+        _assert_disk_full(*failed)
+        assert server.proc.poll() is None, "the server exited on a full disk"
+        assert es.count(index="papers")["count"] == len(acked)
+
+        ballast.unlink()
+        (small_disk / "filler").unlink(missing_ok=True)
+        docs = _docs(5_000, 20)
+        assert [it["status"] for it in _bulk(es, docs)] == [201] * 20
+        acked.update(docs)
+        es.indices.refresh(index="papers")
+        hits = es.search(index="papers", size=10_000)["hits"]["hits"]
+        assert {h["_id"]: h["_source"] for h in hits} == acked
+    assert _stray_files(engine) == []
 
 
 def _index_cli(*args: str) -> subprocess.CompletedProcess:
