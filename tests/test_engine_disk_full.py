@@ -95,6 +95,22 @@ def _bulk(es, docs: list[tuple[str, dict]]) -> list[dict]:
     return [item["index"] for item in es.options(max_retries=0).bulk(operations=ops)["items"]]
 
 
+def _bulk_until_refused(es, first: int, acked: dict[str, dict]) -> None:
+    """Bulk requests of 20 documents (batch ``first`` on) until one is refused: every item of it
+    with the disk-full error (one transaction: all or nothing), never a 429. The acknowledged
+    documents go into ``acked``."""
+    for k in range(first, first + 50):
+        docs = _docs(20 * k, 20)
+        items = _bulk(es, docs)
+        assert not any(it["status"] == 429 for it in items), items[0]
+        if any("error" in it for it in items):
+            assert all("error" in it for it in items), "a bulk request is one transaction: all or nothing"
+            _assert_disk_full(items[0]["status"], items[0]["error"])
+            return
+        acked.update(docs)
+    pytest.fail("bulk requests were still acknowledged on a full filesystem")
+
+
 def _assert_disk_full(status: int, error: dict) -> None:
     assert status == 500, (status, error)
     assert error["type"] == "i_o_exception", error
@@ -133,17 +149,7 @@ def test_full_disk_is_named_reads_go_on_and_writes_resume_with_nothing_lost(smal
     _assert_disk_full(*failed)
     assert "engine.sqlite3" in failed[1]["reason"]  # it names the file it could not write
     # documents: the space a failed transaction left in SQLite's log may take a request or two
-    for k in range(3, 50):
-        docs = _docs(20 * k, 20)
-        items = _bulk(es, docs)
-        assert not any(it["status"] == 429 for it in items), items[0]
-        if any("error" in it for it in items):
-            assert all("error" in it for it in items), "a bulk request is one transaction: all or nothing"
-            _assert_disk_full(items[0]["status"], items[0]["error"])
-            break
-        acked.update(docs)
-    else:
-        pytest.fail("bulk requests were still acknowledged on a full filesystem")
+    _bulk_until_refused(es, 3, acked)
     # the segment files: a refresh names the disk and leaves no partial file
     failed = _attempt(lambda: es.indices.refresh(index="papers"))
     assert failed is not None, "the segment files were written on a full filesystem"
@@ -218,15 +224,7 @@ def test_served_over_http_a_full_disk_is_named_and_the_server_stays_up(small_dis
         assert [it["status"] for it in _bulk(es, docs)] == [201] * 20
         acked.update(docs)
         _fill(small_disk / "filler")
-        for k in range(1, 50):
-            docs = _docs(20 * k, 20)
-            items = _bulk(es, docs)
-            if any("error" in it for it in items):
-                _assert_disk_full(items[0]["status"], items[0]["error"])
-                break
-            acked.update(docs)
-        else:
-            pytest.fail("bulk requests were still acknowledged on a full filesystem")
+        _bulk_until_refused(es, 1, acked)
         failed = _attempt(lambda: es.indices.refresh(index="papers"))
         assert failed is not None
         _assert_disk_full(*failed)
