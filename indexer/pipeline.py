@@ -28,7 +28,7 @@ from indexer.embedder import Embedder
 from indexer.models import Chunk, Paper
 from indexer.readers import read_papers
 from scholar_es.engine.index.hnsw import GRAPH_THRESHOLD
-from scholar_es.errors import ConfigError, InputError
+from scholar_es.errors import ConfigError, DiskFullError, InputError, is_disk_full
 
 EMBED_BATCH = 64  # chunks embedded per model call: large enough to keep the model busy
 #: batches a background thread reads, chunks and embeds ahead of the one being written
@@ -357,6 +357,8 @@ class IndexRun:
             if not ok and not (op_type == "delete" and op.get("status") == 404):
                 err = op.get("error", {})
                 reason = err.get("reason", err) if isinstance(err, dict) else err
+                if is_disk_full(err):  # every later write would fail alike: stop, say it once
+                    raise DiskFullError(f"indexing stopped at {source}: {reason}")
                 self.reject(f"{source}: document {op.get('_id')!r} refused by the index: {reason}")
         self.on_stage(
             f"refreshing {self.summary.chunks} chunks (the embedded engine builds the kNN graph of "

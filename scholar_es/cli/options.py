@@ -22,7 +22,7 @@ import click
 
 from querybuilder.registry import names as strategy_names
 from querybuilder.request import SearchRequest
-from scholar_es.errors import ScholarEsError
+from scholar_es.errors import ScholarEsError, disk_full_message
 
 TARGET_HELP = (
     "http(s):// URL of an Elasticsearch cluster, or a directory for the embedded engine "
@@ -65,7 +65,7 @@ def run_body(fn: Callable[[], _T]) -> _T:
     except ScholarEsError as e:
         fail(str(e))
     except Exception as e:
-        message = cluster_error(e)
+        message = cluster_error(e) or disk_full_message(e)
         if message is None:
             raise
         fail(message)

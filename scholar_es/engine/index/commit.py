@@ -153,7 +153,7 @@ def write_commit(
         gen = newest + 1
         name = f"_{gen}.seg"
         entries, offset = [], 0
-        with open(folder / name, "wb") as f:
+        with _removed_on_failure(folder / name), open(folder / name, "wb") as f:
             for i, arr in enumerate(arrays):
                 data = _npy_bytes(arr)
                 pad = -offset % ALIGN
@@ -178,7 +178,7 @@ def write_commit(
         header = json.dumps({"crc32": crc32(body), "size": len(body)}).encode()
         doc = header + b"\n" + body
         tmp = folder / f"segments_{gen}.json.tmp"
-        with open(tmp, "wb") as f:
+        with _removed_on_failure(tmp, folder / name), open(tmp, "wb") as f:
             f.write(doc)
             f.flush()
             os.fsync(f.fileno())
@@ -189,6 +189,20 @@ def write_commit(
         _remove_unlisted(folder, gen, {f["name"] for f in files})
         fault("cleanup")
         return gen, files
+
+
+@contextlib.contextmanager
+def _removed_on_failure(*paths: Path) -> Iterator[None]:
+    """Remove ``paths`` when the block fails (a full disk, say): a save that fails before its
+    commit point is in place leaves the folder as it found it, not holding a partial file that
+    keeps the disk full until the next save succeeds."""
+    try:
+        yield
+    except BaseException:
+        for path in paths:
+            with contextlib.suppress(OSError):
+                os.remove(path)
+        raise
 
 
 def _remove_unlisted(folder: Path, keep: int, listed: set[str]) -> None:

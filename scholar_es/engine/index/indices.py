@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from scholar_es.engine.diskfull import SAVE_NOTE, naming_full_disk
 from scholar_es.engine.errors import EsError, illegal_argument, index_not_found
 from scholar_es.engine.index import durability, hnsw, versioning
 from scholar_es.engine.index.commit import Commit, StaleCommit, fault, open_commit, peek_meta, write_commit
@@ -357,8 +358,13 @@ class IndexHandle:
     def save(self) -> None:
         """Commit the current snapshot (a Lucene commit): a small delta file with the documents
         added and the seqs deleted since the last commit point, or a whole new base when the
-        merge policy says so (``MAX_DELTAS``, ``MERGE_RATIO``) or no usable commit point is known."""
-        with self._save_lock:
+        merge policy says so (``MAX_DELTAS``, ``MERGE_RATIO``) or no usable commit point is known.
+        A full disk is a :class:`~engine.diskfull.DiskFull` naming the folder; the save's partial
+        files are removed (``commit.write_commit``) and the next save writes them again."""
+        with (
+            self._save_lock,
+            naming_full_disk(f"the segment files of index [{self.name}]", self.cache_dir, SAVE_NOTE),
+        ):
             self.store.identity.check()  # files of a deleted engine directory would be orphans
             # async durability: the rows a commit point describes are fsynced before it is written
             # (Elasticsearch's flush syncs the translog with the Lucene commit)

@@ -37,6 +37,7 @@ from pathlib import Path
 import numpy as np
 import orjson
 
+from scholar_es.engine.diskfull import naming_full_disk, raise_if_full, rollback
 from scholar_es.engine.errors import EsError, index_not_found
 from scholar_es.engine.index import versioning
 from scholar_es.engine.index.durability import REQUEST, Durability, WalSyncer
@@ -244,7 +245,7 @@ class Store:
 
         # processes opening a fresh directory together: one sets WAL mode and creates the
         # schema while the others wait (switching the journal mode does not wait on a busy lock)
-        with write_lock(root, "init.lock"):
+        with naming_full_disk("the engine's store", self.path), write_lock(root, "init.lock"):
             self._db = _connect(self.path)
             self._db.execute(f"PRAGMA page_size = {PAGE_SIZE}")  # before WAL: a no-op once created
             self._db.execute("PRAGMA journal_mode=WAL")
@@ -316,8 +317,9 @@ class Store:
                     "INSERT INTO meta_gen VALUES (0, 1) ON CONFLICT(id) DO UPDATE SET gen = gen + 1"
                 )
                 self._commit()
-            except BaseException:
-                self._db.execute("ROLLBACK")
+            except BaseException as e:
+                rollback(self._db)  # a failed COMMIT may have ended the transaction already
+                raise_if_full(e, "the engine's store", self.path)
                 raise
 
     @contextlib.contextmanager
@@ -524,8 +526,9 @@ class Store:
                 gen = _gen(db, index) + 1
                 db.execute("INSERT OR REPLACE INTO write_gen VALUES (?, ?)", (index, gen))
                 self._commit(durability)
-            except BaseException:
-                db.execute("ROLLBACK")
+            except BaseException as e:
+                rollback(db)  # a failed COMMIT may have ended the transaction already
+                raise_if_full(e, "the engine's store", self.path)
                 raise
             self._seq_floor = max(self._seq_floor, last_seq)
         return out, gen, stored
@@ -583,8 +586,9 @@ class Store:
                     )
                     db.execute("INSERT OR REPLACE INTO history VALUES (?, ?)", (index, uuid.uuid4().hex))
                 self._commit()
-            except BaseException:
-                db.execute("ROLLBACK")
+            except BaseException as e:
+                rollback(db)  # a failed COMMIT may have ended the transaction already
+                raise_if_full(e, "the engine's store", self.path)
                 raise
         if behind:
             log.warning(
@@ -607,7 +611,7 @@ class Store:
 
     # --- stored scripts ------------------------------------------------------------
     def put_script(self, script_id: str, body: dict) -> None:
-        with self._lock:
+        with self._lock, naming_full_disk("the engine's store", self.path):
             self.identity.check()
             self._sync_policy(REQUEST)
             self._db.execute("INSERT OR REPLACE INTO scripts VALUES (?, ?)", (script_id, json.dumps(body)))
@@ -618,7 +622,7 @@ class Store:
         return json.loads(row[0]) if row else None
 
     def delete_script(self, script_id: str) -> bool:
-        with self._lock:
+        with self._lock, naming_full_disk("the engine's store", self.path):
             self.identity.check()
             self._sync_policy(REQUEST)
             return self._db.execute("DELETE FROM scripts WHERE id = ?", (script_id,)).rowcount > 0

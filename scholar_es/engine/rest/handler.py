@@ -7,12 +7,14 @@ cluster would answer, errors included; the transport node and the console both u
 from __future__ import annotations
 
 import json
+import logging
 import re
 import sqlite3
 import uuid
 from collections.abc import Callable
 from urllib.parse import unquote
 
+from scholar_es.engine.diskfull import disk_full
 from scholar_es.engine.errors import EsError, illegal_argument, internal_error, parsing_error, unsupported
 from scholar_es.engine.index import versioning
 from scholar_es.engine.index.indices import Engine
@@ -599,8 +601,15 @@ def error_of(method: str, path: str, exc: Exception) -> EsError:
         return exc
     if isinstance(exc, RecursionError):
         return parsing_error(f"[{method} {path}]: the request is nested too deeply for the embedded engine")
-    if isinstance(exc, sqlite3.OperationalError):  # another process holds the write lock
+    full = disk_full(exc, "the engine's files")  # a write the engine's own handlers did not name
+    if full is not None:
+        return full
+    code = getattr(exc, "sqlite_errorcode", 0) & 0xFF if isinstance(exc, sqlite3.Error) else 0
+    if code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):  # another process held the write lock
         return EsError(429, "es_rejected_execution_exception", f"the engine store is busy ({exc}); retry")
+    if code == sqlite3.SQLITE_IOERR or isinstance(exc, OSError):  # the disk failed, not the engine's code
+        logging.getLogger("scholar_es.engine").error("I/O error on [%s %s]", method, path, exc_info=exc)
+        return EsError(500, "i_o_exception", f"{exc} (while handling [{method} {path}])")
     return internal_error(method, path, exc)
 
 
