@@ -467,3 +467,17 @@ def test_sigterm_with_workers_exits_0(tmp_path):
         workers = _workers_up(server)
         assert server.stop(signal.SIGTERM) == 0
         assert all(_gone(p) for p in workers)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(text=st.text(alphabet='[]{}"\\ab', max_size=40), window=st.sampled_from([1, 2, 3, 7, 1 << 18]))
+def test_windowed_depth_is_nesting_depth(text, window):
+    """The HTTP path's nesting check (in windows, bounded memory) answers as the in-process one."""
+    import scholar_es.serve.body as body
+    from scholar_es.engine.xcontent import nesting_depth
+
+    saved, body._WINDOW = body._WINDOW, window
+    try:
+        assert body.depth(memoryview(text.encode())) == nesting_depth(text)
+    finally:
+        body._WINDOW = saved
