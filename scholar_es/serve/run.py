@@ -1,9 +1,10 @@
 """Run the server with uvicorn: one process (the app built here) or N worker processes.
 
 uvicorn stops on SIGTERM or SIGINT gracefully: it stops accepting connections, lets the requests
-in flight finish (up to ``GRACEFUL_SECONDS``) and runs the app's shutdown. After SIGTERM the
-process exits 0 (a stop asked for, done cleanly; uvicorn alone would re-raise the signal and
-die of it, -15); after SIGINT (Ctrl-C) it exits as an interrupted command does.
+in flight finish (up to ``GRACEFUL_SECONDS``) and runs the app's shutdown, then exits 0: a stop
+asked for and done cleanly. (uvicorn re-raises the signal it caught once it has shut down; for
+SIGINT its ``run`` swallows the KeyboardInterrupt, for SIGTERM the handler installed here turns
+it into exit 0 where the process would otherwise die of it, status -15.)
 
 What uvicorn is given besides the app:
 
