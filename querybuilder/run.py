@@ -46,13 +46,16 @@ def index_meta(es, index: str) -> dict:
     """``_meta`` of the index behind ``index`` (an alias), with ``dims`` from the mapping if absent."""
     from elasticsearch import NotFoundError
 
+    missing = ConfigError(
+        f"index {index!r} not found; build it with `scholar-es index` (or pass the --prefix "
+        "it was built with)"
+    )
     try:
         body = es.indices.get_mapping(index=index).body
     except NotFoundError:
-        raise ConfigError(
-            f"index {index!r} not found; build it with `scholar-es index` (or pass the --prefix "
-            "it was built with)"
-        ) from None
+        raise missing from None
+    if not body:  # a wildcard (from a prefix such as "a*") that matches no index
+        raise missing
     metas = []
     for name, m in body.items():
         mapping = m.get("mappings", {})

@@ -24,6 +24,7 @@ _RUNNING = re.compile(r"Uvicorn running on http://127\.0\.0\.1:(\d+)")
 class Server:
     def __init__(self, proc: subprocess.Popen) -> None:
         self.proc = proc
+        self.stream = proc.stderr if proc.stderr is not None else proc.stdout
         self.log: list[str] = []
         self.port: int | None = None
         self._found = threading.Event()
@@ -31,7 +32,7 @@ class Server:
         self._reader.start()
 
     def _read(self) -> None:
-        for line in self.proc.stderr:
+        for line in self.stream:
             self.log.append(line)
             m = _RUNNING.search(line)
             if m and self.port is None:
@@ -70,24 +71,34 @@ class Server:
                 self.proc.kill()
                 self.proc.wait()
         self._reader.join(10)
-        if not self._reader.is_alive() and self.proc.stderr is not None:
+        if not self._reader.is_alive() and self.stream is not None:
             # closed here, not by the garbage collector in some later test (a ResourceWarning
             # for an unclosed pipe, reported wherever the collection happened to run)
-            self.proc.stderr.close()
+            self.stream.close()
         return self.proc.returncode
 
 
 @contextmanager
 def serving(
-    target, *args: str, env: dict | None = None, wait_model: bool = False, headers: dict | None = None
+    target,
+    *args: str,
+    env: dict | None = None,
+    wait_model: bool = False,
+    headers: dict | None = None,
+    access_log: bool = False,
 ):
     """``scholar-es serve --es TARGET --port 0 ARGS...`` running for the ``with`` block
-    (``wait_model``: until /_scholar/health is green, asked with ``headers``)."""
+    (``wait_model``: until /_scholar/health is green, asked with ``headers``; ``access_log``:
+    uvicorn's access lines, written to stdout, join ``server.log`` too)."""
     cmd = [sys.executable, "-m", "scholar_es.cli", "serve", "--es", str(target), "--port", "0", *args]
+    streams = (  # uvicorn writes its access lines to stdout, the rest to stderr
+        {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT}
+        if access_log
+        else {"stdout": subprocess.DEVNULL, "stderr": subprocess.PIPE}
+    )
     proc = subprocess.Popen(
         cmd,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+        **streams,
         text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
     )

@@ -55,9 +55,24 @@ def _parse_size(text: str) -> int:
 @click.option(
     "--max-body", default="100mb", show_default=True, help="Largest request body accepted (e.g. 100mb)."
 )
+@click.option(
+    "--max-header-size",
+    default="16kb",
+    show_default=True,
+    help="Largest request headers accepted, all lines together (Elasticsearch's http.max_header_size); "
+    "more is answered 400 too_long_http_header_exception.",
+)
+@click.option(
+    "--max-in-flight",
+    default=None,
+    help="In-flight requests breaker: twice the body bytes a process holds at once may not pass this; "
+    "a request that would is answered 429 circuit_breaking_exception [default: a quarter of the memory].",
+)
 @click.option("--log-level", default="info", show_default=True, help="uvicorn log level (warning: quieter).")
 @backend_option
-def serve_cmd(target, host, port, workers, model, profile, max_body, log_level, backend) -> None:
+def serve_cmd(
+    target, host, port, workers, model, profile, max_body, max_header_size, max_in_flight, log_level, backend
+) -> None:
     """Serve search over HTTP from one long-lived process (the model loaded once).
 
     \b
@@ -68,16 +83,19 @@ def serve_cmd(target, host, port, workers, model, profile, max_body, log_level, 
     /, /_bulk, /{index}/_search, ...        Elasticsearch's REST API (embedded engine only)
 
     With $SCHOLAR_ES_SERVE_API_KEY set, every route needs that key (Authorization: ApiKey KEY,
-    or HTTP Basic with the key as password). SIGTERM or Ctrl-C stop it after the requests in
-    flight.
+    or HTTP Basic with the key as password); set but empty, it is refused. SIGTERM (exit 0) or
+    Ctrl-C stop it after the requests in flight; workers exit when their master dies.
     """
     use_backend(backend)  # workers inherit it: their embedders default to it
     import os
 
     from scholar_es.serve.run import serve
-    from scholar_es.serve.state import API_KEY_ENV
+    from scholar_es.serve.state import API_KEY_ENV, api_key_from_env
 
+    run_body(api_key_from_env)  # set but empty: one line, exit 2, before anything starts
     size = _parse_size(max_body)
+    header_size = _parse_size(max_header_size)
+    in_flight = None if max_in_flight is None else _parse_size(max_in_flight)
     target = target or default_target()
     if not is_url(target):
         from scholar_es.client import connect
@@ -100,6 +118,8 @@ def serve_cmd(target, host, port, workers, model, profile, max_body, log_level, 
             workers=workers,
             model=model,
             max_body=size,
+            max_header_size=header_size,
+            max_in_flight=in_flight,
             profile=profile,
             log_level=log_level,
         )

@@ -132,6 +132,14 @@ def nesting_depth(text: str) -> int:
     return int(np.cumsum(step).max(initial=0))
 
 
+def too_deep(depth: int) -> EsError:
+    """Jackson's refusal of a document nested past ``MAX_NESTING_DEPTH``."""
+    return x_content_parse_error(
+        f"Document nesting depth ({depth}) exceeds the maximum allowed ({MAX_NESTING_DEPTH}, from "
+        "`StreamReadConstraints.getMaxNestingDepth()`)"
+    )
+
+
 def loads(text: str, checked: bool = False) -> Any:
     """``json.loads`` with Jackson's limits; an ``x_content_parse_exception`` EsError on refusal.
     ``checked``: the caller found no :func:`number_risk` in a text holding this one (one scan
@@ -140,10 +148,7 @@ def loads(text: str, checked: bool = False) -> Any:
     openers = text.count("[") + text.count("{")
     depth = nesting_depth(text) if openers > MAX_NESTING_DEPTH else 0
     if depth > MAX_NESTING_DEPTH:
-        raise x_content_parse_error(
-            f"Document nesting depth ({depth}) exceeds the maximum allowed ({MAX_NESTING_DEPTH}, from "
-            "`StreamReadConstraints.getMaxNestingDepth()`)"
-        )
+        raise too_deep(depth)
     if checked or not number_risk(text.encode("utf-8", "surrogatepass")):
         try:
             return orjson.loads(text)
@@ -194,6 +199,7 @@ __all__ = [
     "orjson_exact",
     "JsonSyntaxError",
     "nesting_depth",
+    "too_deep",
     "MAX_NESTING_DEPTH",
     "MAX_NUMBER_LENGTH",
 ]

@@ -19,7 +19,7 @@ from starlette.staticfiles import StaticFiles
 from scholar_es.serve import es_api, scholar_api
 from scholar_es.serve.errors import error_response, install_handlers
 from scholar_es.serve.guard import Guard
-from scholar_es.serve.state import API_KEY_ENV, DEFAULT_MAX_BODY, ServerState, open_state, warm_model
+from scholar_es.serve.state import DEFAULT_MAX_BODY, ServerState, api_key_from_env, open_state, warm_model
 
 UI_DIR = Path(__file__).resolve().parent / "ui"
 PREFIX = "/_scholar"
@@ -74,12 +74,19 @@ def create_app(state: ServerState, *, warm: bool = True) -> FastAPI:
 
 
 def app_from_env() -> FastAPI:
-    """The app for one worker process, configured by the environment ``scholar-es serve`` set."""
+    """The app for one worker process, configured by the environment ``scholar-es serve`` set;
+    the worker exits when the master that started it dies."""
+    from scholar_es.serve.parent import MASTER_PID_ENV, exit_with_parent
+
+    if os.environ.get(MASTER_PID_ENV):
+        exit_with_parent(int(os.environ[MASTER_PID_ENV]))
+    in_flight = os.environ.get("SCHOLAR_ES_SERVE_MAX_IN_FLIGHT")
     state = open_state(
         os.environ["SCHOLAR_ES_SERVE_TARGET"],
         model=os.environ.get("SCHOLAR_ES_SERVE_MODEL") or None,
-        api_key=os.environ.get(API_KEY_ENV) or None,
+        api_key=api_key_from_env(),
         max_body=int(os.environ.get("SCHOLAR_ES_SERVE_MAX_BODY") or DEFAULT_MAX_BODY),
         profile=os.environ.get("SCHOLAR_ES_SERVE_PROFILE") or None,
+        max_in_flight=int(in_flight) if in_flight else None,
     )
     return create_app(state)

@@ -11,6 +11,9 @@ transport node and ``scholar-es console`` use); this module only does what HTTP 
   400 ``media_type_header_exception``, as an 8.x cluster answers;
 * the answer's media type follows the request's ``Accept`` (compatible-with echoed back), every
   answer carries ``X-Elastic-Product: Elasticsearch``; ``?pretty`` indents;
+* the body is parsed in place from the guard's buffer (:mod:`scholar_es.serve.body`), with the
+  in-process node's limits and messages (nesting past 1000 levels, a syntax error: 400
+  ``x_content_parse_exception``), and released before the engine runs;
 * an unexpected exception is a 500 ``internal_error`` (logged), never a traceback.
 """
 
@@ -27,7 +30,9 @@ from starlette.responses import Response
 
 from scholar_es.engine.errors import EsError
 from scholar_es.engine.rest.handler import handle
+from scholar_es.serve.body import parse
 from scholar_es.serve.errors import PRODUCT_HEADER, error_body, error_response
+from scholar_es.serve.guard import BODY_KEY
 
 if TYPE_CHECKING:
     from scholar_es.serve.state import ServerState
@@ -99,14 +104,10 @@ def negotiate(headers, has_body: bool) -> tuple[str | None, str | None]:
     return fmt, next(iter(versions.values()), None)
 
 
-def decode(raw: bytes, path: str, fmt: str | None):
-    if not raw:
-        return None
-    text = raw.decode("utf-8")
+def decode(raw: bytearray | bytes, path: str, fmt: str | None):
+    """The body's value as the in-process node reads it (:mod:`scholar_es.serve.body`)."""
     last = path.rstrip("/").rsplit("/", 1)[-1]
-    if fmt == "x-ndjson" or last in _NDJSON_ENDPOINTS:
-        return [json.loads(line) for line in text.splitlines() if line.strip()]
-    return json.loads(text)
+    return parse(raw, ndjson=fmt == "x-ndjson" or last in _NDJSON_ENDPOINTS)
 
 
 def render(status: int, body, *, method: str, version: str | None, pretty: bool) -> Response:
@@ -134,7 +135,10 @@ def router(state: ServerState) -> APIRouter:
 
     @r.api_route("/{path:path}", methods=METHODS, include_in_schema=False)
     async def es_rest(request: Request, path: str = ""):
-        raw = await request.body()
+        # the guard's buffer, taken out of the scope so that it is freed once parsed
+        raw = request.scope.pop(BODY_KEY, None)
+        if raw is None:
+            raw = await request.body()
         # the path as sent (percent-encoded), as the in-process node hands it to the dispatcher
         target = request.scope.get("raw_path", b"").decode("latin-1") or request.url.path
         params = dict(request.query_params)
@@ -144,10 +148,13 @@ def router(state: ServerState) -> APIRouter:
         except MediaTypeError as e:
             return render(e.status, e.body, method=request.method, version=None, pretty=pretty)
         try:
-            payload = decode(raw, target, fmt)
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            err = EsError(400, "x_content_parse_exception", f"request body is not valid JSON: {e}")
+            payload = await run_in_threadpool(decode, raw, target, fmt)  # a large body: off the loop
+        except EsError as e:  # Jackson's limits, a syntax error: the in-process node's answer
+            return render(e.status, e.to_body(), method=request.method, version=version, pretty=pretty)
+        except UnicodeDecodeError as e:
+            err = EsError(400, "x_content_parse_exception", str(e))
             return render(400, err.to_body(), method=request.method, version=version, pretty=pretty)
+        del raw  # parsed: the body's bytes are not held while the engine works
         try:
             status, out = await run_in_threadpool(call, request.method, target, params, payload)
         except Exception:  # noqa: BLE001 - a bug in the engine: a 500, logged, never a traceback out

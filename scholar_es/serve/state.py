@@ -13,6 +13,7 @@ parallel gains nothing over queueing them; a cached question costs one SQLite lo
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -23,6 +24,8 @@ import numpy as np
 
 from scholar_es.client import connect, is_url
 from scholar_es.engine.index.indices import Engine, open_engine
+from scholar_es.errors import ConfigError
+from scholar_es.serve.breaker import InFlightBreaker, default_limit
 
 if TYPE_CHECKING:
     from elasticsearch import Elasticsearch
@@ -32,6 +35,20 @@ if TYPE_CHECKING:
 
 DEFAULT_MAX_BODY = 100 * 1024 * 1024  # Elasticsearch's http.max_content_length default (100mb)
 API_KEY_ENV = "SCHOLAR_ES_SERVE_API_KEY"
+
+
+def api_key_from_env() -> str | None:
+    """``$SCHOLAR_ES_SERVE_API_KEY``: None when unset; set but empty (or blank) is refused, since
+    serving with no key at all is not what a person who set the variable meant."""
+    key = os.environ.get(API_KEY_ENV)
+    if key is None:
+        return None
+    if not key.strip():
+        raise ConfigError(
+            f"${API_KEY_ENV} is set but empty: set it to the key every request must send, or unset "
+            "it to serve without a key"
+        )
+    return key
 
 
 class LockedEmbedder:
@@ -61,6 +78,7 @@ class ServerState:
     profile: Profile  # the profile searches use unless a request names one
     api_key: str | None = None
     max_body: int = DEFAULT_MAX_BODY
+    breaker: InFlightBreaker = field(default_factory=lambda: InFlightBreaker(default_limit()))
     model_ready: threading.Event = field(default_factory=threading.Event)
     model_error: str | None = None
 
@@ -76,18 +94,21 @@ def open_state(
     api_key: str | None = None,
     max_body: int = DEFAULT_MAX_BODY,
     profile: str | None = None,
+    max_in_flight: int | None = None,
 ) -> ServerState:
-    """Connect to TARGET (a directory: the embedded engine, opened once; a URL: a cluster client)."""
+    """Connect to TARGET (a directory: the embedded engine, opened once; a URL: a cluster client).
+    ``max_in_flight``: the in-flight requests breaker's limit (default: a quarter of the memory)."""
     from indexer.embedder import DEFAULT_MODEL, Embedder
     from querybuilder.profiles import load_profile
 
     embedder = LockedEmbedder(Embedder(model or DEFAULT_MODEL))
     loaded = load_profile(profile)
+    breaker = InFlightBreaker(default_limit() if max_in_flight is None else max_in_flight)
     if is_url(target):
-        return ServerState(target, connect(target), None, embedder, loaded, api_key, max_body)
+        return ServerState(target, connect(target), None, embedder, loaded, api_key, max_body, breaker)
     es = connect(target)  # the same checks and messages as every other command (a file, a bad scheme)
     engine = open_engine(Path(target).expanduser())  # the process-wide engine the client's node shares
-    return ServerState(target, es, engine, embedder, loaded, api_key, max_body)
+    return ServerState(target, es, engine, embedder, loaded, api_key, max_body, breaker)
 
 
 def warm_model(state: ServerState) -> None:

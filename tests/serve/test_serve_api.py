@@ -357,8 +357,7 @@ def test_sigterm_lets_the_request_in_flight_finish(tmp_path):
         body = json.loads(resp.read())
         assert resp.status == 200 and body["errors"] is False and len(body["items"]) == docs
         code = server.proc.wait(30)
-        # uvicorn shuts down, then re-raises the signal it caught: the status says SIGTERM
-        assert code in (0, -signal.SIGTERM)
+        assert code == 0  # a stop asked for and done cleanly (uvicorn alone would die of the signal)
         server.stop()
         assert any("Waiting for application shutdown" in line for line in server.log), server.log
     from scholar_es.engine.rest.transport import embedded_client
