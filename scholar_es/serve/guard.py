@@ -89,6 +89,7 @@ class Guard:
             for challenge in CHALLENGES[1:]:
                 resp.headers.append("WWW-Authenticate", challenge)
             await resp(scope, receive, send)
+            return None  # never read the body nor reach a route unauthenticated
         charged = [0]  # bytes charged to the breaker for this request, released when it ends
         try:
             body = await self._read(headers, charged, scope, receive, send)

@@ -200,6 +200,8 @@ class IndexHandle:
         self._disk: _OnDisk | None = None  # that commit point, when the snapshot descends from it
         #: how this index's write requests commit (index.translog.durability)
         self.durability = durability.of_settings(self.settings)
+        #: Store.history_resets of this index when the snapshot was last trusted
+        self._resets_seen = self.store.history_resets.get(self.name, 0)
         self._guard_history()
 
     def _guard_history(self) -> None:
@@ -261,9 +263,13 @@ class IndexHandle:
             elif snap.gen > want:
                 if attempt < 3:
                     return None
-                # SQLite went back (a restored file): never serve the newer snapshot, rebuild
+                # SQLite went back (a restored file): never serve the newer snapshot, rebuild; and
+                # as at open, move SQLite's seqs and generation past the snapshot's with a new epoch,
+                # so neither it nor a commit point of it can ever be taken for SQLite's state again
                 log.warning("index [%s] is older in SQLite than in memory; rebuilding from SQLite", self.name)
-                snap, self._pending, self._disk = Segment(self.mapping), [], None  # seqs may be reused
+                self.store.guard_history(self.name, snap.gen, int(snap.seqs.max()) if len(snap.seqs) else 0)
+                snap, self._pending, self._disk = Segment(self.mapping), [], None
+                self._saved_gen = -1
             if snap.gen != want:
                 snap = self._advance(snap, want, rd)
             self._snapshot = snap
@@ -567,7 +573,13 @@ class IndexHandle:
                     "_primary_term": versioning.PRIMARY_TERM,
                 }
             )
-        if wrote:
+        if wrote and self.store.history_resets.get(self.name, 0) != self._resets_seen:
+            # this write found SQLite gone back under the process (Store.write gave the index a new
+            # epoch): the snapshot, the queued writes and the commit point describe a lost timeline;
+            # the next snapshot is rebuilt from SQLite, which holds this write too
+            self._resets_seen = self.store.history_resets.get(self.name, 0)
+            self._snapshot, self._pending, self._disk, self._saved_gen = None, [], None, -1
+        elif wrote:
             self._pending.append((gen, adds, deletes))
             if sum(len(a) for _, a, _ in self._pending) >= PUBLISH_EVERY:
                 self.segment()  # bound the memory of parsed documents waiting for a reader

@@ -259,6 +259,11 @@ class Store:
         #: no seq at or below this is handed out by this process: the highest it wrote or saw in a
         #: commit point (SQLite's own counter goes back with a restored or rolled-back file)
         self._seq_floor = 0
+        #: per index, the highest write generation this process committed (a lower one in SQLite
+        #: means the file went back under it)
+        self._gen_floor: dict[str, int] = {}
+        #: per index, how often a write found SQLite gone back (IndexHandle drops its snapshot)
+        self.history_resets: dict[str, int] = {}
 
     def _begin(self, durability: Durability = REQUEST) -> sqlite3.Connection:
         """Start a write transaction on the write connection (held under ``self._lock``), with
@@ -475,7 +480,17 @@ class Store:
                     dead = _lookup(
                         db, "SELECT id, version FROM tombstones WHERE index_name = ? AND id IN", index, ids
                     )
-                last_seq = max(_last_seq(db), self._seq_floor)
+                db_gen, floor_gen = _gen(db, index), self._gen_floor.get(index, 0)
+                # SQLite went back under this running process (a copy of engine.sqlite3 put back in
+                # place: same inode, so StoreIdentity sees nothing): seqs or this index's write
+                # generation are below ones this process handed out. As at open (guard_history):
+                # a new epoch, so no commit point of the lost timeline is ever loaded, and seqs and
+                # the generation go on past every number this process has seen.
+                db_last, seq_floor = _last_seq(db), self._seq_floor
+                went_back = db_last < seq_floor or db_gen < floor_gen
+                if went_back:
+                    db.execute("INSERT OR REPLACE INTO history VALUES (?, ?)", (index, uuid.uuid4().hex))
+                last_seq = max(db_last, seq_floor)
                 # id -> (version or None: never written, live seq or None, index op or None)
                 state: dict[str, tuple[int | None, int | None, tuple | None]] = {}
                 for doc_id in ids:
@@ -523,7 +538,7 @@ class Store:
                 gone = [(index, i) for i in changed if state[i][1] is not None and i in dead]
                 if gone:
                     db.executemany("DELETE FROM tombstones WHERE index_name = ? AND id = ?", gone)
-                gen = _gen(db, index) + 1
+                gen = max(db_gen, floor_gen) + 1
                 db.execute("INSERT OR REPLACE INTO write_gen VALUES (?, ?)", (index, gen))
                 self._commit(durability)
             except BaseException as e:
@@ -531,6 +546,20 @@ class Store:
                 raise_if_full(e, "the engine's store", self.path)
                 raise
             self._seq_floor = max(self._seq_floor, last_seq)
+            self._gen_floor[index] = gen
+            if went_back:
+                self.history_resets[index] = self.history_resets.get(index, 0) + 1
+                log.warning(
+                    "index [%s]: SQLite went back under this process (last seq %d < %d or write "
+                    "generation %d < %d: a copy of the file was put back); the index is rebuilt from "
+                    "SQLite and new documents get seqs after %d",
+                    index,
+                    db_last,
+                    seq_floor,
+                    db_gen,
+                    floor_gen,
+                    seq_floor,
+                )
         return out, gen, stored
 
     @staticmethod

@@ -136,13 +136,16 @@ def validation_error(messages: list[str]) -> EsError:
 
 
 def _long(name: str, value: Any) -> int:
-    """``RestRequest.paramAsLong`` (and a metadata line's ``longValue``)."""
-    if type(value) is int:
-        return value
+    """``RestRequest.paramAsLong`` (and a metadata line's ``longValue``): a Java long, so a number
+    outside the signed 64-bit range is the same 400 as one that does not parse (``Long.parseLong``
+    throws NumberFormatException for both), never an overflow further down."""
     try:
-        return int(str(value).strip())
+        number = value if type(value) is int else int(str(value).strip())
     except ValueError:
-        raise illegal_argument(f"Failed to parse long parameter [{name}] with value [{value}]") from None
+        number = None
+    if number is None or not -(2**63) <= number < 2**63:
+        raise illegal_argument(f"Failed to parse long parameter [{name}] with value [{value}]")
+    return number
 
 
 def parse(values: Mapping[str, Any], op: str) -> Condition:

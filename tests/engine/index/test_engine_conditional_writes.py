@@ -550,3 +550,39 @@ def test_two_processes_create_and_swap_the_same_ids(tmp_path) -> None:
         assert doc["_version"] == 1 + len(seen)
         assert doc["_source"]["cas"] == max(seen)
     es.close()
+
+
+@pytest.mark.parametrize(
+    ("name", "path_params"),
+    [
+        ("version", "version=9223372036854775808&version_type=external"),
+        ("version", "version=18446744073709551616&version_type=external_gte"),
+        ("if_seq_no", "if_seq_no=9223372036854775808&if_primary_term=1"),
+        ("if_primary_term", "if_seq_no=0&if_primary_term=9223372036854775808"),
+    ],
+)
+def test_numbers_past_a_java_long_are_a_400_not_a_500(tmp_engine, name, path_params) -> None:
+    """``RestRequest.paramAsLong`` -> ``Long.parseLong`` throws for a number outside the signed
+    64-bit range as for one that does not parse: 400 ``Failed to parse long parameter [...]``
+    (found by the issue-25 review: an OverflowError, a 500, further down)."""
+    es = tmp_engine
+    es.indices.create(index="o")
+    value = path_params.split(f"{name}=")[1].split("&")[0]
+    for method, path, body in (
+        ("PUT", f"/o/_doc/a?{path_params}", {"x": 1}),
+        ("DELETE", f"/o/_doc/a?{path_params}", None),
+    ):
+        status, err = _error(lambda m=method, p=path, b=body: es.perform_request(m, p, body=b, headers=_JSON))
+        assert status == 400
+        assert err["error"]["type"] == "illegal_argument_exception"
+        assert err["error"]["reason"] == f"Failed to parse long parameter [{name}] with value [{value}]"
+    meta = {"_index": "o", "_id": "b", name: int(value)}
+    if name == "version":
+        meta["version_type"] = "external"
+    headers = {"content-type": "application/x-ndjson", "accept": "application/json"}
+    status, err = _error(
+        lambda: es.perform_request("POST", "/_bulk", body=[{"index": meta}, {"x": 1}], headers=headers)
+    )
+    assert status == 400
+    assert err["error"]["reason"] == f"Failed to parse long parameter [{name}] with value [{value}]"
+    assert es.count(index="o")["count"] == 0

@@ -295,6 +295,53 @@ def test_backup_restore_answers_as_an_engine_rebuilt_from_sqlite(tmp_path, caplo
     assert _answers(reopened) == _answers(rebuilt) == answers
 
 
+@pytest.mark.parametrize("read_first", [False, True])
+def test_backup_put_back_in_place_under_a_running_process(tmp_path, caplog, read_first):
+    """An operator copies a backup over engine.sqlite3 (same inode: the identity check cannot see
+    it) while the engine is open. Found by the issue-25 review: the next writes brought SQLite's
+    write generation back to the in-memory snapshot's, which was then trusted and saved -- lost
+    words matched, documents acknowledged after the restore were not found, in the same process
+    and after a restart. Now the write that meets the older file (or a search before it, with
+    ``read_first``) drops the snapshot, and every answer equals a rebuild from SQLite alone."""
+    import sqlite3
+
+    root = tmp_path / "engine"
+    engine = Engine(root)
+    engine.create_index("idx", {})
+    _write(engine, [f"b{i}" for i in range(30)], "base")
+    engine.handle("idx").save()
+    backup = sqlite3.connect(tmp_path / "backup.sqlite3")
+    with sqlite3.connect(root / "engine.sqlite3") as live:
+        live.backup(backup)
+    backup.close()
+    _write(engine, [f"l{i}" for i in range(20)], "lost")
+    engine.handle("idx").save()
+    with sqlite3.connect(root / "engine.sqlite3") as live:
+        live.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    shutil.copyfile(tmp_path / "backup.sqlite3", root / "engine.sqlite3")  # in place: same inode
+
+    caplog.set_level(logging.WARNING, logger="scholar_es.engine")
+    if read_first:
+        assert _answers(engine)["lost"][0]["value"] == 0
+    seqs = [r["_seq_no"] for r in _write(engine, [f"n{i}" for i in range(20)], "fresh")]
+    assert min(seqs) + 1 > 50  # seqs 1-50 were handed out before the restore; _seq_no is seq - 1
+    answers = _answers(engine)
+    assert answers["lost"][0]["value"] == 0
+    assert answers["fresh"][0]["value"] == 20
+    assert answers["base"][0]["value"] == 30
+    for _, _, source in answers["fresh"][1] + answers["base"][1]:
+        assert source["t"].endswith(source["id"])  # each hit carries its own document
+    engine.handle("idx").save()
+    _stop(engine)
+
+    rebuilt_root = tmp_path / "rebuilt"
+    rebuilt_root.mkdir()
+    for f in root.glob("engine.sqlite3*"):
+        shutil.copy2(f, rebuilt_root / f.name)
+    rebuilt, reopened = Engine(rebuilt_root), Engine(root)
+    assert _answers(reopened) == _answers(rebuilt) == answers
+
+
 # --- files deleted under a running engine --------------------------------------------------------
 
 
