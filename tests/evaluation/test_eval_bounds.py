@@ -177,6 +177,7 @@ def test_cli_eval_limit_options(beir, tmp_path):
     assert bad.exit_code == 2 and "does not exist; create it first" in bad.output
 
 
+@pytest.mark.slow  # many seconds: left out of make test-fast
 def test_cli_eval_chunking_window_gets_its_own_index(beir, tmp_path):
     """`eval --chunking window` indexes windows under their own prefix (the real bundled model on
     50 tiny documents); an unknown mode exits 2 naming the modes; --help lists the option."""

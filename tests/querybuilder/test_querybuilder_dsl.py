@@ -618,6 +618,7 @@ def random_questions(n: int = 10_000, seed: int = 20240604) -> list[str]:
     return [random_question(rng) for _ in range(n)]
 
 
+@pytest.mark.slow  # many seconds: left out of make test-fast
 def test_10000_random_strings_build_valid_bodies():
     strategies = list(STRATEGIES)
     for i, q in enumerate(random_questions()):

@@ -340,6 +340,7 @@ def test_template_console_text_runs(es):
 
 
 # --- bad input: 10,000 random strings are accepted by the engine ------------------------------
+@pytest.mark.slow  # many seconds: left out of make test-fast
 def test_10000_random_strings_run_on_the_engine(es):
     strategies = list(STRATEGIES)
     small = DEFAULT_PROFILE.with_changes(per_paper_cap=1)  # few hits to render: the text is what is tested

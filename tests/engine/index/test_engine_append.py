@@ -271,6 +271,7 @@ def _open(path: Path) -> list:
 MERGE_ROUND = core.MAX_DELTAS + 2  # save 1 writes the base, 2..MAX_DELTAS+1 deltas, then a merge
 
 
+@pytest.mark.slow  # many seconds: left out of make test-fast
 @pytest.mark.parametrize("point", ["file_half", "files", "commit_tmp", "commit", "cleanup"])
 @pytest.mark.parametrize("save", [3, MERGE_ROUND], ids=["delta", "merge"])
 def test_kill_at_each_step_of_a_delta_or_merge_save(tmp_path, point, save):
@@ -289,6 +290,7 @@ def test_kill_at_each_step_of_a_delta_or_merge_save(tmp_path, point, save):
     assert _open(path) == _rebuilt(path, tmp_path)
 
 
+@pytest.mark.slow  # many seconds: left out of make test-fast
 def test_the_crash_points_are_reached_by_deltas_and_merges(tmp_path):
     path = tmp_path / "engine"
     assert _run(path, 3).returncode == 0

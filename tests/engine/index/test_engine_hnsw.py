@@ -109,6 +109,7 @@ def _check_recall_and_scores(es, index: str, similarity: str, vecs: np.ndarray) 
     "index,similarity,vecs",
     [("h", "cosine", X), ("i8", "cosine", X), ("dot", "dot_product", UNIT), ("l2", "l2_norm", X)],
 )
+@pytest.mark.slow  # many seconds: left out of make test-fast
 def test_graph_recall_and_exact_scores(es, index, similarity, vecs):
     assert _check_recall_and_scores(es, index, similarity, vecs) >= 0.95
 
@@ -274,6 +275,7 @@ def _check_answers(answers: list, vecs: np.ndarray, live: np.ndarray, min_recall
     assert np.mean(recalls) >= min_recall
 
 
+@pytest.mark.slow  # many seconds: left out of make test-fast
 def test_graph_is_built_at_save_and_a_fresh_process_loads_it(tmp_path):
     """Lucene builds a segment's graph when it writes the segment: the refresh that writes the
     base builds it (once), and a new process restores it instead of building at its first kNN."""
@@ -295,6 +297,7 @@ def test_graph_is_built_at_save_and_a_fresh_process_loads_it(tmp_path):
     assert again["answers"] == first["answers"]  # the same saved graph: the same approximate answers
 
 
+@pytest.mark.slow  # many seconds: left out of make test-fast
 def test_deltas_then_a_cold_open(tmp_path):
     """Documents added and deleted after the base are saved as delta files without a graph; a new
     process searches the base's graph plus the delta rows exactly, and builds nothing."""
@@ -331,6 +334,7 @@ def test_deltas_then_a_cold_open(tmp_path):
     _check_answers(out["answers"], vecs, live, 0.95)
 
 
+@pytest.mark.slow  # many seconds: left out of make test-fast
 def test_a_merge_extends_the_graph_and_a_crash_before_it_is_written_loses_nothing(tmp_path):
     """More than MERGE_RATIO of new documents makes the next save write a base: the graph is
     extended by the new rows, not rebuilt. A process killed after that build, before the commit
@@ -371,6 +375,7 @@ def test_a_merge_extends_the_graph_and_a_crash_before_it_is_written_loses_nothin
     _check_answers(reopened["answers"], vecs, live, 0.95)
 
 
+@pytest.mark.slow  # many seconds: left out of make test-fast
 def test_a_corrupted_graph_is_never_searched_and_the_next_base_rebuilds_it(tmp_path):
     es = embedded_client(tmp_path)
     _fill(es, "p", _mapping("cosine", {"type": "int8_hnsw"}), X)

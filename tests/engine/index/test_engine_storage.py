@@ -612,6 +612,7 @@ def test_two_index_runs_on_a_fresh_directory_both_publish_every_paper(tmp_path):
     assert sorted({h["_source"]["paper_id"] for h in chunks}) == papers
 
 
+@pytest.mark.slow  # many seconds: left out of make test-fast
 def test_verifying_a_commit_point_leaves_its_pages_out_of_the_resident_set(tmp_path):
     """Opening checks every array's CRC32, which reads every page of the commit point; the
     checked pages are released from the process afterwards (a fresh process opening a 4 GB

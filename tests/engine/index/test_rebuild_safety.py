@@ -144,6 +144,7 @@ def _check_after_kill_and_rerun(target: Path, new: Path, es) -> None:
     assert layout.physical_indices(es, "papers-previous") == ["papers-v2"]
 
 
+@pytest.mark.slow  # many seconds: left out of make test-fast
 def test_fault_hook_kill_mid_rebuild_then_rerun(tmp_path):
     target, new, es = _good_two_versions(tmp_path)
     killed = _index(target, new, "rebuild", env={FAULT_ENV: "150"})
@@ -151,6 +152,7 @@ def test_fault_hook_kill_mid_rebuild_then_rerun(tmp_path):
     _check_after_kill_and_rerun(target, new, es)
 
 
+@pytest.mark.slow  # many seconds: left out of make test-fast
 def test_real_kill_9_mid_rebuild_then_rerun(tmp_path):
     target, new, es = _good_two_versions(tmp_path)
     proc = _index(target, new, "rebuild", delay=0.05, wait=False)
@@ -188,6 +190,7 @@ def test_killed_first_build_is_cleaned_and_never_published(tmp_path):
     assert es.count(index="chunks")["count"] == 400
 
 
+@pytest.mark.slow  # many seconds: left out of make test-fast
 @pytest.mark.parametrize("rebuilds", [3])
 def test_rebuilds_keep_exactly_current_and_previous(tmp_path, rebuilds):
     target, src = tmp_path / "engine", tmp_path / "p.jsonl"
