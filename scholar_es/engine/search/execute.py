@@ -95,11 +95,10 @@ def validate_body(body: dict) -> None:
             raise unsupported(key)
         if key not in SEARCH_KEYS:
             raise parsing_error(f"Unknown key for a START_OBJECT in [{key}].", line=1, col=1)
-    if "retriever" in body and "collapse" in body:
-        raise unsupported(
-            "collapse with a retriever",
-            "put collapse inside a standard retriever on a cluster, or collapse client-side",
-        )
+    if "retriever" in body and body.get("explain"):
+        # Elasticsearch explains each hit through the retriever tree (RRFRankDoc/LinearRankDoc
+        # explanations); the engine has no such explanation, so it refuses rather than answer one
+        raise unsupported("explain with a retriever", "leave [explain] out")
     if "retriever" in body and "rescore" in body:
         raise unsupported("rescore with a retriever", "put the rescore in a standard retriever on a cluster")
     if "retriever" in body and ("query" in body or "knn" in body):
@@ -197,9 +196,19 @@ class SearchRun:
             leaves = (
                 np.logical_or.reduce(self._leaf_masks) if self._leaf_masks else np.zeros(self.ctx.n, bool)
             )
+            kind, spec = next(iter(body["retriever"].items()))
+            if kind in fusion.ALLOWED:  # the last search of a compound retriever (fusion.final_matches)
+                leaves, scores = fusion.final_matches(spec, ranked, scores, leaves, body)
+                ranked = ranked[leaves[ranked]]
+                total = int(leaves.sum())
             self.aggregations = self.aggregate(leaves, scores)
+            collapse = body.get("collapse")
+            if collapse:  # the groups of the retriever's ranked hits (linear/10_linear_retriever.yml)
+                ranked, _ = self.collapse(ranked, collapse, scores, presorted=True)
             page = ranked[self.from_ : self.from_ + self.size]
             hits = self.render(page, scores, sort_values=None)
+            if collapse:
+                self.add_collapse(hits, page, collapse, leaves, scores)
             max_score = float(scores[ranked[0]]) if len(ranked) else None
             return self.response(hits, total, max_score, start)
         mask, scores, self.nodes = self.score()
