@@ -120,7 +120,8 @@ OMITTED: dict[str, dict[str, str]] = {
     },
     "linear.10_linear_retriever_normalizers": {
         "Linear retriever with top-level L2 normalization": "expects the WIP semantics of that commit "
-        "(normalizing the fused scores); replaced by the documented default-normalizer semantics",
+        "(normalizing the fused scores); PR 129693 as merged (f84ec74) deleted this file and documents "
+        "the top-level normalizer as each sub-retriever's default, which the tests ported here assert",
         "Linear retriever with mixed normalization (top-level and per-retriever with same normalizer)": "same",
         "Linear retriever with mismatched normalizers (should fail)": "the merged feature lets a "
         "sub-retriever's normalizer override the top-level one instead of failing",
