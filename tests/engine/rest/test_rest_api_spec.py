@@ -86,6 +86,15 @@ OMITTED: dict[str, dict[str, str]] = {
         "(nested field tests)": "nested mappings",
     },
     "search.vectors.150_knn_search_missing_params": {},
+    "search.vectors.160_knn_query_missing_params": {
+        "kNN search used in nested field - missing num_candidates": "nested mappings",
+    },
+    "search.vectors.40_knn_search": {
+        "kNN search in _knn_search endpoint": "the deprecated _knn_search endpoint is not routed",
+        "kNN search with filter in _knn_search endpoint": "the deprecated _knn_search endpoint is not routed",
+    },
+    "search.vectors.140_knn_query_with_other_queries": {},
+    "search.vectors.190_knn_query-with-k-param": {},
     "get.70_source_filtering": {},
     # conditional writes (issue 25): every test of these upstream files is ported
     "index.20_optype": {},
