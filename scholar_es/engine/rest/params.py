@@ -6,6 +6,8 @@
 * ``search_type``: ``query_then_fetch`` or ``dfs_query_then_fetch`` (the same scores on one
   shard); anything else is ``No search type for [x]`` (``SearchType.fromString``); any value
   beside a top-level ``knn`` is refused (``RestSearchAction#validateSearchRequest``).
+* ``include_named_queries_score=true`` (``matched_queries`` with each name's score) is refused by
+  name; ``false`` is the default, the names only.
 * ``terminate_after``: as the body key of that name (``RestSearchAction.parseSearchRequest``).
 * ``typed_keys``: aggregation names prefixed with their result type, as clients that decode
   aggregations by type ask for them (``sterms#genres``).
@@ -15,7 +17,7 @@
 
 from __future__ import annotations
 
-from scholar_es.engine.errors import illegal_argument
+from scholar_es.engine.errors import illegal_argument, unsupported
 
 SEARCH_TYPES = ("query_then_fetch", "dfs_query_then_fetch")
 MSEARCH_HEADER_KEYS = {
@@ -55,6 +57,9 @@ def prepare(params: dict, body: dict) -> dict:
         raise illegal_argument(
             "cannot set [search_type] when using [knn] search, since the search type is determined automatically"
         )
+    if _true(params.get("include_named_queries_score")):
+        # matched_queries as {name: score} (MatchedQueriesPhase); the engine lists the names only
+        raise unsupported("include_named_queries_score", "matched_queries lists the matched names")
     if _true(params.get("rest_total_hits_as_int")):
         track = body.get("track_total_hits")
         if track is None:
