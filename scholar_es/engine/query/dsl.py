@@ -34,6 +34,7 @@ from scholar_es.engine.query.nodes import (
     TermNode,
 )
 from scholar_es.engine.search.hits import union_docs
+from scholar_es.engine.search.named import query_name
 from scholar_es.engine.validate import check_number
 
 MAX_NESTED_DEPTH = 30  # Elasticsearch's indices.query.max_nested_depth default
@@ -120,6 +121,8 @@ class QueryParser:
 
     _depth = 0
     _leaves = 0  # leaf clauses of the whole query, as Lucene's clause-count visitor counts them
+    #: (``_name``, node) of the named queries parsed while a search collects them (matched_queries)
+    named: list[tuple[str, Node]] | None = None
 
     def _count(self, leaves: int) -> None:
         self._leaves += leaves
@@ -165,7 +168,12 @@ class QueryParser:
             raise parsing_error(f"unknown query [{name}]", line=1, col=1)
         if name in _LEAF_QUERIES:
             self._count(1)
-        return handler(params)
+        node = handler(params)
+        if self.named is not None:
+            qname = query_name(params)
+            if qname is not None:
+                self.named.append((qname, node))
+        return node
 
     # --- leaves ----------------------------------------------------------------------
     def _q_match_all(self, p):
@@ -365,7 +373,9 @@ class QueryParser:
     def _q_term(self, p):
         field, v = self._single_field("term", p)
         opts = v if isinstance(v, dict) else {"value": v}
-        _check_params("term", opts, {"value", "boost", "case_insensitive", "_name"})
+        _check_params("term", opts, {"value", "term", "boost", "case_insensitive", "_name"})
+        if "term" in opts:  # TermQueryBuilder.TERM_FIELD: "term" is read as the value
+            opts = {**{k: x for k, x in opts.items() if k != "term"}, "value": opts["term"]}
         if "value" not in opts:
             raise parsing_error("[term] query requires a value")
         if opts.get("case_insensitive"):

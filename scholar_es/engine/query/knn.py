@@ -16,7 +16,13 @@ import math
 
 import numpy as np
 
-from scholar_es.engine.errors import illegal_argument, parsing_error, unsupported
+from scholar_es.engine.errors import (
+    EsError,
+    illegal_argument,
+    parsing_error,
+    unsupported,
+    x_content_parse_error,
+)
 from scholar_es.engine.index import hnsw
 from scholar_es.engine.query import similarity as sim
 from scholar_es.engine.query.dsl import _check_params, _float
@@ -37,6 +43,8 @@ KNN_PARAMS = {
     "rescore_vector",
 }
 MAX_CANDIDATES = 10_000
+_NO_VECTOR_SEARCH = "either [query_vector_builder] or [query_vector] must be provided"  # KnnSearchBuilder
+_NO_VECTOR_QUERY = "either [query_vector] or [query_vector_builder] must be provided"  # KnnVectorQueryBuilder
 
 
 def _vector_field(ctx: Ctx, field: str, qv: np.ndarray):
@@ -198,7 +206,7 @@ def _query_vector(spec: dict) -> np.ndarray:
         raise unsupported("knn.query_vector_builder", "embed the question client-side and send query_vector")
     qv = spec.get("query_vector")
     if qv is None:
-        raise illegal_argument("either [query_vector_builder] or [query_vector] must be provided")
+        raise illegal_argument(_NO_VECTOR_SEARCH)
     try:
         vec = np.asarray(qv, dtype=np.float32)
     except (TypeError, ValueError):
@@ -232,11 +240,31 @@ class KnnNode(Node):
         self.field, self.qv, self.k, self.num_candidates = field, qv, k, num_candidates
         self.filters, self.threshold, self.boost = filters, threshold, boost
 
-    def _run(self, ctx: Ctx):
+    top_level = False  # the search's ``knn`` option (k defaults to size) rather than the knn query
+
+    def limits(self, ctx: Ctx) -> tuple[int, int] | None:
+        """(k, num_candidates) of this search, validated; None when the field is unmapped, which
+        matches nothing (KnnVectorQueryBuilder#doToQuery: a MatchNoDocsQuery since 8.16,
+        search.vectors/40_knn_search.yml "Test nonexistent field is match none")."""
         k = self.k if self.k is not None else ctx.default_k
         nc = self.num_candidates if self.num_candidates is not None else round(min(MAX_CANDIDATES, 1.5 * k))
+        if self.k is None and not self.top_level:
+            # the knn query without k keeps its num_candidates (given, or 1.5 x size) best documents
+            # (KnnVectorQueryBuilder#doToQuery, ESKnnFloatVectorQuery with a null kParam;
+            # search.vectors/140_knn_query_with_other_queries.yml "dis_max query with knn query")
+            k = nc
         _validate_k(k, nc)
+        if ctx.seg.mapping.get(self.field) is None:
+            return None
         _vector_field(ctx, self.field, self.qv)  # field errors before filter errors
+        return k, nc
+
+    def _run(self, ctx: Ctx):
+        limits = self.limits(ctx)
+        if limits is None:
+            self._raw, self._kind = np.zeros(ctx.n), "none"
+            return np.zeros(ctx.n, dtype=bool), np.zeros(ctx.n)
+        k, nc = limits
         fmask = None
         for f in self.filters:
             m = f.run(ctx)[0]
@@ -308,8 +336,29 @@ def parse_knn(parser, spec: dict, top_level: bool = False) -> KnnNode:
     )
     if k is not None or nc is not None:
         _validate_k(k if k is not None else 1, nc if nc is not None else MAX_CANDIDATES)
+    node.top_level = top_level
+    if top_level and "_name" in spec and parser.named is not None:
+        parser.named.append((str(spec["_name"]), node))  # KnnSearchBuilder#queryName
     return node
 
 
+def constructor_error(e: EsError) -> EsError:
+    """KnnVectorQueryBuilder's and KnnSearchBuilder's constructor checks (k, num_candidates, a
+    missing query vector) fail inside their ConstructingObjectParser, which Elasticsearch reports
+    as an x_content_parse_exception caused by the illegal argument
+    (search.vectors/190_knn_query-with-k-param.yml "Incorrect k param")."""
+    if e.type == "illegal_argument_exception" and e.reason.startswith(
+        ("[k] ", "[num_candidates] ", "either [query_vector")
+    ):
+        return x_content_parse_error("Failed to build [knn] after last required field arrived", e)
+    return e
+
+
 def knn_query(parser, spec: dict) -> KnnNode:
-    return parse_knn(parser, spec)
+    """The ``knn`` query (KnnVectorQueryBuilder)."""
+    try:
+        return parse_knn(parser, spec)
+    except EsError as e:
+        if e.reason == _NO_VECTOR_SEARCH:  # the query's own wording (QUERY_VECTOR_FIELD first)
+            e = illegal_argument(_NO_VECTOR_QUERY)
+        raise constructor_error(e) from None

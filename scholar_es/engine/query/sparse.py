@@ -28,10 +28,7 @@ from scholar_es.engine.query.functions import (
     _combine,
 )
 from scholar_es.engine.query.knn import (
-    MAX_CANDIDATES,
     KnnNode,
-    _validate_k,
-    _vector_field,
     approximate,
     knn_scores,
     raw_similarity,
@@ -325,10 +322,10 @@ def _knn_top(node: KnnNode, ctx: Ctx) -> Hits:
     value is at least the k-th largest minus a margin, provided the score just below the margin is
     strictly lower than the k-th score (then no tie at the cut-off lies outside); else all are scored.
     """
-    k = node.k if node.k is not None else ctx.default_k
-    nc = node.num_candidates if node.num_candidates is not None else round(min(MAX_CANDIDATES, 1.5 * k))
-    _validate_k(k, nc)
-    _vector_field(ctx, node.field, node.qv)  # field errors before filter errors
+    limits = node.limits(ctx)
+    if limits is None:
+        return _empty()
+    k, nc = limits
     fmask = None
     for f in node.filters:
         m = np.zeros(ctx.n, dtype=bool)

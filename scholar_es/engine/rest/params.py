@@ -4,7 +4,10 @@
   number instead of ``{"value", "relation"}``; total hits are then tracked exactly, and a numeric
   ``track_total_hits`` is refused (``RestSearchAction.parseSearchRequest``); ``-1`` when tracking is off.
 * ``search_type``: ``query_then_fetch`` or ``dfs_query_then_fetch`` (the same scores on one
-  shard); anything else is ``No search type for [x]`` (``SearchType.fromString``).
+  shard); anything else is ``No search type for [x]`` (``SearchType.fromString``); any value
+  beside a top-level ``knn`` is refused (``RestSearchAction#validateSearchRequest``).
+* ``include_named_queries_score=true`` (``matched_queries`` with each name's score) is refused by
+  name; ``false`` is the default, the names only.
 * ``terminate_after``: as the body key of that name (``RestSearchAction.parseSearchRequest``).
 * ``typed_keys``: aggregation names prefixed with their result type, as clients that decode
   aggregations by type ask for them (``sterms#genres``).
@@ -14,7 +17,7 @@
 
 from __future__ import annotations
 
-from scholar_es.engine.errors import illegal_argument
+from scholar_es.engine.errors import illegal_argument, unsupported
 
 SEARCH_TYPES = ("query_then_fetch", "dfs_query_then_fetch")
 MSEARCH_HEADER_KEYS = {
@@ -49,6 +52,14 @@ def check_search_type(value) -> None:
 def prepare(params: dict, body: dict) -> dict:
     """Apply the URL parameters to a search body (a copy); validate them."""
     check_search_type(params.get("search_type"))
+    if "search_type" in params and body.get("knn") not in (None, []):
+        # RestSearchAction#validateSearchRequest (checkSearchType), also run per _msearch item
+        raise illegal_argument(
+            "cannot set [search_type] when using [knn] search, since the search type is determined automatically"
+        )
+    if _true(params.get("include_named_queries_score")):
+        # matched_queries as {name: score} (MatchedQueriesPhase); the engine lists the names only
+        raise unsupported("include_named_queries_score", "matched_queries lists the matched names")
     if _true(params.get("rest_total_hits_as_int")):
         track = body.get("track_total_hits")
         if track is None:

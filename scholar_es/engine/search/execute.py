@@ -11,13 +11,12 @@ from scholar_es.engine.errors import (
     illegal_argument,
     parsing_error,
     unsupported,
-    x_content_parse_error,
 )
 from scholar_es.engine.index import versioning
 from scholar_es.engine.query import sparse
 from scholar_es.engine.query.dsl import QueryParser
 from scholar_es.engine.query.functions import parse_function_score
-from scholar_es.engine.query.knn import knn_query, parse_knn
+from scholar_es.engine.query.knn import constructor_error, knn_query, parse_knn
 from scholar_es.engine.query.nodes import Ctx, Node, expl
 from scholar_es.engine.search import fetch_fields, fusion, highlight
 from scholar_es.engine.search.aggregations.parser import parse_aggs
@@ -31,6 +30,7 @@ from scholar_es.engine.search.hits import (
     total_hits,
     union_docs,
 )
+from scholar_es.engine.search.named import NamedQueries
 from scholar_es.engine.search.rescore import check_sort, collect_size, parse_rescore, rescore
 from scholar_es.engine.search.rescore import explain as explain_rescore
 
@@ -95,11 +95,10 @@ def validate_body(body: dict) -> None:
             raise unsupported(key)
         if key not in SEARCH_KEYS:
             raise parsing_error(f"Unknown key for a START_OBJECT in [{key}].", line=1, col=1)
-    if "retriever" in body and "collapse" in body:
-        raise unsupported(
-            "collapse with a retriever",
-            "put collapse inside a standard retriever on a cluster, or collapse client-side",
-        )
+    if "retriever" in body and body.get("explain"):
+        # Elasticsearch explains each hit through the retriever tree (RRFRankDoc/LinearRankDoc
+        # explanations); the engine has no such explanation, so it refuses rather than answer one
+        raise unsupported("explain with a retriever", "leave [explain] out")
     if "retriever" in body and "rescore" in body:
         raise unsupported("rescore with a retriever", "put the rescore in a standard retriever on a cluster")
     if "retriever" in body and ("query" in body or "knn" in body):
@@ -153,11 +152,16 @@ class SearchRun:
         knn_spec = self.body.get("knn")
         dense = not sparse.sparse_enabled() or bool(self.body.get("explain"))
         parts: list[tuple[np.ndarray, np.ndarray]] = []  # (documents ascending, scores) per leg
-        if "query" in self.body or knn_spec is None:
-            nodes.append(self.parser.parse(self.body.get("query", {"match_all": {}})))
-        if knn_spec is not None:
-            specs = knn_spec if isinstance(knn_spec, list) else [knn_spec]
-            nodes.extend(_top_level_knn(self.parser, spec) for spec in specs)
+        self.parser.named = []  # the query's and the top-level knn's named queries (matched_queries)
+        try:
+            if "query" in self.body or knn_spec is None:
+                nodes.append(self.parser.parse(self.body.get("query", {"match_all": {}})))
+            if knn_spec is not None:
+                specs = knn_spec if isinstance(knn_spec, list) else [knn_spec]
+                nodes.extend(_top_level_knn(self.parser, spec) for spec in specs)
+            self.named = self.parser.named
+        finally:
+            self.parser.named = None
         for node in nodes:
             # the sparse path (engine/query/sparse.py) unless explain needs every node's own arrays
             if dense:
@@ -197,13 +201,30 @@ class SearchRun:
             leaves = (
                 np.logical_or.reduce(self._leaf_masks) if self._leaf_masks else np.zeros(self.ctx.n, bool)
             )
+            kind, spec = next(iter(body["retriever"].items()))
+            if kind in fusion.ALLOWED:  # the last search of a compound retriever (fusion.final_matches)
+                leaves, scores = fusion.final_matches(spec, ranked, scores, leaves, body)
+                ranked = ranked[leaves[ranked]]
+                total = int(leaves.sum())
             self.aggregations = self.aggregate(leaves, scores)
+            collapse = body.get("collapse")
+            if collapse:  # the groups of the retriever's ranked hits (linear/10_linear_retriever.yml)
+                ranked, _ = self.collapse(ranked, collapse, scores, presorted=True)
             page = ranked[self.from_ : self.from_ + self.size]
             hits = self.render(page, scores, sort_values=None)
+            if collapse:
+                self.add_collapse(hits, page, collapse, leaves, scores)
             max_score = float(scores[ranked[0]]) if len(ranked) else None
             return self.response(hits, total, max_score, start)
         mask, scores, self.nodes = self.score()
-        post = self.parser.parse(body["post_filter"]).run(self.ctx)[0] if "post_filter" in body else None
+        post = None
+        if "post_filter" in body:
+            self.parser.named = self.named  # post_filter's named queries count too (MatchedQueriesPhase)
+            try:
+                post = self.parser.parse(body["post_filter"]).run(self.ctx)[0]
+            finally:
+                self.parser.named = None
+        self.named_queries = NamedQueries(self.named)
         terminate_after = _int(body, "terminate_after", 0)
         if terminate_after > 0:
             # QueryPhaseCollector: docs are collected in index order; the count runs after min_score
@@ -367,6 +388,11 @@ class SearchRun:
                 del hit["fields"]  # Elasticsearch leaves an empty "fields" out
             if sort_values is not None:
                 hit["sort"] = sort_values[i]
+            named = getattr(self, "named_queries", None)
+            if named:
+                matched = named.matched(self.ctx, int(p))
+                if matched:
+                    hit["matched_queries"] = matched
             if self.body.get("explain"):
                 hit["_shard"] = f"[{self.handle.name}][0]"
                 hit["_node"] = "embedded"
@@ -534,11 +560,7 @@ def _top_level_knn(parser, spec):
     try:
         return parse_knn(parser, spec, top_level=True)
     except EsError as e:
-        if e.type == "illegal_argument_exception" and e.reason.startswith(("[k] ", "[num_candidates] ")):
-            raise x_content_parse_error(
-                "Failed to build [knn] after last required field arrived", e
-            ) from None
-        raise
+        raise constructor_error(e) from None
 
 
 def _retriever_queries(spec) -> list:

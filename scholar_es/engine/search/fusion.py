@@ -199,10 +199,52 @@ def fuse(
     return ranked, out, len(ranked)
 
 
+# Float.MIN_VALUE: the min_score RankDocsRetrieverBuilder sets when only a sub-retriever has one
+_JAVA_FLOAT_MIN = float(np.nextafter(np.float32(0), np.float32(1)))
+
+
+def final_matches(
+    p: dict, ranked: np.ndarray, scores: np.ndarray, leaves: np.ndarray, body: dict
+) -> tuple[np.ndarray, np.ndarray]:
+    """(matching documents, their scores) of the search a top-level rrf/linear retriever runs last
+    (``RankDocsRetrieverBuilder#extractToSearchSourceBuilder``): a ``RankDocsQuery`` that scores
+    the fused top documents with their fused score and, when total hits are tracked past them
+    (``track_total_hits`` unset, ``true`` or above their count) or the search has aggregations,
+    also matches every document of its sub-retrievers' top-docs queries with score 0 -- so
+    ``hits.total``, aggregations and collapse ``inner_hits`` count those (linear/
+    10_linear_retriever.yml "should respect rank_window_size ...": total 4 with a window of 2).
+    A ``min_score`` on the retriever or one of its sub-retrievers (``sourceHasMinScore``)
+    becomes the search's ``min_score`` (``Float.MIN_VALUE`` when only a sub-retriever has one),
+    which the score-0 documents never reach."""
+    n = len(scores)
+    top_scores = np.zeros(n)
+    top_scores[ranked] = scores[ranked]
+    mask = np.zeros(n, dtype=bool)
+    mask[ranked] = True
+    track = body.get("track_total_hits")
+    tracked = (
+        track is None
+        or track is True
+        or (not isinstance(track, bool) and int(track) > len(ranked))
+        or "aggs" in body
+        or "aggregations" in body
+        or bool(body.get("explain"))
+        or bool(body.get("profile"))
+    )
+    if tracked:
+        mask |= leaves
+    children = [c.get("retriever", c) for c in p.get("retrievers") or [] if isinstance(c, dict)]
+    child_min = any(isinstance(v, dict) and "min_score" in v for c in children for v in c.values())
+    if "min_score" in p or child_min:
+        threshold = float(np.float32(p["min_score"])) if "min_score" in p else _JAVA_FLOAT_MIN
+        mask &= top_scores >= threshold
+    return mask, top_scores
+
+
 def _as_list(v) -> list:
     if v is None:
         return []
     return v if isinstance(v, list) else [v]
 
 
-__all__ = ["fuse", "validate", "minmax", "l2_norm", "NORMALIZERS"]
+__all__ = ["fuse", "validate", "final_matches", "minmax", "l2_norm", "NORMALIZERS"]

@@ -86,6 +86,15 @@ OMITTED: dict[str, dict[str, str]] = {
         "(nested field tests)": "nested mappings",
     },
     "search.vectors.150_knn_search_missing_params": {},
+    "search.vectors.160_knn_query_missing_params": {
+        "kNN search used in nested field - missing num_candidates": "nested mappings",
+    },
+    "search.vectors.40_knn_search": {
+        "kNN search in _knn_search endpoint": "the deprecated _knn_search endpoint is not routed",
+        "kNN search with filter in _knn_search endpoint": "the deprecated _knn_search endpoint is not routed",
+    },
+    "search.vectors.140_knn_query_with_other_queries": {},
+    "search.vectors.190_knn_query-with-k-param": {},
     "get.70_source_filtering": {},
     # conditional writes (issue 25): every test of these upstream files is ported
     "index.20_optype": {},
@@ -110,9 +119,18 @@ OMITTED: dict[str, dict[str, str]] = {
     "rrf.700_rrf_retriever_aggs": {
         "rrf retriever with aggs - scripted metric using score": "aggregation scripts are refused",
     },
+    "linear.10_linear_retriever": {
+        "explain should provide info on weights and inner retrievers": "explain with a retriever is refused "
+        "with a 400 naming it (no per-retriever explanation)",
+        "linear retriever with custom sort for nested retrievers": "a standard retriever's sort is refused",
+    },
+    "rrf.800_rrf_retriever_collapse": {
+        "rrf retriever with inner-level collapse": "a standard retriever's collapse is refused",
+    },
     "linear.10_linear_retriever_normalizers": {
         "Linear retriever with top-level L2 normalization": "expects the WIP semantics of that commit "
-        "(normalizing the fused scores); replaced by the documented default-normalizer semantics",
+        "(normalizing the fused scores); PR 129693 as merged (f84ec74) deleted this file and documents "
+        "the top-level normalizer as each sub-retriever's default, which the tests ported here assert",
         "Linear retriever with mixed normalization (top-level and per-retriever with same normalizer)": "same",
         "Linear retriever with mismatched normalizers (should fail)": "the merged feature lets a "
         "sub-retriever's normalizer override the top-level one instead of failing",
