@@ -63,15 +63,15 @@ SUPPORTED_QUERIES = (
     "function_score",
     "script_score",
     "knn",
-)
-_UNSUPPORTED_KNOWN = {
-    "query_string",
-    "simple_query_string",
     "match_phrase",
-    "match_phrase_prefix",
-    "match_bool_prefix",
     "prefix",
     "wildcard",
+    "query_string",
+)
+_UNSUPPORTED_KNOWN = {
+    "simple_query_string",
+    "match_phrase_prefix",
+    "match_bool_prefix",
     "regexp",
     "fuzzy",
     "nested",

@@ -8,6 +8,7 @@ keeps it, so ``explain`` can later describe any one document's score from the sa
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -30,6 +31,9 @@ class Ctx:
     #: the same window as sorted document positions: the sparse path (engine/query/sparse.py) scores
     #: only these documents, so a rescore costs what its window holds, not the index size
     restrict: np.ndarray | None = None
+    #: the search's store reader (``sources(seqs)``): phrase queries read candidates' ``_source``
+    #: for positions (engine/query/phrase.py)
+    reader: Any = None
 
     @property
     def n(self) -> int:

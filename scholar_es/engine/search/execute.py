@@ -15,10 +15,10 @@ from scholar_es.engine.errors import (
 )
 from scholar_es.engine.index import versioning
 from scholar_es.engine.query import sparse
-from scholar_es.engine.query.dsl import QueryParser
 from scholar_es.engine.query.functions import parse_function_score
 from scholar_es.engine.query.knn import knn_query, parse_knn
 from scholar_es.engine.query.nodes import Ctx, Node, expl
+from scholar_es.engine.query.text import TextQueryParser
 from scholar_es.engine.search import fetch_fields, fusion, highlight
 from scholar_es.engine.search.aggregations.parser import parse_aggs
 from scholar_es.engine.search.aggregations.tree import AggContext, run_aggs
@@ -142,8 +142,10 @@ class SearchRun:
         """Search ``seg`` and read ``_source`` through ``reader``: one snapshot, one SQLite state."""
         handle = self.handle
         self.seg, self.reader = seg, reader
-        self.ctx = Ctx(seg, handle.analysis, handle.name, default_k=self.size, bm25=handle.similarities)
-        self.parser = QueryParser(self.ctx, parse_function_score, knn_query)
+        self.ctx = Ctx(
+            seg, handle.analysis, handle.name, default_k=self.size, bm25=handle.similarities, reader=reader
+        )
+        self.parser = TextQueryParser(self.ctx, parse_function_score, knn_query)
         self.rescorers = parse_rescore(self.body["rescore"], self.parser) if "rescore" in self.body else []
 
     # --- scoring ---------------------------------------------------------------------
