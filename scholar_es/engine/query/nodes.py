@@ -183,6 +183,9 @@ class ConstNode(Node):
     ``matches_all``: the matcher is true for every document (``match_all``), which the sparse
     path uses to skip it; ``docs``: the same documents as positions (see below)."""
 
+    #: ``name`` is the Lucene query's toString (prefix, wildcard: engine/search/profile.py shows it)
+    lucene = False
+
     def __init__(self, name: str, matcher, boost: float = 1.0, matches_all: bool = False, docs=None) -> None:
         self.name, self.matcher, self.boost, self.matches_all = name, matcher, boost, matches_all
         #: optional sparse form of ``matcher``: ctx -> the matching positions, ascending and unique,

@@ -236,7 +236,9 @@ class TextQueryParser(QueryParser):
             mask[docs(ctx)] = True
             return mask
 
-        return ConstNode(name, matcher, boost, docs=docs)
+        node = ConstNode(name, matcher, boost, docs=docs)
+        node.lucene = True
+        return node
 
     # --- query_string ---------------------------------------------------------------------
     def _q_query_string(self, p):

@@ -19,7 +19,9 @@ from scholar_es.engine.errors import EsError, illegal_argument, internal_error, 
 from scholar_es.engine.index import versioning
 from scholar_es.engine.index.indices import Engine
 from scholar_es.engine.index.versioning import Condition
+from scholar_es.engine.rest import analyze as analyze_api
 from scholar_es.engine.rest import params as rest_params
+from scholar_es.engine.rest import query_apis
 from scholar_es.engine.rest.url_query import with_url_query
 from scholar_es.engine.search.execute import SearchRun, count
 from scholar_es.engine.search.hits import filter_source
@@ -595,6 +597,31 @@ def count_route(engine, params, body, index):
 @route("GET|POST", "/_count")
 def count_all(engine, params, body):
     return count_route(engine, params, body, "_all")
+
+
+@route("GET|POST", "/_analyze")
+def analyze_route(engine, params, body, index=None):
+    return 200, analyze_api.analyze(engine, body, index)
+
+
+@route("GET|POST", "/{index}/_analyze")
+def analyze_index_route(engine, params, body, index):
+    return analyze_route(engine, params, body, index)
+
+
+@route("GET|POST", "/{index}/_explain/{doc_id}")
+def explain_route(engine, params, body, index, doc_id):
+    return query_apis.explain(engine, params, body, index, doc_id)
+
+
+@route("GET|POST", "/_validate/query")
+def validate_query_route(engine, params, body, index="_all"):
+    return query_apis.validate_query(engine, params, body, index)
+
+
+@route("GET|POST", "/{index}/_validate/query")
+def validate_query_index_route(engine, params, body, index):
+    return validate_query_route(engine, params, body, index)
 
 
 def error_of(method: str, path: str, exc: Exception) -> EsError:

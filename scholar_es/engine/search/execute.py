@@ -19,7 +19,7 @@ from scholar_es.engine.query.functions import parse_function_score
 from scholar_es.engine.query.knn import knn_query, parse_knn
 from scholar_es.engine.query.nodes import Ctx, Node, expl
 from scholar_es.engine.query.text import TextQueryParser
-from scholar_es.engine.search import fetch_fields, fusion, highlight
+from scholar_es.engine.search import fetch_fields, fusion, highlight, profile
 from scholar_es.engine.search.aggregations.parser import parse_aggs
 from scholar_es.engine.search.aggregations.tree import AggContext, run_aggs
 from scholar_es.engine.search.collapse import NO_VALUE, collapse_keys, heads_by_score, heads_in_order
@@ -153,13 +153,19 @@ class SearchRun:
         """(mask, scores, scoring nodes) of query + top-level knn (a SHOULD union, summed)."""
         nodes: list[Node] = []
         knn_spec = self.body.get("knn")
-        dense = not sparse.sparse_enabled() or bool(self.body.get("explain"))
+        profiling = self.body.get("profile") is True  # timings per node: the dense path (search/profile.py)
+        dense = not sparse.sparse_enabled() or bool(self.body.get("explain")) or profiling
         parts: list[tuple[np.ndarray, np.ndarray]] = []  # (documents ascending, scores) per leg
+        parse_start = time.perf_counter_ns()
         if "query" in self.body or knn_spec is None:
             nodes.append(self.parser.parse(self.body.get("query", {"match_all": {}})))
         if knn_spec is not None:
             specs = knn_spec if isinstance(knn_spec, list) else [knn_spec]
             nodes.extend(_top_level_knn(self.parser, spec) for spec in specs)
+        self.rewrite_ns = time.perf_counter_ns() - parse_start
+        if profiling:
+            for node in nodes:
+                profile.instrument(node)
         for node in nodes:
             # the sparse path (engine/query/sparse.py) unless explain needs every node's own arrays
             if dense:
@@ -272,6 +278,13 @@ class SearchRun:
         }
         if getattr(self, "aggregations", None) is not None:
             out["aggregations"] = self.aggregations
+        if self.body.get("profile") is True:
+            spent = int((time.perf_counter() - start) * 1e9)
+            scored = sum(int(getattr(n, "_profile_ns", 0)) for n in self.nodes)
+            rewrite = getattr(self, "rewrite_ns", 0)
+            out["profile"] = profile.result(
+                self.handle.name, self.nodes, rewrite, max(spent - scored - rewrite, 0)
+            )
         return out
 
     # --- aggregations ------------------------------------------------------------------------
