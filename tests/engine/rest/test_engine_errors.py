@@ -56,7 +56,10 @@ def bad_search(es, **body) -> BadRequestError:
         ({"simple_query_string": {"query": "hello"}}, "simple_query_string"),
         ({"match_phrase_prefix": {"title": "hello wor"}}, "match_phrase_prefix"),
         ({"query_string": {"query": "title:helo~"}}, "query_string fuzzy term [~]"),
-        ({"wildcard": {"tag": {"value": "a*", "rewrite": "scoring_boolean"}}}, "wildcard.rewrite [scoring_boolean]"),
+        (
+            {"wildcard": {"tag": {"value": "a*", "rewrite": "scoring_boolean"}}},
+            "wildcard.rewrite [scoring_boolean]",
+        ),
         ({"fuzzy": {"title": "helo"}}, "fuzzy"),
         ({"nested": {"path": "x", "query": {"match_all": {}}}}, "nested"),
         ({"bool": {"must": [{"regexp": {"tag": "a.*"}}]}}, "regexp"),  # nested inside bool too
