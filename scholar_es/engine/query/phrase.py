@@ -150,11 +150,12 @@ class PhraseNode(Node):
         col = ctx.seg.text.get(self.field)
         if col is None:
             return mask, scores
-        found = [col.postings.postings(t) for t in self.terms]
-        if any(f is None or not len(f[0]) for f in found):
+        maybe = [col.postings.postings(t) for t in self.terms]
+        found = [f for f in maybe if f is not None and len(f[0])]
+        if len(found) < len(maybe):
             return mask, scores
         cand = None
-        for docs, _ in sorted(found, key=lambda f: len(f[0])):  # type: ignore[index]
+        for docs, _ in sorted(found, key=lambda f: len(f[0])):
             cand = docs if cand is None else np.intersect1d(cand, docs, assume_unique=True)
         assert cand is not None
         if ctx.restrict is not None:
@@ -163,7 +164,7 @@ class PhraseNode(Node):
         hit = freqs > 0
         docs, freqs = cand[hit], freqs[hit]
         params = ctx.bm25.get(self.field)
-        idfs = [sim.bm25_idf(len(f[0]), col.doc_count) for f in found]  # type: ignore[index]
+        idfs = [sim.bm25_idf(len(f[0]), col.doc_count) for f in found]
         idf = np.float32(sum(float(i) for i in idfs))  # summed in double, cast to float
         avgdl = sim.bm25_avgdl(col.sum_total_term_freq, col.doc_count)
         cache = sim.bm25_norm_cache(avgdl, params.k1, params.b)
@@ -176,7 +177,7 @@ class PhraseNode(Node):
             freqs=freqs,
             idf=idf,
             idfs=idfs,
-            dfs=[len(f[0]) for f in found],  # type: ignore[index]
+            dfs=[len(f[0]) for f in found],
             N=col.doc_count,
             avgdl=avgdl,
             norms=norms,
@@ -191,7 +192,7 @@ class PhraseNode(Node):
             return out
         if ctx.reader is None:  # pragma: no cover - every search binds its reader
             raise EsError(500, "illegal_state_exception", "phrase query without a source reader")
-        fs = ctx.seg.mapping.get(self.field)
+        fs = ctx.seg.mapping.fields[self.field]
         parent = self.field.rsplit(".", 1)[0] if "." in self.field else None
         path = parent if parent is not None and parent in ctx.seg.mapping.fields else self.field
         analyzer = get_analyzer(fs.analyzer, ctx.analysis)

@@ -320,7 +320,8 @@ class _Parser:
         elif t.kind == "QUOTED":
             leaf = Leaf("phrase", fld, t.text)
         elif t.kind == "RANGE":
-            lo, hi, inc_lo, inc_hi = t.extra  # type: ignore[misc]
+            bounds: tuple[str, str, bool, bool] = t.extra  # type: ignore[assignment]
+            lo, hi, inc_lo, inc_hi = bounds
             leaf = Leaf("range", fld, (None if lo == "*" else lo, None if hi == "*" else hi, inc_lo, inc_hi))
         else:
             raise QsSyntaxError(f'Encountered "{t.text}" at line 1, column {t.at}.')

@@ -302,8 +302,8 @@ class TextQueryParser(QueryParser):
         count = min_should_match(n_should, msm) if (top and msm is not None) else 0
         if n_should and not occurs["must"]:
             count = max(count, 1)
-        node: Node = BoolNode(occurs["must"], occurs["should"], filters, occurs["must_not"], count, 1.0)
-        return BoostNode(node, g.boost) if g.boost != 1.0 else node
+        group: Node = BoolNode(occurs["must"], occurs["should"], filters, occurs["must_not"], count, 1.0)
+        return BoostNode(group, g.boost) if g.boost != 1.0 else group
 
     def _qs_fields(self, leaf) -> tuple[list[tuple[str, float]], bool]:
         patterns = [(leaf.field, 1.0)] if leaf.field is not None else self._qs["patterns"]
