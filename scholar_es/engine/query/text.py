@@ -36,6 +36,8 @@ from scholar_es.engine.query.dsl import (
     _float,
     _too_many_clauses,
     min_should_match,
+    query_text,
+    scalar_text,
 )
 from scholar_es.engine.query.nodes import (
     BoolNode,
@@ -127,15 +129,7 @@ class TextQueryParser(QueryParser):
             return self.match_field(field, text, {k: opts[k] for k in ("analyzer",) if k in opts}, boost)
         if not fs.index:
             raise illegal_argument(f"Cannot search on field [{field}] since it is not indexed.")
-        if isinstance(text, (dict, list)):
-            raise parsing_error(
-                f"[match_phrase] unknown token [START_{'OBJECT' if isinstance(text, dict) else 'ARRAY'}] after [query]"
-            )
-        text = (
-            text
-            if isinstance(text, str)
-            else ("true" if text is True else "false" if text is False else str(text))
-        )
+        text = query_text("match_phrase", text)
         terms, _ = positions(get_analyzer(phrase_analyzer(fs, opts), self.ctx.analysis), text)
         if not terms:
             if str(opts.get("zero_terms_query", "none")).lower() == "all":
@@ -176,11 +170,7 @@ class TextQueryParser(QueryParser):
         ci = opts.get("case_insensitive", False)
         if not isinstance(ci, bool):
             raise parsing_error(f"[{clause}] [case_insensitive] must be a boolean, got [{ci}]")
-        value = (
-            value
-            if isinstance(value, str)
-            else ("true" if value is True else "false" if value is False else str(value))
-        )
+        value = scalar_text(value)
         fs = self.mapping.get(field)
         if fs is not None and fs.type == KEYWORD:  # KeywordFieldType: the value through the normalizer
             value = self._keyword_value(fs, value)
@@ -244,8 +234,7 @@ class TextQueryParser(QueryParser):
     def _q_query_string(self, p):
         query_string.check_params(p)
         q = p["query"]
-        if not isinstance(q, str):
-            q = "true" if q is True else "false" if q is False else str(q)
+        q = scalar_text(q)
         and_default = str(p.get("default_operator", "or")).lower() == "and"
         if "fields" in p:
             patterns = query_string.field_patterns(p["fields"], "fields")
