@@ -58,9 +58,12 @@ def explain(engine, params: dict, body, index: str, doc_id: str) -> tuple[int, d
     for name in ("_source", "_source_includes", "_source_excludes", "stored_fields", "routing"):
         if name in params:
             raise unsupported(f"_explain.{name}")
-    if body is None and "q" not in params:
-        raise illegal_argument("request body or source parameter is required")
-    query = _query_of(body, params, f"/{index}/_explain/{doc_id}")
+    path = f"/{index}/_explain/{doc_id}"
+    if not (body or {}).get("query") and "q" not in params:
+        _query_of(body, params, path)  # a body with other keys: its parsing error first
+        # ExplainRequest#validate
+        raise EsError(400, "action_request_validation_exception", "Validation Failed: 1: query is missing;")
+    query = _query_of(body, params, path)
     names = engine.resolve(index)
     if len(names) != 1:
         raise illegal_argument(f"explain needs one index, [{index}] resolves to {len(names)}")

@@ -190,6 +190,9 @@ def test_explain_api_matches_search_explanation(es):
     assert es.explain(index="t", id="3", query=q)["matched"] is False
     missing = es.options(ignore_status=404).explain(index="t", id="nope", query=q)
     assert missing.body == {"_index": "t", "_id": "nope", "matched": False}
+    with pytest.raises(BadRequestError) as e:  # ExplainRequest#validate
+        es.explain(index="t", id="4")
+    assert e.value.body["error"]["reason"] == "Validation Failed: 1: query is missing;"
 
 
 def test_validate_query_explain_prints_lucene_queries(es):
