@@ -75,6 +75,11 @@ def x_content_parse_error(reason: str, cause: EsError | None = None, **extra: An
     return EsError(400, "x_content_parse_exception", reason, **extra)
 
 
+def wrapped(status: int, type: str, reason: str, caused_by: EsError) -> EsError:
+    """An error that Elasticsearch reports with the exception it wraps under ``caused_by``."""
+    return _Wrapped(status, type, reason, caused_by)
+
+
 class _Wrapped(EsError):
     def __init__(self, status: int, type: str, reason: str, caused_by: EsError) -> None:
         super().__init__(status, type, reason)

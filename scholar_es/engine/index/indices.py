@@ -63,6 +63,7 @@ _INDEX_SETTINGS = {
     "codec",
     "mapping",
     "translog",  # durability and sync_interval only (engine/index/durability.py)
+    "analyze",  # max_token_count only (engine/rest/analyze.py)
 }
 #: what PUT _settings may change (the engine applies no other setting to an existing index)
 _DYNAMIC_SETTINGS = ("index.translog.durability", "index.translog.sync_interval")
@@ -108,7 +109,15 @@ def _flat_index_settings(settings: dict) -> dict:
         out[k.removeprefix("index.")] = v
     translog: dict = {}
     for k in list(out):
-        if k.split(".")[0] not in _INDEX_SETTINGS or (k == "translog" and not isinstance(out[k], dict)):
+        analyze = (
+            out[k] if k == "analyze" else {k.removeprefix("analyze."): 0} if k.startswith("analyze.") else {}
+        )
+        if (
+            k.split(".")[0] not in _INDEX_SETTINGS
+            or (k == "translog" and not isinstance(out[k], dict))
+            or not isinstance(analyze, dict)
+            or set(analyze) - {"max_token_count"}
+        ):
             raise illegal_argument(
                 f"unknown setting [index.{k}] please check that any required plugins are installed, "
                 "or check the breaking changes documentation for removed settings"

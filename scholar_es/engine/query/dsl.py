@@ -64,15 +64,15 @@ SUPPORTED_QUERIES = (
     "function_score",
     "script_score",
     "knn",
-)
-_UNSUPPORTED_KNOWN = {
-    "query_string",
-    "simple_query_string",
     "match_phrase",
-    "match_phrase_prefix",
-    "match_bool_prefix",
     "prefix",
     "wildcard",
+    "query_string",
+)
+_UNSUPPORTED_KNOWN = {
+    "simple_query_string",
+    "match_phrase_prefix",
+    "match_bool_prefix",
     "regexp",
     "fuzzy",
     "nested",
@@ -236,15 +236,7 @@ class QueryParser:
             return self._exact(field, text, boost)
         if not fs.index:
             raise illegal_argument(f"Cannot search on field [{field}] since it is not indexed.")
-        if isinstance(text, (dict, list)):
-            raise parsing_error(
-                f"[match] unknown token [START_{'OBJECT' if isinstance(text, dict) else 'ARRAY'}] after [query]"
-            )
-        text = (
-            text
-            if isinstance(text, str)
-            else ("true" if text is True else "false" if text is False else str(text))
-        )
+        text = query_text("match", text)
         if fs.type == KEYWORD:
             tokens = [self._keyword_value(fs, text)]
         else:
@@ -620,6 +612,25 @@ class QueryParser:
 
 
 _LEAF_QUERIES = {"match_all", "term", "terms", "range", "exists", "ids", "knn"}  # match: per token
+
+
+def scalar_text(value) -> str:
+    """A JSON scalar as the text a query searches for (booleans as Java prints them)."""
+    return (
+        value
+        if isinstance(value, str)
+        else ("true" if value is True else "false" if value is False else str(value))
+    )
+
+
+def query_text(clause: str, text) -> str:
+    """The ``query`` of a match-like clause: a scalar, as text (an object or array is refused as
+    Elasticsearch's parser refuses it)."""
+    if isinstance(text, (dict, list)):
+        raise parsing_error(
+            f"[{clause}] unknown token [START_{'OBJECT' if isinstance(text, dict) else 'ARRAY'}] after [query]"
+        )
+    return scalar_text(text)
 
 
 def _too_many_clauses() -> EsError:

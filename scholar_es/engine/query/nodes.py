@@ -8,6 +8,7 @@ keeps it, so ``explain`` can later describe any one document's score from the sa
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -30,6 +31,9 @@ class Ctx:
     #: the same window as sorted document positions: the sparse path (engine/query/sparse.py) scores
     #: only these documents, so a rescore costs what its window holds, not the index size
     restrict: np.ndarray | None = None
+    #: the search's store reader (``sources(seqs)``): phrase queries read candidates' ``_source``
+    #: for positions (engine/query/phrase.py)
+    reader: Any = None
 
     @property
     def n(self) -> int:
@@ -178,6 +182,9 @@ class ConstNode(Node):
     """A filter that scores a constant (terms, range, exists, ids, match_all, ...).
     ``matches_all``: the matcher is true for every document (``match_all``), which the sparse
     path uses to skip it; ``docs``: the same documents as positions (see below)."""
+
+    #: ``name`` is the Lucene query's toString (prefix, wildcard: engine/search/profile.py shows it)
+    lucene = False
 
     def __init__(self, name: str, matcher, boost: float = 1.0, matches_all: bool = False, docs=None) -> None:
         self.name, self.matcher, self.boost, self.matches_all = name, matcher, boost, matches_all

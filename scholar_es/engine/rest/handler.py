@@ -19,7 +19,10 @@ from scholar_es.engine.errors import EsError, illegal_argument, internal_error, 
 from scholar_es.engine.index import versioning
 from scholar_es.engine.index.indices import Engine
 from scholar_es.engine.index.versioning import Condition
+from scholar_es.engine.rest import analyze as analyze_api
 from scholar_es.engine.rest import params as rest_params
+from scholar_es.engine.rest import query_apis
+from scholar_es.engine.rest.url_query import with_url_query
 from scholar_es.engine.search.execute import SearchRun, count
 from scholar_es.engine.search.hits import filter_source
 from scholar_es.engine.validate import (
@@ -499,13 +502,14 @@ def bulk_index(engine, params, body, index):
 # --- search ----------------------------------------------------------------------------
 
 
-def _search_params(params: dict, body: dict) -> dict:
+def _path(index: str, api: str) -> str:
+    """The request path as Elasticsearch names it in errors (``_all``: none given)."""
+    return f"/{api}" if index == "_all" else f"/{index}/{api}"
+
+
+def _search_params(params: dict, body: dict, path: str = "/_search") -> dict:
     check_search_body(body)
-    body = dict(body or {})
-    if "q" in params:
-        raise illegal_argument(
-            "the [q] URL parameter (query_string syntax) is not supported; send a query body"
-        )
+    body = with_url_query(params, body, path)
     for key in ("size", "from"):
         if key in params:
             body[key] = check_int("search", key, params[key])
@@ -568,7 +572,7 @@ def search_one(engine, index: str, body: dict, typed_keys: bool = False, checked
 
 @route("GET|POST", "/{index}/_search")
 def search(engine, params, body, index):
-    body = rest_params.prepare(params, _search_params(params, body))
+    body = rest_params.prepare(params, _search_params(params, body, _path(index, "_search")))
     typed_keys = rest_params.typed_keys(params)
     return 200, rest_params.shape(params, search_one(engine, index, body, typed_keys, checked=True))
 
@@ -581,6 +585,7 @@ def search_all(engine, params, body):
 @route("GET|POST", "/{index}/_count")
 def count_route(engine, params, body, index):
     check_search_body(body)
+    body = with_url_query(params, body, _path(index, "_count"), body_wins=True)
     names = engine.resolve(index)
     total = sum(count(engine.handle(n), body) for n in names)
     return 200, {
@@ -592,6 +597,31 @@ def count_route(engine, params, body, index):
 @route("GET|POST", "/_count")
 def count_all(engine, params, body):
     return count_route(engine, params, body, "_all")
+
+
+@route("GET|POST", "/_analyze")
+def analyze_route(engine, params, body, index=None):
+    return 200, analyze_api.analyze(engine, body, index)
+
+
+@route("GET|POST", "/{index}/_analyze")
+def analyze_index_route(engine, params, body, index):
+    return analyze_route(engine, params, body, index)
+
+
+@route("GET|POST", "/{index}/_explain/{doc_id}")
+def explain_route(engine, params, body, index, doc_id):
+    return query_apis.explain(engine, params, body, index, doc_id)
+
+
+@route("GET|POST", "/_validate/query")
+def validate_query_route(engine, params, body, index="_all"):
+    return query_apis.validate_query(engine, params, body, index)
+
+
+@route("GET|POST", "/{index}/_validate/query")
+def validate_query_index_route(engine, params, body, index):
+    return validate_query_route(engine, params, body, index)
 
 
 def error_of(method: str, path: str, exc: Exception) -> EsError:

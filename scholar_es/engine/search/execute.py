@@ -14,11 +14,11 @@ from scholar_es.engine.errors import (
 )
 from scholar_es.engine.index import versioning
 from scholar_es.engine.query import sparse
-from scholar_es.engine.query.dsl import QueryParser
 from scholar_es.engine.query.functions import parse_function_score
 from scholar_es.engine.query.knn import constructor_error, knn_query, parse_knn
 from scholar_es.engine.query.nodes import Ctx, Node, expl
-from scholar_es.engine.search import fetch_fields, fusion, highlight
+from scholar_es.engine.query.text import TextQueryParser
+from scholar_es.engine.search import fetch_fields, fusion, highlight, profile
 from scholar_es.engine.search.aggregations.parser import parse_aggs
 from scholar_es.engine.search.aggregations.tree import AggContext, run_aggs
 from scholar_es.engine.search.collapse import NO_VALUE, collapse_keys, heads_by_score, heads_in_order
@@ -141,8 +141,10 @@ class SearchRun:
         """Search ``seg`` and read ``_source`` through ``reader``: one snapshot, one SQLite state."""
         handle = self.handle
         self.seg, self.reader = seg, reader
-        self.ctx = Ctx(seg, handle.analysis, handle.name, default_k=self.size, bm25=handle.similarities)
-        self.parser = QueryParser(self.ctx, parse_function_score, knn_query)
+        self.ctx = Ctx(
+            seg, handle.analysis, handle.name, default_k=self.size, bm25=handle.similarities, reader=reader
+        )
+        self.parser = TextQueryParser(self.ctx, parse_function_score, knn_query)
         self.rescorers = parse_rescore(self.body["rescore"], self.parser) if "rescore" in self.body else []
 
     # --- scoring ---------------------------------------------------------------------
@@ -150,9 +152,11 @@ class SearchRun:
         """(mask, scores, scoring nodes) of query + top-level knn (a SHOULD union, summed)."""
         nodes: list[Node] = []
         knn_spec = self.body.get("knn")
-        dense = not sparse.sparse_enabled() or bool(self.body.get("explain"))
+        profiling = self.body.get("profile") is True  # timings per node: the dense path (search/profile.py)
+        dense = not sparse.sparse_enabled() or bool(self.body.get("explain")) or profiling
         parts: list[tuple[np.ndarray, np.ndarray]] = []  # (documents ascending, scores) per leg
         self.parser.named = []  # the query's and the top-level knn's named queries (matched_queries)
+        parse_start = time.perf_counter_ns()
         try:
             if "query" in self.body or knn_spec is None:
                 nodes.append(self.parser.parse(self.body.get("query", {"match_all": {}})))
@@ -162,6 +166,10 @@ class SearchRun:
             self.named = self.parser.named
         finally:
             self.parser.named = None
+        self.rewrite_ns = time.perf_counter_ns() - parse_start
+        if profiling:
+            for node in nodes:
+                profile.instrument(node)
         for node in nodes:
             # the sparse path (engine/query/sparse.py) unless explain needs every node's own arrays
             if dense:
@@ -291,6 +299,13 @@ class SearchRun:
         }
         if getattr(self, "aggregations", None) is not None:
             out["aggregations"] = self.aggregations
+        if self.body.get("profile") is True:
+            spent = int((time.perf_counter() - start) * 1e9)
+            scored = sum(int(getattr(n, "_profile_ns", 0)) for n in self.nodes)
+            rewrite = getattr(self, "rewrite_ns", 0)
+            out["profile"] = profile.result(
+                self.handle.name, self.nodes, rewrite, max(spent - scored - rewrite, 0)
+            )
         return out
 
     # --- aggregations ------------------------------------------------------------------------

@@ -47,7 +47,7 @@ POST _msearch
 {"query": {"match_all": {}}}
 
 GET books/_search
-{"query": {"query_string": {"query": "fox"}}}
+{"query": {"fuzzy": {"title": "fox"}}}
 
 HEAD books
 HEAD nope
@@ -77,11 +77,11 @@ def test_script(tmp_engine):
     assert msearch["responses"][0]["hits"]["total"]["value"] == 2
     assert msearch["responses"][1]["status"] == 404
     assert bad["status"] == 400 and bad["error"]["type"] == "parsing_exception"
-    assert "[query_string]" in bad["error"]["reason"]
+    assert "[fuzzy]" in bad["error"]["reason"]
     assert head == {"status": 200} and head404 == {"status": 404}
     assert delete["result"] == "deleted"
     assert last["hits"]["hits"] == []  # doc 1 (the fox) is gone; the triple-quoted text was a JSON string
-    assert failures == 2  # the query_string search and HEAD nope
+    assert failures == 2  # the fuzzy search and HEAD nope
 
 
 def test_each_response_is_one_line_even_when_pretty(tmp_engine):

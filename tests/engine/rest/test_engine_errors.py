@@ -53,11 +53,13 @@ def bad_search(es, **body) -> BadRequestError:
 @pytest.mark.parametrize(
     "query, name",
     [
-        ({"query_string": {"query": "title:hello"}}, "query_string"),
         ({"simple_query_string": {"query": "hello"}}, "simple_query_string"),
-        ({"match_phrase": {"title": "hello world"}}, "match_phrase"),
-        ({"wildcard": {"tag": {"value": "a*"}}}, "wildcard"),
-        ({"prefix": {"tag": "a"}}, "prefix"),
+        ({"match_phrase_prefix": {"title": "hello wor"}}, "match_phrase_prefix"),
+        ({"query_string": {"query": "title:helo~"}}, "query_string fuzzy term [~]"),
+        (
+            {"wildcard": {"tag": {"value": "a*", "rewrite": "scoring_boolean"}}},
+            "wildcard.rewrite [scoring_boolean]",
+        ),
         ({"fuzzy": {"title": "helo"}}, "fuzzy"),
         ({"nested": {"path": "x", "query": {"match_all": {}}}}, "nested"),
         ({"bool": {"must": [{"regexp": {"tag": "a.*"}}]}}, "regexp"),  # nested inside bool too
@@ -230,7 +232,7 @@ def test_msearch_one_bad_item_among_good_ones(es):
             {"index": "e"},
             {"query": {"match": {"title": "hello"}}},
             {"index": "e"},
-            {"query": {"query_string": {"query": "x"}}},
+            {"query": {"fuzzy": {"title": "x"}}},
             {"index": "missing"},
             {"query": {"match_all": {}}},
             {"index": "e"},
@@ -241,7 +243,7 @@ def test_msearch_one_bad_item_among_good_ones(es):
     assert len(r) == 4
     assert r[0]["status"] == 200 and {h["_id"] for h in r[0]["hits"]["hits"]} == {"1", "2"}
     assert r[1]["status"] == 400 and r[1]["error"]["type"] == "parsing_exception"
-    assert "[query_string]" in r[1]["error"]["reason"] and r[1]["error"]["root_cause"]
+    assert "[fuzzy]" in r[1]["error"]["reason"] and r[1]["error"]["root_cause"]
     assert r[2]["status"] == 404 and r[2]["error"]["type"] == "index_not_found_exception"
     assert r[3]["status"] == 200 and [h["_id"] for h in r[3]["hits"]["hits"]] == ["2"]
 
