@@ -706,6 +706,13 @@ def msearch(engine, params, body, index=None):
     for header, sbody in zip(lines[::2], lines[1::2], strict=False):
         rest_params.check_msearch_header(header)
         rest_params.prepare(params, sbody or {})  # a bad URL parameter fails the whole request
+        if isinstance(sbody, dict) and "pit" in sbody:  # a point in time names no index
+            named = index is not None or (
+                isinstance(header, dict) and ("index" in header or "indices" in header)
+            )
+            found = rest_scroll.pit_problems(named, header if isinstance(header, dict) else {})
+            if found:
+                raise versioning.validation_error(found)
     responses = []
     for n, (header, sbody) in enumerate(zip(lines[::2], lines[1::2], strict=False)):
         try:
@@ -717,11 +724,16 @@ def msearch(engine, params, body, index=None):
         if isinstance(target, list):
             target = ",".join(target)
         try:
-            if target is None:
+            if isinstance(sbody, dict) and "pit" in sbody:
+                resp = rest_scroll.search_pit(
+                    engine, rest_params.prepare(params, sbody), rest_params.typed_keys(params)
+                )
+            elif target is None:
                 raise illegal_argument("Validation Failed: 1: no index specified;")
-            resp = search_one(
-                engine, target, rest_params.prepare(params, sbody or {}), rest_params.typed_keys(params)
-            )
+            else:
+                resp = search_one(
+                    engine, target, rest_params.prepare(params, sbody or {}), rest_params.typed_keys(params)
+                )
             resp["status"] = 200
         except Exception as exc:  # noqa: BLE001 - one item's failure is that item's answer only
             path = f"/{index}/_msearch" if index is not None else "/_msearch"

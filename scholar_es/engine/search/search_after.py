@@ -130,9 +130,10 @@ def _number(name: str, value) -> float | None:
     if isinstance(value, bool):
         return float(value)
     try:
-        return float(value)
+        number = float(value)
     except (TypeError, ValueError):
         raise illegal_argument(f"Failed to parse search_after value for field [{name}].") from None
+    return None if number != number else number  # NaN: the engine's sort value of a missing number
 
 
 def _date(name: str, value) -> float | None:
