@@ -174,6 +174,7 @@ class Registry:
         self._lock = threading.Lock()
         self._contexts: dict[int, Context] = {}
         self._next = 0
+        self._opening = {"scroll": 0, "pit": 0}
         self._reaper: threading.Thread | None = None
 
     # ids: url-safe base64 of "<kind>:<registry token>:<context number>"
@@ -205,7 +206,8 @@ class Registry:
         check_keep_alive(keep_alive_ms)
         self.reap()
         with self._lock:
-            open_now = sum(1 for c in self._contexts.values() if c.kind == kind)
+            # contexts being opened count too, so concurrent opens cannot pass the bound together
+            open_now = sum(1 for c in self._contexts.values() if c.kind == kind) + self._opening[kind]
             if kind == "scroll" and open_now >= MAX_OPEN_SCROLL_CONTEXT:
                 raise EsError(
                     429,
@@ -224,11 +226,16 @@ class Registry:
                 )
             self._next += 1
             number = self._next
-        ctx = Context(number, kind, keep_alive_ms, Pinned(handle))
-        ctx.touch()
-        with self._lock:
-            self._contexts[number] = ctx
-            self._start_reaper()
+            self._opening[kind] += 1
+        try:
+            ctx = Context(number, kind, keep_alive_ms, Pinned(handle))
+            ctx.touch()
+            with self._lock:
+                self._contexts[number] = ctx
+                self._start_reaper()
+        finally:
+            with self._lock:
+                self._opening[kind] -= 1
         return ctx
 
     def get(self, kind: str, text: Any) -> Context:
