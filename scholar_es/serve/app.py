@@ -16,6 +16,7 @@ from fastapi import FastAPI
 from starlette.responses import FileResponse
 from starlette.staticfiles import StaticFiles
 
+from scholar_es.engine.search import contexts
 from scholar_es.serve import es_api, scholar_api
 from scholar_es.serve.errors import error_response, install_handlers
 from scholar_es.serve.guard import Guard
@@ -80,6 +81,11 @@ def app_from_env() -> FastAPI:
 
     if os.environ.get(MASTER_PID_ENV):
         exit_with_parent(int(os.environ[MASTER_PID_ENV]))
+    # a scroll or point in time lives in the worker that opened it; the next request may reach another
+    contexts.refuse(
+        "scroll and point in time need `scholar-es serve --workers 1`: this server runs several worker "
+        "processes and a search context lives in the one that opened it, which the next request may not reach"
+    )
     in_flight = os.environ.get("SCHOLAR_ES_SERVE_MAX_IN_FLIGHT")
     state = open_state(
         os.environ["SCHOLAR_ES_SERVE_TARGET"],

@@ -240,16 +240,17 @@ class IndexHandle:
         so concurrent writes (threads or processes) never show through half-way.
         """
         with self.store.reading() as rd:
-            for attempt in range(10_000):
-                seg = self._snapshot_at(rd, attempt)
-                if seg is not None:
-                    break
-                rd.restart()  # a newer snapshot is already published: read the newer state
-            else:  # pragma: no cover - needs a writer committing faster than a read can start
-                raise EsError(
-                    503, "search_phase_execution_exception", "no consistent snapshot could be taken"
-                )
-            yield seg, rd
+            yield self.snapshot_of(rd), rd
+
+    def snapshot_of(self, rd: Reader) -> Segment:
+        """The snapshot of ``rd``'s state (its transaction restarted while a newer one is published)."""
+        for attempt in range(10_000):
+            seg = self._snapshot_at(rd, attempt)
+            if seg is not None:
+                return seg
+            rd.restart()  # a newer snapshot is already published: read the newer state
+        # pragma: no cover - needs a writer committing faster than a read can start
+        raise EsError(503, "search_phase_execution_exception", "no consistent snapshot could be taken")
 
     def segment(self) -> Segment:
         """The current snapshot (a consistent, immutable view of the index)."""

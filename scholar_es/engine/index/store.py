@@ -142,6 +142,12 @@ class Reader:
     def gen(self, index: str) -> int:
         return _gen(self._db, index)
 
+    def close(self) -> None:
+        """End the transaction and close the connection (a pinned reader only)."""
+        with contextlib.suppress(sqlite3.Error):
+            self._db.execute("COMMIT")
+        self._db.close()
+
     def live_seqs(self, index: str) -> np.ndarray:
         rows = self._db.execute("SELECT seq FROM docs WHERE index_name = ? ORDER BY seq", (index,)).fetchall()
         return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
@@ -354,6 +360,14 @@ class Store:
             local.depth = 0
             with contextlib.suppress(sqlite3.Error):
                 db.execute("COMMIT")
+
+    def pinned_reader(self) -> Reader:
+        """A read transaction on a connection of its own, held until its caller closes
+        ``reader.close()``: what a scroll or point in time keeps (engine/search/contexts.py)."""
+        self.identity.check()
+        db = _connect(self.path)
+        db.execute("BEGIN")
+        return Reader(db)
 
     def _query(self, sql: str, args: tuple = ()) -> list[tuple]:
         with self.reading() as rd:

@@ -15,13 +15,22 @@ from collections.abc import Callable
 from urllib.parse import unquote
 
 from scholar_es.engine.diskfull import disk_full
-from scholar_es.engine.errors import EsError, illegal_argument, internal_error, parsing_error, unsupported
+from scholar_es.engine.errors import (
+    EsError,
+    illegal_argument,
+    index_not_found,
+    internal_error,
+    parsing_error,
+    unsupported,
+)
 from scholar_es.engine.index import versioning
 from scholar_es.engine.index.indices import Engine
 from scholar_es.engine.index.versioning import Condition
 from scholar_es.engine.rest import analyze as analyze_api
+from scholar_es.engine.rest import mget as rest_mget
 from scholar_es.engine.rest import params as rest_params
 from scholar_es.engine.rest import query_apis
+from scholar_es.engine.rest import scroll as rest_scroll
 from scholar_es.engine.rest.url_query import with_url_query
 from scholar_es.engine.search.execute import SearchRun, count
 from scholar_es.engine.search.hits import filter_source
@@ -522,6 +531,13 @@ def _search_params(params: dict, body: dict, path: str = "/_search") -> dict:
         )
     if "explain" in params:
         body["explain"] = _bool_param(params, "explain")
+    if "sort" in params:  # RestSearchAction: "field" or "field:order", comma-separated, after the body's
+        items = body.get("sort", [])
+        items = list(items) if isinstance(items, list) else [items]
+        for part in str(params["sort"]).split(","):
+            name, _, order = part.partition(":")
+            items.append({name: order} if order else name)
+        body["sort"] = items
     spec = _source_params(params)
     if spec is not None:
         body["_source"] = spec
@@ -571,15 +587,83 @@ def search_one(engine, index: str, body: dict, typed_keys: bool = False, checked
 
 
 @route("GET|POST", "/{index}/_search")
-def search(engine, params, body, index):
-    body = rest_params.prepare(params, _search_params(params, body, _path(index, "_search")))
-    typed_keys = rest_params.typed_keys(params)
-    return 200, rest_params.shape(params, search_one(engine, index, body, typed_keys, checked=True))
+def search(engine, params, body, index=None):
+    """``index`` None: the path names no index (``/_search``), as a point-in-time search must."""
+    body = rest_params.prepare(params, _search_params(params, body, _path(index or "_all", "_search")))
+    resp = rest_scroll.search(engine, index, body, params)  # a scroll or a point in time, else None
+    if resp is None:
+        typed_keys = rest_params.typed_keys(params)
+        resp = search_one(engine, index or "_all", body, typed_keys, checked=True)
+    return 200, rest_params.shape(params, resp)
 
 
 @route("GET|POST", "/_search")
 def search_all(engine, params, body):
-    return search(engine, params, body, "_all")
+    return search(engine, params, body)
+
+
+# --- scroll and point in time (engine/rest/scroll.py) --------------------------------------
+
+
+@route("GET|POST", "/_search/scroll")
+def scroll(engine, params, body, scroll_id=None):
+    sid, keep = rest_scroll.scroll_args({**params, **({"scroll_id": scroll_id} if scroll_id else {})}, body)
+    return 200, rest_params.shape(params, rest_scroll.continue_scroll(engine, sid, keep))
+
+
+@route("GET|POST", "/_search/scroll/{scroll_id}")
+def scroll_by_path(engine, params, body, scroll_id):
+    return scroll(engine, params, body, scroll_id=scroll_id)
+
+
+@route("DELETE", "/_search/scroll")
+def clear_scroll(engine, params, body):
+    return rest_scroll.clear_scroll(engine, params, body)
+
+
+@route("DELETE", "/_search/scroll/{scroll_id}")
+def clear_scroll_by_path(engine, params, body, scroll_id):
+    return rest_scroll.clear_scroll(engine, params, body, scroll_id=scroll_id)
+
+
+@route("POST", "/{index}/_pit")
+def open_pit(engine, params, body, index):
+    return 200, rest_scroll.open_pit(engine, index, params)
+
+
+@route("DELETE", "/_pit")
+def close_pit(engine, params, body):
+    return rest_scroll.close_pit(engine, body)
+
+
+# --- data streams: the engine has none ----------------------------------------------------
+
+
+@route("GET", "/_data_stream")
+def get_data_streams(engine, params, body):
+    return 200, {"data_streams": []}
+
+
+@route("GET", "/_data_stream/{name}")
+def get_data_stream(engine, params, body, name):
+    """GetDataStreamAction: a wildcard matches none (an empty list), a name is 404 (helpers.reindex
+    asks whether its target is a data stream)."""
+    if any("*" in part or part == "_all" for part in name.split(",")):
+        return 200, {"data_streams": []}
+    raise index_not_found(name.split(",")[0])
+
+
+# --- multi get (engine/rest/mget.py) --------------------------------------------------------
+
+
+@route("GET|POST", "/_mget")
+def mget(engine, params, body, index=None):
+    return 200, rest_mget.mget(engine, index, params, body, _source_params(params))
+
+
+@route("GET|POST", "/{index}/_mget")
+def mget_index(engine, params, body, index):
+    return mget(engine, params, body, index=index)
 
 
 @route("GET|POST", "/{index}/_count")
@@ -652,6 +736,13 @@ def msearch(engine, params, body, index=None):
     for header, sbody in zip(lines[::2], lines[1::2], strict=False):
         rest_params.check_msearch_header(header)
         rest_params.prepare(params, sbody or {})  # a bad URL parameter fails the whole request
+        if isinstance(sbody, dict) and "pit" in sbody:  # a point in time names no index
+            named = index is not None or (
+                isinstance(header, dict) and ("index" in header or "indices" in header)
+            )
+            found = rest_scroll.pit_problems(named, header if isinstance(header, dict) else {})
+            if found:
+                raise versioning.validation_error(found)
     responses = []
     for n, (header, sbody) in enumerate(zip(lines[::2], lines[1::2], strict=False)):
         try:
@@ -663,11 +754,16 @@ def msearch(engine, params, body, index=None):
         if isinstance(target, list):
             target = ",".join(target)
         try:
-            if target is None:
+            if isinstance(sbody, dict) and "pit" in sbody:
+                resp = rest_scroll.search_pit(
+                    engine, rest_params.prepare(params, sbody), rest_params.typed_keys(params)
+                )
+            elif target is None:
                 raise illegal_argument("Validation Failed: 1: no index specified;")
-            resp = search_one(
-                engine, target, rest_params.prepare(params, sbody or {}), rest_params.typed_keys(params)
-            )
+            else:
+                resp = search_one(
+                    engine, target, rest_params.prepare(params, sbody or {}), rest_params.typed_keys(params)
+                )
             resp["status"] = 200
         except Exception as exc:  # noqa: BLE001 - one item's failure is that item's answer only
             path = f"/{index}/_msearch" if index is not None else "/_msearch"

@@ -18,7 +18,7 @@ from scholar_es.engine.query.functions import parse_function_score
 from scholar_es.engine.query.knn import constructor_error, knn_query, parse_knn
 from scholar_es.engine.query.nodes import Ctx, Node, expl
 from scholar_es.engine.query.text import TextQueryParser
-from scholar_es.engine.search import fetch_fields, fusion, highlight, profile
+from scholar_es.engine.search import fetch_fields, fusion, highlight, profile, search_after
 from scholar_es.engine.search.aggregations.parser import parse_aggs
 from scholar_es.engine.search.aggregations.tree import AggContext, run_aggs
 from scholar_es.engine.search.collapse import NO_VALUE, collapse_keys, heads_by_score, heads_in_order
@@ -61,9 +61,9 @@ SEARCH_KEYS = {
     "docvalue_fields",
     "stored_fields",
     "rescore",
+    "search_after",
 }
 _UNSUPPORTED_KEYS = {
-    "search_after",
     "suggest",
     "rank",
     "script_fields",
@@ -87,11 +87,14 @@ def _int(body: dict, key: str, default: int) -> int:
     return v
 
 
-def validate_body(body: dict) -> None:
+def validate_body(body: dict, pit: bool = False) -> None:
+    """``pit``: the REST layer took the body's ``pit`` and runs the search on its snapshot."""
     if not isinstance(body, dict):
         raise parsing_error("request body must be a JSON object")
     for key in body:
         if key in _UNSUPPORTED_KEYS:
+            if key == "pit":  # only _search itself (engine/rest/scroll.py) resolves a point in time
+                raise unsupported("pit here", "send a point-in-time search to _search or _msearch")
             raise unsupported(key)
         if key not in SEARCH_KEYS:
             raise parsing_error(f"Unknown key for a START_OBJECT in [{key}].", line=1, col=1)
@@ -99,6 +102,13 @@ def validate_body(body: dict) -> None:
         # Elasticsearch explains each hit through the retriever tree (RRFRankDoc/LinearRankDoc
         # explanations); the engine has no such explanation, so it refuses rather than answer one
         raise unsupported("explain with a retriever", "leave [explain] out")
+    found = search_after.problems(body, pit=pit, scroll=False)
+    if found:
+        raise versioning.validation_error(found)
+    if body.get("search_after") is not None:
+        for key in ("retriever", "collapse", "rescore"):
+            if key in body:
+                raise unsupported(f"search_after with {key}")
     if "retriever" in body and "rescore" in body:
         raise unsupported("rescore with a retriever", "put the rescore in a standard retriever on a cluster")
     if "retriever" in body and ("query" in body or "knn" in body):
@@ -112,10 +122,15 @@ def validate_body(body: dict) -> None:
 class SearchRun:
     """One search on one index's segment; keeps the nodes for explain."""
 
-    def __init__(self, handle, body: dict, typed_keys: bool = False) -> None:
-        validate_body(body)
+    def __init__(
+        self, handle, body: dict, typed_keys: bool = False, pit: bool = False, scroll: bool = False
+    ) -> None:
+        validate_body(body, pit=pit)
         self.handle, self.body = handle, body
         self.typed_keys = typed_keys  # the typed_keys URL parameter (aggregation names)
+        #: a scroll keeps every hit in order (``_kept``) for the pages after the first
+        self.scroll = scroll
+        self._kept: tuple | None = None
         self.size = _int(body, "size", 10)
         self.from_ = _int(body, "from", 0)
         self.terminated_early: bool | None = None
@@ -130,7 +145,13 @@ class SearchRun:
                 if self.size < 0
                 else f"[from] parameter cannot be negative but was [{self.from_}]"
             )
-        if self.from_ + self.size > MAX_RESULT_WINDOW:
+        if scroll and self.size > MAX_RESULT_WINDOW:  # SearchService: a scroll's batch
+            raise illegal_argument(
+                f"Batch size is too large, size must be less than or equal to: [{MAX_RESULT_WINDOW}] but was "
+                f"[{self.size}]. Scroll batch sizes cost as much memory as result windows so they are controlled "
+                "by the [index.max_result_window] index level setting."
+            )
+        if not scroll and self.from_ + self.size > MAX_RESULT_WINDOW:
             raise illegal_argument(
                 f"Result window is too large, from + size must be less than or equal to: [{MAX_RESULT_WINDOW}] but "
                 f"was [{self.from_ + self.size}]. See the scroll api for a more efficient way to request large data "
@@ -249,12 +270,14 @@ class SearchRun:
         total = int(mask.sum())
         cand = np.flatnonzero(mask)
         sort = SortSpec(body["sort"]) if "sort" in body else None
+        if body.get("search_after") is not None:  # after total and aggregations: they count every match
+            cand = search_after.keep_after(self.seg, sort, cand, scores, body["search_after"])
         sort_values = None
         collapse = body.get("collapse")
         rescorers = self.rescorers if self.size > 0 else []  # RescorePhase: nothing to do for size 0
         if self.rescorers:
             check_sort(sort)
-        limit = collect_size(rescorers, self.from_ + self.size)
+        limit = None if self.scroll else collect_size(rescorers, self.from_ + self.size)
         head_at = None  # with collapse and a sort: each kept head's index in the sorted hits
         if sort is not None and not sort.by_score_only:
             ordered, sort_values = sort.order(self.seg, cand, scores)
@@ -268,13 +291,10 @@ class SearchRun:
         if rescorers:
             dense = not sparse.sparse_enabled() or bool(body.get("explain"))  # explain reads dense arrays
             ordered, scores = rescore(self, rescorers, ordered, scores, dense=dense)
-        page = ordered[self.from_ : self.from_ + self.size]
-        if sort_values is not None:
-            picks = range(self.from_, self.from_ + len(page))
-            rows = [int(head_at[i]) for i in picks] if head_at is not None else list(picks)
-            sort_values = [[_json_value(vals[i]) for vals in sort_values] for i in rows]
         show_scores = sort is None or sort.by_score_only or sort.tracks_score or body.get("track_scores")
-        hits = self.render(page, scores if show_scores else None, sort_values)
+        if self.scroll:
+            self._kept = (ordered, scores, sort_values, bool(show_scores), total)
+        page, hits = self._page(ordered, scores if show_scores else None, sort_values, head_at, self.from_)
         if collapse:
             self.add_collapse(hits, page, collapse, mask, first_scores)
         # size 0 collects no top docs: Elasticsearch answers "max_score": null
@@ -282,6 +302,32 @@ class SearchRun:
         if rescorers and len(ordered) and max_score is not None:
             max_score = float(np.float32(scores[ordered[0]]))
         return self.response(hits, total, max_score, start)
+
+    def _page(self, ordered, scores, sort_values, head_at, start: int) -> tuple[np.ndarray, list[dict]]:
+        """The hits ``ordered[start : start + size]``, rendered (``scores`` None: not shown)."""
+        page = ordered[start : start + self.size]
+        shown = None
+        if sort_values is not None:
+            picks = range(start, start + len(page))
+            rows = [int(head_at[i]) for i in picks] if head_at is not None else list(picks)
+            shown = [[_json_value(vals[i]) for vals in sort_values] for i in rows]
+        return page, self.render(page, scores, shown)
+
+    def scroll_page(self, start: int) -> tuple[dict, int]:
+        """A later page of a scroll, from its kept hits: (response, hits in it). Aggregations
+        come with the first page only; ``max_score`` is the page's (null when nothing is left)."""
+        begin = time.perf_counter()
+        assert self._kept is not None, "scroll_page after a run with scroll=True"
+        ordered, scores, sort_values, show_scores, total = self._kept
+        page, hits = self._page(ordered, scores if show_scores else None, sort_values, None, start)
+        self.aggregations = None
+        max_score = float(np.float32(scores[page].max())) if len(page) and show_scores else None
+        return self.response(hits, total, max_score, begin), len(page)
+
+    def run_on(self, seg, reader) -> dict:
+        """Run on a snapshot the caller pinned (a scroll's or a point in time's)."""
+        self.bind(seg, reader)
+        return self._run()
 
     def response(self, hits: list[dict], total: int, max_score, start: float) -> dict:
         out_hits: dict = {}

@@ -79,7 +79,7 @@ class SortSpec:
             missing = opts.get("missing", "_last")
             if missing not in ("_last", "_first"):
                 raise unsupported("sort.missing with a value", "use _last or _first")
-            kind = name if name in ("_score", "_doc") else "field"
+            kind = name if name in ("_score", "_doc", "_shard_doc") else "field"
             self.keys.append((kind, name, order == "desc", missing == "_last"))
             self.modes.append(_sort_mode(opts["mode"]) if "mode" in opts else None)
 
@@ -101,7 +101,7 @@ class SortSpec:
                 vals = scores[cand]
                 lex.append(-vals if desc else vals)
                 shown.append(vals)
-            elif kind == "_doc":
+            elif kind in ("_doc", "_shard_doc"):  # _shard_doc: one shard, index 0 (search_after.py)
                 lex.append(-cand if desc else cand)
                 shown.append(cand)
             else:

@@ -121,15 +121,19 @@ def test_unsupported_multi_match_types(es, mtype):
     )
 
 
-@pytest.mark.parametrize("key", ["suggest", "search_after"])
+@pytest.mark.parametrize("key", ["suggest"])
 def test_unsupported_search_sections(es, key):
-    if key == "search_after":
-        value = [1]
-    elif key == "suggest":
-        value = {"s": {"text": "helo", "term": {"field": "title"}}}
+    value = {"s": {"text": "helo", "term": {"field": "title"}}}
     with pytest.raises(BadRequestError) as e:
         es.search(index="e", body={"query": {"match_all": {}}, key: value})
     check(e.value, 400, "parsing_exception", f"[{key}]")
+
+
+def test_search_after_without_sort(es):
+    """SearchAfterBuilder.buildFieldDoc: search_after needs a sort (search_after is implemented)."""
+    with pytest.raises(BadRequestError) as e:
+        es.search(index="e", body={"query": {"match_all": {}}, "search_after": [1]})
+    check(e.value, 400, "illegal_argument_exception", "Sort must contain at least one field.")
 
 
 def test_unknown_top_level_key(es):
