@@ -411,6 +411,16 @@ def update_by_query(engine, params, body, index):
     return by_query.run(engine, by_query.parse(engine, "update_by_query", index, params, body))
 
 
+@route("POST", "/_all/_delete_by_query")
+def delete_by_query_all(engine, params, body):
+    return delete_by_query(engine, params, body, "_all")
+
+
+@route("POST", "/_all/_update_by_query")
+def update_by_query_all(engine, params, body):
+    return update_by_query(engine, params, body, "_all")
+
+
 @route("POST", "/_reindex")
 def reindex(engine, params, body):
     return by_query.run(engine, by_query.parse(engine, "reindex", None, params, body))
