@@ -37,7 +37,7 @@ import numpy as np
 from scholar_es.engine.errors import EsError, illegal_argument, parsing_error, unsupported
 from scholar_es.engine.index import versioning
 from scholar_es.engine.index.versioning import Condition
-from scholar_es.engine.rest.update import source_spec, unknown_field
+from scholar_es.engine.rest.update import source_spec, token, unknown_field
 from scholar_es.engine.script.update_script import UpdateScript, compile_update_script, run_script
 from scholar_es.engine.search.execute import SearchRun
 from scholar_es.engine.search.hits import filter_source
@@ -125,20 +125,6 @@ def _slices(value: Any) -> int:
     return n
 
 
-def _token(value: Any) -> str:
-    if isinstance(value, dict):
-        return "START_OBJECT"
-    if isinstance(value, list):
-        return "START_ARRAY"
-    if isinstance(value, str):
-        return "VALUE_STRING"
-    if isinstance(value, bool):
-        return "VALUE_BOOLEAN"
-    if value is None:
-        return "VALUE_NULL"
-    return "VALUE_NUMBER"
-
-
 def _search_part(job: Job, body: dict, where: str) -> None:
     """The search source of the request (``query``; what else a search body may hold is refused
     by name or, if no search key, ``Unknown key``)."""
@@ -154,7 +140,7 @@ def _search_part(job: Job, body: dict, where: str) -> None:
                      "terminate_after", "version", "seq_no_primary_term", "runtime_mappings", "pit"):  # fmt: skip
             raise unsupported(f"{where}.{key}" if where else key, "only [query] selects the documents")
         else:
-            raise parsing_error(f"Unknown key for a {_token(value)} in [{key}].")
+            raise parsing_error(f"Unknown key for a {token(value)} in [{key}].")
 
 
 def _common(job: Job, params: dict) -> tuple[int, bool]:
@@ -361,7 +347,7 @@ class Hit:
     source: dict | None
 
 
-def _snapshot(engine, job: Job) -> list[Hit]:
+def snapshot(engine, job: Job) -> list[Hit]:
     """The documents the query matches now, in index order, with their sources (one snapshot
     per index)."""
     hits: list[Hit] = []
@@ -402,7 +388,12 @@ def _loads(text: str) -> dict:
 def run(engine, job: Job) -> tuple[int, dict]:
     """Run the job: (HTTP status, ``BulkByScrollResponse``)."""
     start = time.perf_counter()
-    hits = _snapshot(engine, job)
+    return apply(engine, job, snapshot(engine, job), start)
+
+
+def apply(engine, job: Job, hits: list[Hit], start: float) -> tuple[int, dict]:
+    """Write the documents of a :func:`snapshot` in batches (the writes conditional on what the
+    snapshot saw); (HTTP status, ``BulkByScrollResponse``)."""
     counts = Counts(total=len(hits) if job.max_docs == MAX_DOCS_ALL else min(len(hits), job.max_docs))
     size = job.batch if job.max_docs == MAX_DOCS_ALL else min(job.batch, job.max_docs)
     pos = 0

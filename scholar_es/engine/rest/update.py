@@ -91,18 +91,39 @@ def source_spec(value: Any) -> bool | dict | None:
     if isinstance(value, list) and all(isinstance(v, str) for v in value):
         return {"includes": value, "excludes": []}
     if isinstance(value, dict):
-        bad = set(value) - {"includes", "include", "excludes", "exclude"}
-        if bad:
-            raise parsing_error(f"Unknown key for a START_ARRAY in [{next(iter(bad))}].")
-        inc = value.get("includes", value.get("include", []))
-        exc = value.get("excludes", value.get("exclude", []))
+        for key, v in value.items():
+            if key not in ("includes", "include", "excludes", "exclude"):
+                raise parsing_error(f"Unknown key for a {token(v)} in [{key}].")
         return {
-            "includes": [inc] if isinstance(inc, str) else list(inc),
-            "excludes": [exc] if isinstance(exc, str) else list(exc),
+            "includes": _names(value.get("includes", value.get("include", []))),
+            "excludes": _names(value.get("excludes", value.get("exclude", []))),
         }
     raise parsing_error(
         "Expected one of [TRUE, FALSE, VALUE_STRING, START_ARRAY, START_OBJECT] for [_source]"
     )
+
+
+def _names(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return value
+    raise parsing_error("Expected a string or an array of strings for [_source] includes and excludes")
+
+
+def token(value: Any) -> str:
+    """The XContent token a JSON value starts with (what parse errors name)."""
+    if isinstance(value, dict):
+        return "START_OBJECT"
+    if isinstance(value, list):
+        return "START_ARRAY"
+    if isinstance(value, str):
+        return "VALUE_STRING"
+    if isinstance(value, bool):
+        return "VALUE_BOOLEAN"
+    if value is None:
+        return "VALUE_NULL"
+    return "VALUE_NUMBER"
 
 
 def parse_update(

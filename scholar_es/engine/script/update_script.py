@@ -30,20 +30,34 @@ name with ``script_exception``.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
-from decimal import Decimal
 from typing import Any
 
 from scholar_es.engine.errors import EsError, illegal_argument, parsing_error, script_error
 from scholar_es.engine.script.parse import Tok, compile_error, runtime_error, tokenize
+from scholar_es.engine.script.values import (
+    MISSING,
+    Throw,
+    arith,
+    compare,
+    convert,
+    default_value,
+    equals,
+    is_num,
+    jstr,
+    jtype,
+    list_index,
+    sized,
+    string_method,
+    truth,
+    wrap64,
+)
 
 #: the declarable types (a cast or a declaration of one of them converts as Java would)
 TYPES = {
     "def", "int", "long", "short", "byte", "double", "float", "boolean", "String", "Map", "List",
     "Object", "ArrayList", "HashMap", "Collection", "Number", "Integer", "Long", "Double",
 }  # fmt: skip
-_INTEGRAL = {"int", "long", "short", "byte", "Integer", "Long"}
 _REFUSED_KEYWORDS = {"for", "while", "do", "return", "try", "catch", "throw", "break", "continue", "this"}
 
 
@@ -93,189 +107,27 @@ class Ctx:
         if key == "op":
             op = c.aliases.get(value, value) if isinstance(value, str) else value
             if op not in c.ops:
-                raise _Throw(
+                raise Throw(
                     "illegal_argument_exception",
-                    f"[op] must be one of {', '.join(sorted(c.ops))}, not [{_jstr(value)}]",
+                    f"[op] must be one of {', '.join(sorted(c.ops))}, not [{jstr(value)}]",
                 )
             self.values["op"] = op
         elif key == "_source":
             if not isinstance(value, dict):
-                raise _Throw("class_cast_exception", f"cannot cast {_jtype(value)} to java.util.Map")
+                raise Throw("class_cast_exception", f"cannot cast {jtype(value)} to java.util.Map")
             self.values["_source"] = value
         elif key in c.readonly:
-            raise _Throw("illegal_argument_exception", f"{key} cannot be updated")
+            raise Throw("illegal_argument_exception", f"{key} cannot be updated")
         elif key in c.writable:
             if key == "_index" and not isinstance(value, str):
-                raise _Throw("illegal_argument_exception", "_index cannot be null")
+                raise Throw("illegal_argument_exception", "_index cannot be null")
             if key == "_version" and value is not None and not isinstance(value, int):
-                raise _Throw("class_cast_exception", f"cannot cast {_jtype(value)} to java.lang.Number")
+                raise Throw("class_cast_exception", f"cannot cast {jtype(value)} to java.lang.Number")
             self.values[key] = value
         else:
-            raise _Throw(
-                "illegal_argument_exception", f"Cannot put key [{key}] with value [{_jstr(value)}] into ctx"
+            raise Throw(
+                "illegal_argument_exception", f"Cannot put key [{key}] with value [{jstr(value)}] into ctx"
             )
-
-
-class _Throw(Exception):
-    """A Java exception thrown while the script runs: its type and message."""
-
-    def __init__(self, type: str, reason: str) -> None:
-        super().__init__(reason)
-        self.type, self.reason = type, reason
-
-
-# --- values -------------------------------------------------------------------------------
-
-
-def _jtype(v: Any) -> str:
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return "java.lang.Boolean"
-    if isinstance(v, int):
-        return "java.lang.Integer" if -(2**31) <= v < 2**31 else "java.lang.Long"
-    if isinstance(v, float):
-        return "java.lang.Double"
-    if isinstance(v, str):
-        return "java.lang.String"
-    if isinstance(v, dict):
-        return "java.util.HashMap"
-    if isinstance(v, list):
-        return "java.util.ArrayList"
-    return "java.lang.Object"
-
-
-def _jdouble(x: float) -> str:
-    """``Double.toString``."""
-    if math.isnan(x):
-        return "NaN"
-    if math.isinf(x):
-        return "Infinity" if x > 0 else "-Infinity"
-    if x == 0:
-        return "-0.0" if math.copysign(1, x) < 0 else "0.0"
-    if 1e-3 <= abs(x) < 1e7:
-        s = repr(x)
-        return s if "." in s else s + ".0"
-    sign, digits, exp = Decimal(repr(x)).normalize().as_tuple()
-    text = "".join(map(str, digits))
-    return f"{'-' if sign else ''}{text[0]}.{text[1:] or '0'}E{len(text) + int(exp) - 1}"
-
-
-def _jstr(v: Any) -> str:
-    """``String.valueOf``."""
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, float):
-        return _jdouble(v)
-    if isinstance(v, dict):
-        return "{" + ", ".join(f"{_jstr(k)}={_jstr(x)}" for k, x in v.items()) + "}"
-    if isinstance(v, list):
-        return "[" + ", ".join(_jstr(x) for x in v) + "]"
-    return str(v)
-
-
-def _is_num(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
-def _wrap64(v: int) -> int:
-    return (v + 2**63) % 2**64 - 2**63
-
-
-def _equals(a: Any, b: Any) -> bool:
-    """Painless ``==`` on ``def``: numbers by value (after promotion), anything else ``equals``."""
-    if _is_num(a) and _is_num(b):
-        return a == b
-    if isinstance(a, bool) or isinstance(b, bool):
-        return a is b
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(_equals(a[k], b[k]) for k in a)
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_equals(x, y) for x, y in zip(a, b, strict=True))
-    return type(a) is type(b) and a == b
-
-
-def _convert(v: Any, to: str) -> Any:
-    """A declaration or cast to ``to``."""
-    if (
-        to in ("def", "Object")
-        or v is None
-        and to not in ("int", "long", "short", "byte", "double", "float", "boolean")
-    ):
-        return v
-    if to in _INTEGRAL or to in ("double", "float", "Double", "Number"):
-        if not _is_num(v):
-            raise _Throw("class_cast_exception", f"Cannot cast {_jtype(v)} to {to}")
-        if to in _INTEGRAL:
-            return (
-                _wrap64(int(v))
-                if isinstance(v, int)
-                else _wrap64(int(math.trunc(v)))
-                if math.isfinite(v)
-                else 0
-            )
-        return float(v) if to != "Number" else v
-    if to == "boolean":
-        if not isinstance(v, bool):
-            raise _Throw("class_cast_exception", f"Cannot cast {_jtype(v)} to boolean")
-        return v
-    kinds = {"String": str, "Map": dict, "HashMap": dict, "List": list, "ArrayList": list, "Collection": list}
-    if not isinstance(v, kinds[to]):
-        raise _Throw("class_cast_exception", f"Cannot cast {_jtype(v)} to {to}")
-    return v
-
-
-def _arith(op: str, a: Any, b: Any) -> Any:
-    if op == "+" and (isinstance(a, str) or isinstance(b, str)):
-        return _jstr(a) + _jstr(b)
-    if not (_is_num(a) and _is_num(b)):
-        if a is None or b is None:
-            raise _Throw("null_pointer_exception", f"cannot apply [{op}] to a null value")
-        raise _Throw(
-            "class_cast_exception", f"Cannot apply [{op}] operation to types [{_jtype(a)}] and [{_jtype(b)}]."
-        )
-    if isinstance(a, int) and isinstance(b, int):
-        if op in ("/", "%") and b == 0:
-            raise _Throw("arithmetic_exception", "/ by zero")
-        if op == "/":
-            q = abs(a) // abs(b)
-            return _wrap64(q if (a >= 0) == (b >= 0) else -q)
-        if op == "%":
-            return int(math.fmod(a, b)) if abs(a) < 2**53 and abs(b) < 2**53 else a - b * int(a / b)
-        return _wrap64({"+": a + b, "-": a - b, "*": a * b}[op])
-    x, y = float(a), float(b)
-    if op == "/":
-        if y == 0:
-            return math.nan if x == 0 or math.isnan(x) else math.copysign(math.inf, x) * math.copysign(1, y)
-        return x / y
-    if op == "%":
-        return math.nan if y == 0 or math.isinf(x) else math.fmod(x, y)
-    return {"+": x + y, "-": x - y, "*": x * y}[op]
-
-
-def _compare(op: str, a: Any, b: Any) -> bool:
-    if not (_is_num(a) and _is_num(b)):
-        raise _Throw(
-            "class_cast_exception", f"Cannot apply [{op}] operation to types [{_jtype(a)}] and [{_jtype(b)}]."
-        )
-    return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[op]
-
-
-def _truth(v: Any, what: str) -> bool:
-    if not isinstance(v, bool):
-        raise _Throw("class_cast_exception", f"Cannot cast {_jtype(v)} to boolean ({what})")
-    return v
-
-
-def _index(seq: list, i: Any) -> int:
-    if not isinstance(i, int) or isinstance(i, bool):
-        raise _Throw("class_cast_exception", f"Cannot cast {_jtype(i)} to int")
-    j = i + len(seq) if i < 0 else i  # Painless: a negative list index counts from the end
-    if not 0 <= j < len(seq):
-        raise _Throw("index_out_of_bounds_exception", f"Index {i} out of bounds for length {len(seq)}")
-    return j
 
 
 # --- AST ----------------------------------------------------------------------------------
@@ -610,7 +462,7 @@ class UpdateScript:
         for stmt in self.body:
             self._exec(stmt, env)
 
-    def _fail(self, node: N, exc: _Throw) -> EsError:
+    def _fail(self, node: N, exc: Throw) -> EsError:
         return runtime_error(self.source, node.off, exc.type, exc.reason)
 
     def _exec(self, node: N, env: dict) -> None:
@@ -629,7 +481,7 @@ class UpdateScript:
             for name, value in decls:
                 if name in env:
                     raise compile_error(self.source, node.off, f"variable [{name}] is already defined")
-                v = self._eval(value, env) if value is not None else _default(kind)
+                v = self._eval(value, env) if value is not None else default_value(kind)
                 env[name] = self._convert(node, v, kind)
         else:
             self._eval(node.a[0], env)
@@ -637,20 +489,20 @@ class UpdateScript:
     def _truth(self, node: N, env: dict) -> bool:
         v = self._eval(node, env)
         try:
-            return _truth(v, "condition")
-        except _Throw as e:
+            return truth(v, "condition")
+        except Throw as e:
             raise self._fail(node, e) from None
 
     def _convert(self, node: N, v: Any, kind: str) -> Any:
         try:
-            return _convert(v, kind)
-        except _Throw as e:
+            return convert(v, kind)
+        except Throw as e:
             raise self._fail(node, e) from None
 
     def _eval(self, node: N, env: dict) -> Any:
         try:
             return getattr(self, "_" + node.op)(node, env)
-        except _Throw as e:
+        except Throw as e:
             raise self._fail(node, e) from None
 
     def _lit(self, node: N, env: dict) -> Any:
@@ -677,30 +529,30 @@ class UpdateScript:
         if obj is None:
             if safe:
                 return None
-            raise _Throw("null_pointer_exception", f"cannot access field [{name}] of a null value")
+            raise Throw("null_pointer_exception", f"cannot access field [{name}] of a null value")
         return _get(obj, name)
 
     def _index(self, node: N, env: dict) -> Any:
         obj = self._eval(node.a[0], env)
         key = self._eval(node.a[1], env)
         if obj is None:
-            raise _Throw("null_pointer_exception", "cannot index a null value")
+            raise Throw("null_pointer_exception", "cannot index a null value")
         if isinstance(obj, list):
-            return obj[_index(obj, key)]
+            return obj[list_index(obj, key)]
         return _get(obj, key)
 
     def _assign(self, node: N, env: dict) -> Any:
         op, target, value_node = node.a
         value = self._eval(value_node, env)
         if op != "=":
-            value = _arith(op[0], self._eval(target, env), value)
+            value = arith(op[0], self._eval(target, env), value)
         self._store(target, value, env)
         return value
 
     def _incr(self, node: N, env: dict) -> Any:
         op, target, prefix = node.a
         old = self._eval(target, env)
-        new = _arith(op[0], old, 1)
+        new = arith(op[0], old, 1)
         self._store(target, new, env)
         return new if prefix else old
 
@@ -714,43 +566,43 @@ class UpdateScript:
         obj = self._eval(target.a[0], env)
         key = target.a[1] if target.op == "member" else self._eval(target.a[1], env)
         if obj is None:
-            raise _Throw("null_pointer_exception", f"cannot set [{_jstr(key)}] on a null value")
+            raise Throw("null_pointer_exception", f"cannot set [{jstr(key)}] on a null value")
         if isinstance(obj, Ctx):
             obj.put(key, value)
         elif isinstance(obj, dict):
             obj[key] = value
         elif isinstance(obj, list) and target.op == "index":
-            obj[_index(obj, key)] = value
+            obj[list_index(obj, key)] = value
         else:
-            raise _Throw("illegal_argument_exception", f"cannot set [{_jstr(key)}] on {_jtype(obj)}")
+            raise Throw("illegal_argument_exception", f"cannot set [{jstr(key)}] on {jtype(obj)}")
 
     def _cast(self, node: N, env: dict) -> Any:
-        return _convert(self._eval(node.a[1], env), node.a[0])
+        return convert(self._eval(node.a[1], env), node.a[0])
 
     def _unary(self, node: N, env: dict) -> Any:
         op, arg = node.a
         v = self._eval(arg, env)
         if op == "!":
-            return not _truth(v, "!")
-        if not _is_num(v):
-            raise _Throw("class_cast_exception", f"Cannot apply [{op}] operation to type [{_jtype(v)}].")
-        return v if op == "+" else (_wrap64(-v) if isinstance(v, int) else -v)
+            return not truth(v, "!")
+        if not is_num(v):
+            raise Throw("class_cast_exception", f"Cannot apply [{op}] operation to type [{jtype(v)}].")
+        return v if op == "+" else (wrap64(-v) if isinstance(v, int) else -v)
 
     def _bin(self, node: N, env: dict) -> Any:
         op, left, right = node.a
         a = self._eval(left, env)
         if op in ("&&", "||"):
-            if _truth(a, op) == (op == "||"):
+            if truth(a, op) == (op == "||"):
                 return op == "||"
-            return _truth(self._eval(right, env), op)
+            return truth(self._eval(right, env), op)
         b = self._eval(right, env)
         if op == "==":
-            return _equals(a, b)
+            return equals(a, b)
         if op == "!=":
-            return not _equals(a, b)
+            return not equals(a, b)
         if op in ("<", "<=", ">", ">="):
-            return _compare(op, a, b)
-        return _arith(op, a, b)
+            return compare(op, a, b)
+        return arith(op, a, b)
 
     def _cond(self, node: N, env: dict) -> Any:
         c, a, b = node.a
@@ -767,20 +619,8 @@ class UpdateScript:
         if obj is None:
             if safe:
                 return None
-            raise _Throw("null_pointer_exception", f"cannot invoke [{name}] on a null value")
+            raise Throw("null_pointer_exception", f"cannot invoke [{name}] on a null value")
         return _method(obj, name, args)
-
-
-def _default(kind: str) -> Any:
-    return (
-        0
-        if kind in _INTEGRAL
-        else 0.0
-        if kind in ("double", "float")
-        else False
-        if kind == "boolean"
-        else None
-    )
 
 
 def _get(obj: Any, key: Any) -> Any:
@@ -789,16 +629,16 @@ def _get(obj: Any, key: Any) -> Any:
     if isinstance(obj, dict):
         return obj.get(key)
     if isinstance(obj, list) and key == "length":
-        raise _Throw("illegal_argument_exception", f"dynamic getter [{_jtype(obj)}, length] not found")
-    raise _Throw("illegal_argument_exception", f"dynamic getter [{_jtype(obj)}, {_jstr(key)}] not found")
+        raise Throw("illegal_argument_exception", f"dynamic getter [{jtype(obj)}, length] not found")
+    raise Throw("illegal_argument_exception", f"dynamic getter [{jtype(obj)}, {jstr(key)}] not found")
 
 
 def _method(obj: Any, name: str, args: list) -> Any:
     n = len(args)
     if name == "equals" and n == 1:
-        return _equals(obj, args[0])
+        return equals(obj, args[0])
     if name == "toString" and n == 0:
-        return _jstr(obj)
+        return jstr(obj)
     if isinstance(obj, Ctx):
         obj = obj.values if name in ("get", "containsKey", "size", "isEmpty", "getOrDefault") else obj
     if isinstance(obj, dict):
@@ -815,89 +655,44 @@ def _method(obj: Any, name: str, args: list) -> Any:
         if name == "containsKey" and n == 1:
             return args[0] in obj
         if name == "containsValue" and n == 1:
-            return any(_equals(v, args[0]) for v in obj.values())
+            return any(equals(v, args[0]) for v in obj.values())
         if name in ("size", "isEmpty", "clear") and n == 0:
-            return _sized(obj, name)
+            return sized(obj, name)
     elif isinstance(obj, list):
         if name == "add" and n == 1:
             obj.append(args[0])
             return True
         if name == "add" and n == 2:
-            obj.insert(_index([*obj, None], args[0]), args[1])
+            obj.insert(list_index([*obj, None], args[0]), args[1])
             return None
         if name == "addAll" and n == 1 and isinstance(args[0], list):
             obj.extend(args[0])
             return bool(args[0])
         if name == "get" and n == 1:
-            return obj[_index(obj, args[0])]
+            return obj[list_index(obj, args[0])]
         if name == "set" and n == 2:
-            i = _index(obj, args[0])
+            i = list_index(obj, args[0])
             old, obj[i] = obj[i], args[1]
             return old
         if name == "remove" and n == 1:
             if isinstance(args[0], int) and not isinstance(args[0], bool):  # List.remove(int)
-                return obj.pop(_index(obj, args[0]))
+                return obj.pop(list_index(obj, args[0]))
             for i, v in enumerate(obj):
-                if _equals(v, args[0]):
+                if equals(v, args[0]):
                     del obj[i]
                     return True
             return False
         if name == "contains" and n == 1:
-            return any(_equals(v, args[0]) for v in obj)
+            return any(equals(v, args[0]) for v in obj)
         if name == "indexOf" and n == 1:
-            return next((i for i, v in enumerate(obj) if _equals(v, args[0])), -1)
+            return next((i for i, v in enumerate(obj) if equals(v, args[0])), -1)
         if name in ("size", "isEmpty", "clear") and n == 0:
-            return _sized(obj, name)
+            return sized(obj, name)
     elif isinstance(obj, str):
-        out = _string_method(obj, name, args)
-        if out is not _MISSING:
+        out = string_method(obj, name, args)
+        if out is not MISSING:
             return out
-    raise _Throw("illegal_argument_exception", f"dynamic method [{_jtype(obj)}, {name}/{n}] not found")
-
-
-_MISSING = object()
-
-
-def _sized(obj: dict | list, name: str) -> Any:
-    if name == "size":
-        return len(obj)
-    if name == "isEmpty":
-        return not obj
-    obj.clear()
-    return None
-
-
-def _string_method(s: str, name: str, args: list) -> Any:
-    n = len(args)
-    strs = all(isinstance(a, str) for a in args)
-    if n == 0 and name in ("length", "toLowerCase", "toUpperCase", "trim", "isEmpty"):
-        return {
-            "length": lambda: len(s),
-            "toLowerCase": s.lower,
-            "toUpperCase": s.upper,
-            "trim": lambda: s.strip("".join(chr(c) for c in range(33))),
-            "isEmpty": lambda: not s,
-        }[name]()
-    if n == 1 and strs and name in ("contains", "startsWith", "endsWith", "indexOf"):
-        a = args[0]
-        return {
-            "contains": a in s,
-            "startsWith": s.startswith(a),
-            "endsWith": s.endswith(a),
-            "indexOf": s.find(a),
-        }[name]
-    if name == "replace" and n == 2 and strs:
-        return s.replace(args[0], args[1])
-    if (
-        name == "substring"
-        and n in (1, 2)
-        and all(isinstance(a, int) and not isinstance(a, bool) for a in args)
-    ):
-        start, end = args[0], args[1] if n == 2 else len(s)
-        if not 0 <= start <= end <= len(s):
-            raise _Throw("string_index_out_of_bounds_exception", f"begin {start}, end {end}, length {len(s)}")
-        return s[start:end]
-    return _MISSING
+    raise Throw("illegal_argument_exception", f"dynamic method [{jtype(obj)}, {name}/{n}] not found")
 
 
 # --- compiling -----------------------------------------------------------------------------

@@ -36,7 +36,10 @@ SKIP: dict[tuple[str, str], str] = {
     "which another branch of issue 26 adds",
     ("update_by_query.80_scripting", "Update all docs with one deletion and one noop"): "dynamic mapping "
     "does not detect dates: last_updated is text, and the match on a timestamp matches its shared tokens",
-    ("update_by_query.80_scripting", "Update all docs with one deletion and one noop using a stored script"): "same",
+    (
+        "update_by_query.80_scripting",
+        "Update all docs with one deletion and one noop using a stored script",
+    ): "same",
 }
 
 # Upstream tests not ported, per upstream file (in tests/engine/rest/rest_api/ under the same stem), and why.
@@ -148,7 +151,9 @@ OMITTED: dict[str, dict[str, str]] = {
     },
     "delete_by_query.20_validation": {"no body fails": "catch: param (a client-side check)"},
     "delete_by_query.40_versioning": {"(all)": "skipped upstream since 6.7"},
-    "delete_by_query.50_wait_for_active_shards": {"(all)": "wait_for_active_shards above 1 is refused (one copy)"},
+    "delete_by_query.50_wait_for_active_shards": {
+        "(all)": "wait_for_active_shards above 1 is refused (one copy)"
+    },
     "delete_by_query.70_throttle": {"(all)": "rethrottles through the task API"},
     "delete_by_query.80_slices": {"(all)": "slices above 1 are refused (one shard)"},
     "update_by_query.10_basic": {
@@ -351,9 +356,9 @@ class Runner:
             text = json.dumps(body)
             # the Java runner matches the body's text; quotes inside reasons are not escaped there
             plain = text.replace('\\"', '"')
-            assert re.search(catch[1:-1].strip(), text, re.S) or re.search(catch[1:-1].strip(), plain, re.S), (
-                f"{catch} does not match {text}"
-            )
+            assert re.search(catch[1:-1].strip(), text, re.S) or re.search(
+                catch[1:-1].strip(), plain, re.S
+            ), f"{catch} does not match {text}"
         else:
             raise AssertionError(f"unknown catch [{catch}]")
 
