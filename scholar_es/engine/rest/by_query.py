@@ -37,11 +37,11 @@ import numpy as np
 from scholar_es.engine.errors import EsError, illegal_argument, parsing_error, unsupported
 from scholar_es.engine.index import versioning
 from scholar_es.engine.index.versioning import Condition
-from scholar_es.engine.rest.update import source_spec, token, unknown_field
+from scholar_es.engine.rest.update import check_write_waits, source_spec, token, unknown_field
 from scholar_es.engine.script.update_script import UpdateScript, compile_update_script, run_script
 from scholar_es.engine.search.execute import SearchRun
 from scholar_es.engine.search.hits import filter_source
-from scholar_es.engine.validate import check_search_body, check_time_value
+from scholar_es.engine.validate import check_search_body
 
 MAX_DOCS_ALL = -1
 DEFAULT_SCROLL_SIZE = 1000
@@ -165,14 +165,7 @@ def _common(job: Job, params: dict) -> tuple[int, bool]:
         if rps != -1 and not rps > 0:
             raise illegal_argument(_RPS_ERROR)
         job.rps = math.inf if rps == -1 else rps
-    for name in ("timeout", "scroll"):
-        if name in params:
-            check_time_value(name, str(params[name]))
-    if "wait_for_active_shards" in params and str(params["wait_for_active_shards"]) not in ("1", "all", "0"):
-        raise unsupported(
-            f"wait_for_active_shards [{params['wait_for_active_shards']}]",
-            "the embedded engine has one copy of each shard",
-        )
+    check_write_waits(params, ("timeout", "scroll"))
     slices = _slices(params["slices"]) if "slices" in params else 1
     wait = str(params.get("wait_for_completion", "true")).lower() != "false"
     return slices, wait

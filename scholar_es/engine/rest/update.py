@@ -351,6 +351,19 @@ PARAMS = (
 )  # fmt: skip
 
 
+def check_write_waits(params: dict, time_params: tuple[str, ...]) -> None:
+    """The time values among ``time_params`` (a single shard is always available: nothing to
+    wait for), and ``wait_for_active_shards``: 0, 1 or ``all`` (one copy), others refused by name."""
+    for name in time_params:
+        if name in params:
+            check_time_value(name, str(params[name]))
+    if "wait_for_active_shards" in params and str(params["wait_for_active_shards"]) not in ("1", "all", "0"):
+        raise unsupported(
+            f"wait_for_active_shards [{params['wait_for_active_shards']}]",
+            "the embedded engine has one copy of each shard",
+        )
+
+
 def refresh_policy(params: dict) -> str:
     """``WriteRequest.RefreshPolicy.parse`` of the ``refresh`` parameter: ``false``, ``true``
     (also empty) or ``wait_for``."""
@@ -380,14 +393,7 @@ def update_request(engine, params: dict, body: Any, index: str, doc_id: str, sou
                 "Please use `if_seq_no` and `if_primary_term` instead"
             ]
         )
-    for name in ("timeout",):
-        if name in params:
-            check_time_value(name, str(params[name]))
-    if "wait_for_active_shards" in params and str(params["wait_for_active_shards"]) not in ("1", "all", "0"):
-        raise unsupported(
-            f"wait_for_active_shards [{params['wait_for_active_shards']}]",
-            "the embedded engine has one copy of each shard",
-        )
+    check_write_waits(params, ("timeout",))
     policy = refresh_policy(params)
     cond = versioning.parse(params, "index")
     retries = retry_count(params.get("retry_on_conflict", 0))
