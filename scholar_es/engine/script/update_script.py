@@ -207,12 +207,12 @@ class _Parser:
     def script(self) -> list[N]:
         out = []
         while self.tok.kind != "eof":
-            out.append(self.statement(last_ok=True))
+            out.append(self.statement())
         if not out:
             raise compile_error(self.src, 0, "Cannot generate an empty script.")
         return out
 
-    def statement(self, last_ok: bool = False) -> N:
+    def statement(self) -> N:
         self.deeper()
         try:
             t = self.tok
