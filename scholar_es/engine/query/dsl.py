@@ -373,6 +373,8 @@ class QueryParser:
         if opts.get("case_insensitive"):
             raise unsupported("term.case_insensitive")
         boost = _float("term", "boost", opts.get("boost", 1.0))
+        if field == "_id":  # IdFieldType.termQuery: the ids query of that one id (constant score)
+            return self._q_ids({"values": [opts["value"]], "boost": boost})
         fs = self.mapping.get(field)
         if fs is None:
             return MatchNoneNode()

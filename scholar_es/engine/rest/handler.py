@@ -27,10 +27,11 @@ from scholar_es.engine.index import versioning
 from scholar_es.engine.index.indices import Engine
 from scholar_es.engine.index.versioning import Condition
 from scholar_es.engine.rest import analyze as analyze_api
+from scholar_es.engine.rest import by_query, query_apis
 from scholar_es.engine.rest import mget as rest_mget
 from scholar_es.engine.rest import params as rest_params
-from scholar_es.engine.rest import query_apis
 from scholar_es.engine.rest import scroll as rest_scroll
+from scholar_es.engine.rest import update as rest_update
 from scholar_es.engine.rest.url_query import with_url_query
 from scholar_es.engine.search.execute import SearchRun, count
 from scholar_es.engine.search.hits import filter_source
@@ -348,14 +349,7 @@ def _write_one(engine, index, doc_id, source, cond: Condition):
     return _item_response(engine.handle(name).write([("index", doc_id, source, cond)])[0])
 
 
-def _item_response(item: dict) -> tuple[int, dict]:
-    """A single-document API's answer from its write item (an error item: Elasticsearch's error body)."""
-    if "error" in item:
-        return item["status"], {
-            "error": {"root_cause": [item["error"]], **item["error"]},
-            "status": item["status"],
-        }
-    return item["status"], {k: v for k, v in item.items() if k != "status"}
+_item_response = rest_update.item_response
 
 
 @route("PUT|POST", "/{index}/_doc/{doc_id}")
@@ -413,6 +407,36 @@ def delete_doc(engine, params, body, index, doc_id):
     return _item_response(engine.handle(name).write([("delete", doc_id, cond)])[0])
 
 
+@route("POST", "/{index}/_update/{doc_id}")
+def update_doc(engine, params, body, index, doc_id):
+    return rest_update.update_request(engine, params, body, index, doc_id, _source_params(params))
+
+
+@route("POST", "/{index}/_delete_by_query")
+def delete_by_query(engine, params, body, index):
+    return by_query.run(engine, by_query.parse(engine, "delete_by_query", index, params, body))
+
+
+@route("POST", "/{index}/_update_by_query")
+def update_by_query(engine, params, body, index):
+    return by_query.run(engine, by_query.parse(engine, "update_by_query", index, params, body))
+
+
+@route("POST", "/_all/_delete_by_query")
+def delete_by_query_all(engine, params, body):
+    return delete_by_query(engine, params, body, "_all")
+
+
+@route("POST", "/_all/_update_by_query")
+def update_by_query_all(engine, params, body):
+    return update_by_query(engine, params, body, "_all")
+
+
+@route("POST", "/_reindex")
+def reindex(engine, params, body):
+    return by_query.run(engine, by_query.parse(engine, "reindex", None, params, body))
+
+
 @route("POST|PUT", "/_bulk")
 def bulk(engine, params, body, index=None):
     lines = body if isinstance(body, list) else []
@@ -436,12 +460,11 @@ def bulk(engine, params, body, index=None):
                 f"[index] or [update] but found [{op}]"
             )
         check_bulk_meta(i, op, meta)
-        if op == "update":
-            raise illegal_argument("bulk [update] is not supported by the embedded engine; send [index]")
         meta = meta or {}
         kind = "create" if op == "create" or (op == "index" and meta.get("op_type") == "create") else op
-        cond = versioning.parse(meta, kind)
-        invalid.extend(versioning.problems(cond, kind, has_id=meta.get("_id") is not None))
+        cond = versioning.parse(meta, "index" if op == "update" else kind)
+        if op != "update":  # an update's conditions are validated with the rest of it, below
+            invalid.extend(versioning.problems(cond, kind, has_id=meta.get("_id") is not None))
         target = meta.get("_index", index)
         if target is None:
             raise illegal_argument("Validation Failed: 1: index is missing;")
@@ -456,6 +479,17 @@ def bulk(engine, params, body, index=None):
                 doc_id = uuid.uuid4().hex[:20]
         elif doc_id is None:
             raise illegal_argument("Validation Failed: 1: id is missing;")
+        if op == "update":
+            if meta.get("_id") is None:
+                invalid.append("id is missing")
+            source, problems = rest_update.parse_update(
+                source,
+                cond,
+                rest_update.retry_count(meta.get("retry_on_conflict", 0)),
+                rest_update.source_spec(meta["_source"]) if meta.get("_source") is not None else None,
+                engine.store.get_script,
+            )
+            invalid.extend(problems)
         order.append((target, len(groups.setdefault(target, [])), op, source))
         groups[target].append((op, str(doc_id), source, cond))
     if invalid:  # BulkRequest.validate: every item's validation errors, the whole request refused
@@ -465,30 +499,7 @@ def bulk(engine, params, body, index=None):
         try:
             name = engine.write_index(target)
             handle_ = engine.handle(name)
-            wire: list[tuple] = []
-            for op, doc_id, source, cond in ops:
-                if op == "delete":
-                    wire.append(("delete", doc_id, cond))
-                elif not isinstance(source, dict):
-                    wire.append(("bad", doc_id))
-                else:
-                    wire.append(("index", doc_id, source, cond))
-            good = [w for w in wire if w[0] != "bad"]
-            out = iter(handle_.write(good))
-            results[target] = [
-                next(out)
-                if w[0] != "bad"
-                else {
-                    "_index": name,
-                    "_id": w[1],
-                    "status": 400,
-                    "error": {
-                        "type": "document_parsing_exception",
-                        "reason": "[1:1] failed to parse: source is not a JSON object",
-                    },
-                }
-                for w in wire
-            ]
+            results[target] = _bulk_writes(handle_, name, ops)
         except EsError as e:
             results[target] = [
                 {"_index": target, "_id": doc_id, "status": e.status, "error": e.cause()}
@@ -501,6 +512,45 @@ def bulk(engine, params, body, index=None):
         errors = errors or "error" in item
         items.append({op: item})
     return 200, {"took": 0, "errors": errors, "items": items}
+
+
+def _bulk_writes(handle_, name: str, ops: list[tuple]) -> list[dict]:
+    """One index's bulk items in order: runs of index/create/delete ops written together, each
+    update applied on its own (it reads the document the earlier items wrote)."""
+    out: list[dict] = []
+    run: list[tuple] = []
+
+    def flush() -> None:
+        good = [w for w in run if w[0] != "bad"]
+        written = iter(handle_.write(good) if good else [])
+        out.extend(
+            next(written)
+            if w[0] != "bad"
+            else {
+                "_index": name,
+                "_id": w[1],
+                "status": 400,
+                "error": {
+                    "type": "document_parsing_exception",
+                    "reason": "[1:1] failed to parse: source is not a JSON object",
+                },
+            }
+            for w in run
+        )
+        run.clear()
+
+    for op, doc_id, source, cond in ops:
+        if op == "update":
+            flush()
+            out.append(rest_update.update_item(handle_, doc_id, source))
+        elif op == "delete":
+            run.append(("delete", doc_id, cond))
+        elif not isinstance(source, dict):
+            run.append(("bad", doc_id))
+        else:
+            run.append(("index", doc_id, source, cond))
+    flush()
+    return out
 
 
 @route("POST|PUT", "/{index}/_bulk")

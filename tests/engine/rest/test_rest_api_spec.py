@@ -32,6 +32,12 @@ HERE = Path(__file__).parent / "rest_api"
 # (file stem, test name) -> reason. Every entry says what the engine lacks.
 SKIP: dict[tuple[str, str], str] = {
     ("search.highlight.10_unified", "Basic combined_fields query"): "the engine has no combined_fields query",
+    ("update_by_query.80_scripting", "Update all docs with one deletion and one noop"): "dynamic mapping "
+    "does not detect dates: last_updated is text, and the match on a timestamp matches its shared tokens",
+    (
+        "update_by_query.80_scripting",
+        "Update all docs with one deletion and one noop using a stored script",
+    ): "same",
 }
 
 # Upstream tests not ported, per upstream file (in tests/engine/rest/rest_api/ under the same stem), and why.
@@ -161,6 +167,94 @@ OMITTED: dict[str, dict[str, str]] = {
     "mget.80_deprecated": {},
     "mget.90_synthetic_source": {"(all)": "no synthetic _source"},
     "mget.(11,16,18,19,21,22,23,41,61,71,80)_*_with_types": {"(all)": "7.x typed requests"},
+    # _update, _delete_by_query, _update_by_query, _reindex (issue 26)
+    "update.10_doc": {},
+    "update.11_shard_header": {},
+    "update.12_result": {},
+    "update.13_legacy_doc": {},
+    "update.16_noop": {},
+    "update.20_doc_upsert": {},
+    "update.22_doc_as_upsert": {},
+    "update.35_if_seq_no": {},
+    "update.60_refresh": {
+        "Refresh": "expects an update to stay invisible to search until a refresh (index.refresh_interval "
+        "-1); the engine's searches see every acknowledged write",
+    },
+    "update.80_source_filtering": {},
+    "update.90_error": {},
+    "update.40_routing": {"(all)": "routing is refused (one shard)"},
+    "update.85_fields_meta": {"(all)": "awaits_fix upstream (parent/fields of another era)"},
+    "update.95_require_alias": {"(all)": "require_alias is refused"},
+    "update.100_synthetic_source": {"(all)": "no synthetic _source"},
+    "update.110_seq_no_disabled": {"(all)": "index.mapping.seq_no settings are not implemented"},
+    "update.(*_with_types, 90_mix_typeless_typeful)": {"(all)": "mapping types (removed in 8.0)"},
+    "delete_by_query.10_basic": {
+        "wait_for_completion=false": "no task API: refused by name",
+        "Response for version conflict (version powered)": "skipped upstream since 6.7",
+        "Response for version conflict (seq no powered)": "provokes the conflict with an update left "
+        "unrefreshed (refresh_interval -1); the engine's snapshot sees it: the conflict is tested in "
+        "tests/engine/rest/test_engine_update_by_query.py instead",
+        "Response for version conflict with conflicts=proceed": "same",
+        "Limit by size pre 7.3": "skipped upstream since 7.3",
+        "tsdb": "no time_series index mode",
+    },
+    "delete_by_query.20_validation": {"no body fails": "catch: param (a client-side check)"},
+    "delete_by_query.40_versioning": {"(all)": "skipped upstream since 6.7"},
+    "delete_by_query.50_wait_for_active_shards": {
+        "(all)": "wait_for_active_shards above 1 is refused (one copy)"
+    },
+    "delete_by_query.70_throttle": {"(all)": "rethrottles through the task API"},
+    "delete_by_query.80_slices": {"(all)": "slices above 1 are refused (one shard)"},
+    "update_by_query.10_basic": {
+        "wait_for_completion=false": "no task API: refused by name",
+        "Response for version conflict (version powered)": "skipped upstream since 6.7",
+        "Response for version conflict (seq no powered)": "provokes the conflict with an update left "
+        "unrefreshed (refresh_interval -1); tested in tests/engine/rest/test_engine_update_by_query.py",
+        "Response for version conflict with conflicts=proceed": "same",
+        "Limit by size pre 7.3": "skipped upstream since 7.3",
+    },
+    "update_by_query.20_validation": {
+        "invalid size fails": "elasticsearch-py 8 has no size parameter for update_by_query",
+        "inconsistent max_docs and size fails": "same (delete_by_query)",
+        "inconsistent max_docs in body and max_docs in URL fails": "elasticsearch-py refuses max_docs both "
+        "in the URL and in the body",
+        "update_by_query without source gives useful error message": "_source.enabled: false is not implemented",
+    },
+    "update_by_query.80_scripting": {
+        "Setting bogus context is an error": "the message before 8.5",
+        "Can't change _id": "the message before 8.5",
+        "Set unsupported operation type": "the message before 8.5",
+    },
+    "update_by_query.(30_new_fields, 35_search_failure, 40_versioning, 50_consistency, 60_throttle, "
+    "70_slices, 85_script_cancellation, 90_tsdb, 100_synthetic_source)": {
+        "(all)": "not ported: new-field mapping refresh, search failures of a broken query, versioning "
+        "against external versions, wait_for_active_shards, rethrottling and slices (task API, one shard), "
+        "script cancellation, tsdb and synthetic _source"
+    },
+    "reindex.10_basic": {"wait_for_completion=false": "no task API: refused by name"},
+    "reindex.20_validation": {
+        "no body fails": "catch: param (a client-side check)",
+        "inconsistent max_docs in body and max_docs in URL fails": "elasticsearch-py refuses max_docs both "
+        "in the URL and in the body",
+        "reindex without source gives useful error message": "_source.enabled: false is not implemented",
+        "unwhitelisted remote host fails": "source.remote is refused by name",
+        "badly formatted remote host fails": "same",
+        "junk in remote fails": "same",
+        "broken socket timeout in remote fails": "same",
+        "broken connect timeout in remote fails": "same",
+    },
+    "reindex.85_scripting": {
+        "Add routing": "routing is refused (one shard)",
+        "Add slice alias": "index.slice settings",
+        "Script Write Field": "the field('x') API of Painless is outside the engine's update-script subset",
+    },
+    "reindex.(25_no_auto_create, 30_search, 35_search_failures, 40_versioning, 50_routing, 51_routing, "
+    "52_slice, 60_wait_for_active_shards, 70_throttle, 80_slices, 90_remote, 95_parent_join, "
+    "96_script_cancellation, 100_tsdb, 110_synthetic_source, 120_*, 200_get_reindex)": {
+        "(all)": "not ported: action.auto_create_index settings, sort/size in the source search, search "
+        "failures, routing, slices and throttling through the task API, remote sources, join fields, "
+        "script cancellation, tsdb, synthetic _source, the reindex management API"
+    },
     "linear.10_linear_retriever_normalizers": {
         "Linear retriever with top-level L2 normalization": "expects the WIP semantics of that commit "
         "(normalizing the fused scores); PR 129693 as merged (f84ec74) deleted this file and documents "
@@ -308,6 +402,10 @@ class Runner:
         if "id" in params:
             params["id"] = str(params["id"])
         body = params.pop("body", None)
+        if api == "update" and isinstance(body, dict) and "_source" in params:
+            # elasticsearch-py drops the _source URL parameter of an update sent with a body;
+            # the body key of that name means the same (UpdateRequest.fetchSource)
+            body = {**body, "_source": params.pop("_source")}
         if body is not None:
             if api in ("bulk", "msearch") and isinstance(body, str):
                 body = [json.loads(line) for line in body.splitlines() if line.strip()]
@@ -347,7 +445,11 @@ class Runner:
             assert status >= 400
         elif catch.startswith("/") and catch.endswith("/"):
             text = json.dumps(body)
-            assert re.search(catch[1:-1].strip(), text, re.S), f"{catch} does not match {text}"
+            # the Java runner matches the body's text; quotes inside reasons are not escaped there
+            plain = text.replace('\\"', '"')
+            assert re.search(catch[1:-1].strip(), text, re.S) or re.search(
+                catch[1:-1].strip(), plain, re.S
+            ), f"{catch} does not match {text}"
         else:
             raise AssertionError(f"unknown catch [{catch}]")
 
