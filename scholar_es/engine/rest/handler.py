@@ -33,7 +33,7 @@ from scholar_es.engine.errors import EsError, illegal_argument, internal_error, 
 from scholar_es.engine.index import versioning
 from scholar_es.engine.index.indices import Engine
 from scholar_es.engine.index.versioning import Condition
-from scholar_es.engine.rest import cat, shaping, spec
+from scholar_es.engine.rest import cat, indices_options, shaping, spec
 from scholar_es.engine.rest import params as rest_params
 from scholar_es.engine.search.execute import SearchRun, count
 from scholar_es.engine.search.hits import filter_source
@@ -225,17 +225,18 @@ def index_exists(engine, params, body, index):
     return 200, None
 
 
-@route("GET", "/{index}", api="indices.get")
+@route("GET", "/{index}", api="indices.get", params=indices_options.PARAMS)
 def get_index(engine, params, body, index):
-    out = {n: engine.handle(n).describe() for n in engine.resolve(index)}
+    out = {n: engine.handle(n).describe() for n in indices_options.resolve(engine, index, params)}
     for desc in out.values():
         desc["settings"]["index"] = shaping.human_settings(params, desc["settings"]["index"])
     return 200, out
 
 
-@route("GET", "/{index}/_mapping", api="indices.get_mapping")
+@route("GET", "/{index}/_mapping", api="indices.get_mapping", params=indices_options.PARAMS)
 def get_mapping(engine, params, body, index):
-    return 200, {n: {"mappings": engine.handle(n).mapping.to_body()} for n in engine.resolve(index)}
+    names = indices_options.resolve(engine, index, params)
+    return 200, {n: {"mappings": engine.handle(n).mapping.to_body()} for n in names}
 
 
 @route("GET", "/_mapping", api="indices.get_mapping")
@@ -361,9 +362,9 @@ def get_alias(engine, params, body, name):
     return 200, out
 
 
-@route("GET", "/{index}/_alias", api="indices.get_alias")
+@route("GET", "/{index}/_alias", api="indices.get_alias", params=indices_options.PARAMS)
 def get_index_aliases(engine, params, body, index):
-    names = engine.resolve(index, allow_aliases=False)
+    names = indices_options.resolve(engine, index, params, allow_aliases=False)
     out: dict[str, dict] = {n: {"aliases": {}} for n in names}
     out.update(_alias_view(engine, names, None))
     return 200, out
@@ -390,6 +391,7 @@ _UNSUPPORTED_WRITE_PARAMS = ("routing", "pipeline", "require_alias", "require_da
 _COND_PARAMS = ("version", "version_type", "if_seq_no", "if_primary_term", "refresh")
 _INDEX_PARAMS = ("op_type", *_UNSUPPORTED_WRITE_PARAMS, *_COND_PARAMS)
 _CREATE_PARAMS = ("routing", "pipeline", "version", "version_type", "refresh")
+_CREATE_EXTRA = ("op_type", "if_seq_no", "if_primary_term", "require_alias", "require_data_stream")
 _DELETE_PARAMS = ("routing", *_COND_PARAMS)
 _SOURCE_PARAMS = ("_source", "_source_includes", "_source_excludes")
 
@@ -450,8 +452,9 @@ def index_doc_auto(engine, params, body, index):
     return _write_one(engine, index, uuid.uuid4().hex[:20], body, cond)
 
 
-# RestIndexAction.CreateHandler reads op_type (validateOpType), which create.json does not list
-@route("PUT|POST", "/{index}/_create/{doc_id}", api="create", params=_CREATE_PARAMS, extra=("op_type",))
+# RestIndexAction.CreateHandler reads op_type (validateOpType) and, through IndexHandler, the
+# parameters of index.json that create.json does not list
+@route("PUT|POST", "/{index}/_create/{doc_id}", api="create", params=_CREATE_PARAMS, extra=_CREATE_EXTRA)
 def create_doc(engine, params, body, index, doc_id):
     op_type = params.get("op_type")
     if op_type is not None and op_type != "create":  # RestIndexAction.CreateHandler.validateOpType
