@@ -103,7 +103,7 @@ def handle(
             if m != method:
                 allowed.append(m)
                 continue
-            args = {k: unquote(v) for k, v in match.groupdict().items()}
+            args: dict[str, str | None] = {k: unquote(v) for k, v in match.groupdict().items()}
             if declared.text:
                 args["accept"] = accept
             try:

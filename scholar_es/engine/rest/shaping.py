@@ -112,7 +112,7 @@ def filter_path(body, spec: str):
     paths = [p.strip() for p in str(spec).split(",") if p.strip()]
     includes = [_segments(p) for p in paths if not p.startswith("-")]
     excludes = [_segments(p[1:]) for p in paths if p.startswith("-") and len(p) > 1]
-    empty = [] if isinstance(body, list) else {}
+    empty: list | dict = [] if isinstance(body, list) else {}
     if includes:
         body = _include(body, includes)
         if body is _NOTHING:
