@@ -10,7 +10,9 @@ transport node and ``scholar-es console`` use); this module only does what HTTP 
   header [...] is not supported``, a compatible-with version other than 7 or 8 (or two that differ)
   400 ``media_type_header_exception``, as an 8.x cluster answers;
 * the answer's media type follows the request's ``Accept`` (compatible-with echoed back), every
-  answer carries ``X-Elastic-Product: Elasticsearch``; ``?pretty`` indents;
+  answer carries ``X-Elastic-Product: Elasticsearch``; ``?pretty`` indents; a ``_cat`` table
+  (:class:`~scholar_es.engine.rest.shaping.TextBody`) is ``text/plain``, and the ``Accept``
+  header goes to the dispatcher (``_cat`` answers JSON for ``application/json``);
 * the body is parsed in place from the guard's buffer (:mod:`scholar_es.serve.body`), with the
   in-process node's limits and messages (nesting past 1000 levels, a syntax error: 400
   ``x_content_parse_exception``), and released before the engine runs;

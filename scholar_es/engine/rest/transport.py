@@ -3,7 +3,8 @@
 With it the official ``elasticsearch.Elasticsearch`` client -- every API method,
 ``elasticsearch.helpers``, ``elasticsearch.dsl`` and its error classes -- runs against the
 embedded engine unchanged: the client serializes the request, this node hands it to
-:func:`engine.rest.handler.handle`, and the client parses the answer as it would a cluster's.
+:func:`engine.rest.handler.handle` (with its ``Accept`` header), and the client parses the answer
+as it would a cluster's: JSON (indented with ``?pretty``), or ``text/plain`` for a ``_cat`` table.
 """
 
 from __future__ import annotations
