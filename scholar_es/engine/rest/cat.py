@@ -33,6 +33,11 @@ from scholar_es.engine.errors import EsError, illegal_argument
 from scholar_es.engine.rest import spec
 from scholar_es.engine.rest.shaping import TextBody
 
+#: the parameters every table implements (``RestTable``, ``AbstractCatAction``)
+PARAMS = ("format", "h", "help", "s", "v")
+#: ``_cat/indices``: ``bytes`` and ``time`` are the units of cells the engine leaves empty
+INDICES_PARAMS = (*PARAMS, "bytes", "time", "health", "pri")
+
 
 @dataclass(frozen=True)
 class Column:
@@ -251,7 +256,10 @@ def index_health(settings: dict) -> str:
     return "green" if int(settings.get("number_of_replicas", 1)) == 0 else "yellow"
 
 
-def indices_rows(engine, names: list[str]) -> list[dict]:
+def indices_rows(engine, names: list[str], health: str | None = None) -> list[dict]:
+    """One row per index; ``health``: only the indices of that health (``?health=``)."""
+    if health is not None and str(health).lower() not in ("green", "yellow", "red"):
+        raise illegal_argument(f"unknown cluster health status [{health}]")  # ClusterHealthStatus.fromString
     rows = []
     for n in names:
         h = engine.handle(n)
@@ -270,7 +278,7 @@ def indices_rows(engine, names: list[str]) -> list[dict]:
                 "creation.date.string": _strict_date_time(created),
             }
         )
-    return rows
+    return [r for r in rows if health is None or r["health"] == str(health).lower()]
 
 
 def _strict_date_time(millis: int) -> str:

@@ -160,43 +160,30 @@ def health(engine, params, body):
     }
 
 
-#: the ``_cat`` parameters every table implements (``RestTable``, ``AbstractCatAction``)
-_CAT = ("format", "h", "help", "s", "v")
-#: ``_cat/indices`` columns' units: the engine has no byte-size or time cell with a value
-_CAT_UNITS = ("bytes", "time")
-
-
-@route("GET", "/_cat/indices", api="cat.indices", params=(*_CAT, *_CAT_UNITS, "health", "pri"), text=True)
-@route(
-    "GET", "/_cat/indices/{index}", api="cat.indices", params=(*_CAT, *_CAT_UNITS, "health", "pri"), text=True
-)
+@route("GET", "/_cat/indices", api="cat.indices", params=cat.INDICES_PARAMS, text=True)
+@route("GET", "/_cat/indices/{index}", api="cat.indices", params=cat.INDICES_PARAMS, text=True)
 def cat_indices(engine, params, body, accept, index="_all"):
-    rows = cat.indices_rows(engine, engine.resolve(index, allow_aliases=True))
-    if "health" in params:
-        wanted = str(params["health"]).lower()
-        if wanted not in ("green", "yellow", "red"):  # ClusterHealthStatus.fromString
-            raise illegal_argument(f"unknown cluster health status [{params['health']}]")
-        rows = [r for r in rows if r["health"] == wanted]
+    rows = cat.indices_rows(engine, engine.resolve(index), params.get("health"))
     return 200, cat.table(cat.INDICES, rows, params, accept, strict=True)
 
 
-@route("GET", "/_cat/aliases", api="cat.aliases", params=(*_CAT, "local"), text=True)
-@route("GET", "/_cat/aliases/{name}", api="cat.aliases", params=(*_CAT, "local"), text=True)
+@route("GET", "/_cat/aliases", api="cat.aliases", params=(*cat.PARAMS, "local"), text=True)
+@route("GET", "/_cat/aliases/{name}", api="cat.aliases", params=(*cat.PARAMS, "local"), text=True)
 def cat_aliases(engine, params, body, accept, name=None):
     if "local" in params:  # deprecated, no effect on one node
         spec.parse_bool("local", params["local"])
     return 200, cat.table(cat.ALIASES, cat.aliases_rows(engine, name), params, accept)
 
 
-@route("GET", "/_cat/count", api="cat.count", params=_CAT, text=True)
-@route("GET", "/_cat/count/{index}", api="cat.count", params=_CAT, text=True)
+@route("GET", "/_cat/count", api="cat.count", params=cat.PARAMS, text=True)
+@route("GET", "/_cat/count/{index}", api="cat.count", params=cat.PARAMS, text=True)
 def cat_count(engine, params, body, accept, index="_all"):
     check_search_body(body)  # RestCountAction: the body's query, if any
     total = sum(count(engine.handle(n), body) for n in engine.resolve(index))
     return 200, cat.table(cat.COUNT, [cat.with_time({"count": total})], params, accept)
 
 
-@route("GET", "/_cat/health", api="cat.health", params=(*_CAT, "ts", "time"), text=True)
+@route("GET", "/_cat/health", api="cat.health", params=(*cat.PARAMS, "ts", "time"), text=True)
 def cat_health(engine, params, body, accept):
     return 200, cat.table(cat.HEALTH, [cat.with_time(cat.health_row(engine))], params, accept)
 
