@@ -10,7 +10,9 @@ transport node and ``scholar-es console`` use); this module only does what HTTP 
   header [...] is not supported``, a compatible-with version other than 7 or 8 (or two that differ)
   400 ``media_type_header_exception``, as an 8.x cluster answers;
 * the answer's media type follows the request's ``Accept`` (compatible-with echoed back), every
-  answer carries ``X-Elastic-Product: Elasticsearch``; ``?pretty`` indents;
+  answer carries ``X-Elastic-Product: Elasticsearch``; ``?pretty`` indents; a ``_cat`` table
+  (:class:`~scholar_es.engine.rest.shaping.TextBody`) is ``text/plain``, and the ``Accept``
+  header goes to the dispatcher (``_cat`` answers JSON for ``application/json``);
 * the body is parsed in place from the guard's buffer (:mod:`scholar_es.serve.body`), with the
   in-process node's limits and messages (nesting past 1000 levels, a syntax error: 400
   ``x_content_parse_exception``), and released before the engine runs;
@@ -30,6 +32,7 @@ from starlette.responses import Response
 
 from scholar_es.engine.errors import EsError
 from scholar_es.engine.rest.handler import handle
+from scholar_es.engine.rest.shaping import TextBody
 from scholar_es.serve.body import parse
 from scholar_es.serve.errors import PRODUCT_HEADER, error_body, error_response
 from scholar_es.serve.guard import BODY_KEY
@@ -112,7 +115,9 @@ def decode(raw: bytearray | bytes, path: str, fmt: str | None):
 
 def render(status: int, body, *, method: str, version: str | None, pretty: bool) -> Response:
     media = f"application/vnd.elasticsearch+json;compatible-with={version}" if version else "application/json"
-    if method == "HEAD" or body is None:
+    if isinstance(body, TextBody):  # a _cat table
+        media, data = body.content_type, (b"" if method == "HEAD" else body.encode("utf-8"))
+    elif method == "HEAD" or body is None:
         data = b""
     elif pretty:
         data = (json.dumps(body, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
@@ -129,9 +134,11 @@ def router(state: ServerState) -> APIRouter:
     if engine is None:
         raise ValueError("the Elasticsearch REST API needs the embedded engine (a directory target)")
 
-    def call(method: str, path: str, params: dict[str, str], payload: Any) -> tuple[int, Any]:
+    def call(
+        method: str, path: str, params: dict[str, str], payload: Any, accept: str | None
+    ) -> tuple[int, Any]:
         # no lock: the engine is safe across threads (searches on snapshots, writers serialized per index)
-        return handle(engine, method, path, params, payload)
+        return handle(engine, method, path, params, payload, accept=accept)
 
     @r.api_route("/{path:path}", methods=METHODS, include_in_schema=False)
     async def es_rest(request: Request, path: str = ""):
@@ -156,7 +163,8 @@ def router(state: ServerState) -> APIRouter:
             return render(400, err.to_body(), method=request.method, version=version, pretty=pretty)
         del raw  # parsed: the body's bytes are not held while the engine works
         try:
-            status, out = await run_in_threadpool(call, request.method, target, params, payload)
+            accept = request.headers.get("accept")
+            status, out = await run_in_threadpool(call, request.method, target, params, payload, accept)
         except Exception:  # noqa: BLE001 - a bug in the engine: a 500, logged, never a traceback out
             log.exception("engine failed on %s %s", request.method, request.url.path)
             return error_response(500, "internal_error", "unexpected engine error; the server log has it")

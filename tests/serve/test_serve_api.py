@@ -159,6 +159,22 @@ def test_msearch_and_aliases(client):
     assert list(aliases) == ["chunks-v1"]
 
 
+def test_url_parameters_text_tables_and_filter_path_over_http(served_demo, client):
+    """Issue 26: the dispatcher's checks and shapes, as a cluster answers them over HTTP."""
+    status, headers, body = raw(served_demo.url, "GET", "/chunks/_search?bogus_param=1")
+    assert (status, body["error"]["reason"]) == (
+        400,
+        "request [/chunks/_search] contains unrecognized parameter: [bogus_param]",
+    )
+    status, headers, body = raw(served_demo.url, "GET", "/_cat/count/chunks?v")
+    assert status == 200 and headers["content-type"].startswith("text/plain")
+    assert body.decode().splitlines()[0].split() == ["epoch", "timestamp", "count"]
+    assert isinstance(client.cat.indices(index="chunks").body, str)
+    rows = client.cat.indices(index="chunks", format="json", h="index").body  # an alias: its index
+    assert rows == [{"index": "chunks-v1"}]
+    assert client.search(index="chunks", size=1, filter_path="hits.hits._id").body.keys() == {"hits"}
+
+
 def test_method_not_allowed_is_405(served_demo):
     status, _, body = raw(served_demo.url, "DELETE", "/_cluster/health")
     assert status == 405

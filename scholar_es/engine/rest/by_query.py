@@ -57,6 +57,9 @@ PARAMS = {
     "reindex": ("max_docs", "refresh", "requests_per_second", "slices", "wait_for_completion", "timeout",
                 "scroll", "wait_for_active_shards", "require_alias"),
 }  # fmt: skip
+#: read although the 8.15 REST spec no longer lists it: ``size``, the pre-7.3 name of ``max_docs``
+#: that ``AbstractBulkByQueryRestHandler`` still accepts (and refuses beside a different max_docs)
+EXTRA = ("size",)
 #: parameters of these APIs' REST specs the engine does not implement
 REFUSED = ("q", "df", "analyzer", "analyze_wildcard", "default_operator", "lenient", "from", "sort",
            "routing", "preference", "search_type", "search_timeout", "terminate_after", "stats",

@@ -2,6 +2,20 @@
 
 ``handle(engine, method, path, params, body)`` returns ``(status, body)`` exactly as a
 cluster would answer, errors included; the transport node and the console both use it.
+
+Every route declares its API's name in Elasticsearch's REST specification and the URL parameters
+its handler implements::
+
+    @route("GET|POST", "/{index}/_count", api="count", params=("q",))
+
+``handle`` checks the request's parameters against that declaration before the handler runs
+(:mod:`engine.rest.spec`): a parameter the specification does not list for the API is
+Elasticsearch's 400 ``contains unrecognized parameter``, one it lists that the route does not
+declare is a 400 naming it as not implemented. A route without ``api`` accepts only the global
+parameters (``pretty``, ``human``, ``error_trace``, ``filter_path``, ``format``). Declare a
+parameter only where the handler reads it and does exactly what Elasticsearch does with it
+(or refuses the values it does not implement, by name). The answer is then shaped by the global
+parameters (:mod:`engine.rest.shaping`: ``filter_path``, ``error_trace``).
 """
 
 from __future__ import annotations
@@ -27,12 +41,12 @@ from scholar_es.engine.index import versioning
 from scholar_es.engine.index.indices import Engine
 from scholar_es.engine.index.versioning import Condition
 from scholar_es.engine.rest import analyze as analyze_api
-from scholar_es.engine.rest import by_query, query_apis
+from scholar_es.engine.rest import by_query, cat, indices_options, query_apis, shaping, spec
 from scholar_es.engine.rest import mget as rest_mget
 from scholar_es.engine.rest import params as rest_params
 from scholar_es.engine.rest import scroll as rest_scroll
 from scholar_es.engine.rest import update as rest_update
-from scholar_es.engine.rest.url_query import with_url_query
+from scholar_es.engine.rest.url_query import Q_PARAMS, with_url_query
 from scholar_es.engine.search.execute import SearchRun, count
 from scholar_es.engine.search.hits import filter_source
 from scholar_es.engine.validate import (
@@ -56,11 +70,18 @@ VERSION = {
     "minimum_index_compatibility_version": "7.0.0",
 }
 
-Route = tuple[str, re.Pattern, Callable]
+Route = tuple[str, re.Pattern, Callable, spec.Declared]
 _ROUTES: list[Route] = []
 
 
-def route(methods: str, pattern: str):
+def route(methods: str, pattern: str, api: str | None = None, params=(), text: bool = False, extra=()):
+    """Register ``fn`` for ``methods`` (``"GET|POST"``) on ``pattern``; ``api``: the API's name in
+    Elasticsearch's REST specification (``spec_params.json``), ``params``: the URL parameters the
+    handler implements (see the module's docstring); ``text``: the route answers ``_cat`` text
+    tables, and its handler takes the request's ``Accept`` header as ``accept``; ``extra``:
+    parameters Elasticsearch's handler reads that the specification omits."""
+    declared = spec.declare(api, params, text, extra)
+
     # an index name never starts with "_", so "/{index}" cannot swallow "/_bulk"
     rx = re.compile(
         "^"
@@ -74,29 +95,36 @@ def route(methods: str, pattern: str):
 
     def deco(fn):
         for m in methods.split("|"):
-            _ROUTES.append((m, rx, fn))
+            _ROUTES.append((m, rx, fn, declared))
         return fn
 
     return deco
 
 
-def handle(engine: Engine, method: str, path: str, params: dict, body) -> tuple[int, object]:
-    """Dispatch one request; EsErrors become Elasticsearch-shaped error bodies."""
+def handle(
+    engine: Engine, method: str, path: str, params: dict, body, accept: str | None = None
+) -> tuple[int, object]:
+    """Dispatch one request; EsErrors become Elasticsearch-shaped error bodies. ``accept``: the
+    request's ``Accept`` header (``_cat`` answers JSON for ``application/json``)."""
     path = "/" + path.strip("/") if path.strip("/") else "/"
     method = method.upper()
     allowed = []
-    for m, rx, fn in _ROUTES:
+    for m, rx, fn, declared in _ROUTES:
         match = rx.match(path)
         if match:
             if m != method:
                 allowed.append(m)
                 continue
-            args = {k: unquote(v) for k, v in match.groupdict().items()}
+            args: dict[str, str | None] = {k: unquote(v) for k, v in match.groupdict().items()}
+            if declared.text:
+                args["accept"] = accept
             try:
-                return fn(engine, params=params, body=body, **args)
+                spec.check(declared, path, params)
+                status, out = fn(engine, params=params, body=body, **args)
+                return status, shaping.shape(params, status, out)
             except Exception as exc:  # noqa: BLE001
                 err = error_of(method, path, exc)
-                return err.status, err.to_body()
+                return err.status, shaping.with_trace(params, err.to_body(), exc)
     if allowed:
         return 405, {
             "error": f"Incorrect HTTP method for uri [{path}] and method [{method}], allowed: "
@@ -121,7 +149,8 @@ def _bool_param(params: dict, name: str, default: bool = False) -> bool:
 # --- cluster ---------------------------------------------------------------------------
 
 
-@route("GET|HEAD", "/")
+@route("GET", "/", api="info")
+@route("HEAD", "/", api="ping")
 def info(engine, params, body):
     return 200, {
         "name": "scholar-es-embedded",
@@ -132,42 +161,61 @@ def info(engine, params, body):
     }
 
 
-@route("GET", "/_cluster/health")
+@route("GET", "/_cluster/health", api="cluster.health")
 def health(engine, params, body):
     return 200, {
         "cluster_name": "embedded",
-        "status": "green",
+        "status": cat.health_row(engine)["status"],
         "number_of_nodes": 1,
         "number_of_data_nodes": 1,
         "active_primary_shards": len(engine.index_names()),
     }
 
 
-@route("GET", "/_cat/indices")
-def cat_indices(engine, params, body):
-    rows = [
-        {"health": "green", "status": "open", "index": n, "docs.count": str(engine.handle(n).count())}
-        for n in engine.index_names()
-    ]
-    return 200, rows
+@route("GET", "/_cat/indices", api="cat.indices", params=cat.INDICES_PARAMS, text=True)
+@route("GET", "/_cat/indices/{index}", api="cat.indices", params=cat.INDICES_PARAMS, text=True)
+def cat_indices(engine, params, body, accept, index="_all"):
+    rows = cat.indices_rows(engine, engine.resolve(index), params.get("health"))
+    return 200, cat.table(cat.INDICES, rows, params, accept, strict=True)
+
+
+@route("GET", "/_cat/aliases", api="cat.aliases", params=(*cat.PARAMS, "local"), text=True)
+@route("GET", "/_cat/aliases/{name}", api="cat.aliases", params=(*cat.PARAMS, "local"), text=True)
+def cat_aliases(engine, params, body, accept, name=None):
+    if "local" in params:  # deprecated, no effect on one node
+        spec.parse_bool("local", params["local"])
+    return 200, cat.table(cat.ALIASES, cat.aliases_rows(engine, name), params, accept)
+
+
+@route("GET", "/_cat/count", api="cat.count", params=cat.PARAMS, text=True)
+@route("GET", "/_cat/count/{index}", api="cat.count", params=cat.PARAMS, text=True)
+def cat_count(engine, params, body, accept, index="_all"):
+    check_search_body(body)  # RestCountAction: the body's query, if any
+    total = sum(count(engine.handle(n), body) for n in engine.resolve(index))
+    return 200, cat.table(cat.COUNT, [cat.with_time({"count": total})], params, accept)
+
+
+@route("GET", "/_cat/health", api="cat.health", params=(*cat.PARAMS, "ts", "time"), text=True)
+def cat_health(engine, params, body, accept):
+    return 200, cat.table(cat.HEALTH, [cat.with_time(cat.health_row(engine))], params, accept)
 
 
 # --- indices ---------------------------------------------------------------------------
 
 
-@route("PUT", "/{index}")
+@route("PUT", "/{index}", api="indices.create")
 def create_index(engine, params, body, index):
     check_create_index(body)
     return 200, engine.create_index(index, body or {})
 
 
-@route("DELETE", "/{index}")
+@route("DELETE", "/{index}", api="indices.delete")
 def delete_index(engine, params, body, index):
     engine.delete_index(index)
     return 200, {"acknowledged": True}
 
 
-@route("HEAD", "/{index}")
+@route("HEAD", "/{index}", api="indices.exists")
 def index_exists(engine, params, body, index):
     try:
         engine.resolve(index)
@@ -176,22 +224,26 @@ def index_exists(engine, params, body, index):
     return 200, None
 
 
-@route("GET", "/{index}")
+@route("GET", "/{index}", api="indices.get", params=indices_options.PARAMS)
 def get_index(engine, params, body, index):
-    return 200, {n: engine.handle(n).describe() for n in engine.resolve(index)}
+    out = {n: engine.handle(n).describe() for n in indices_options.resolve(engine, index, params)}
+    for desc in out.values():
+        desc["settings"]["index"] = shaping.human_settings(params, desc["settings"]["index"])
+    return 200, out
 
 
-@route("GET", "/{index}/_mapping")
+@route("GET", "/{index}/_mapping", api="indices.get_mapping", params=indices_options.PARAMS)
 def get_mapping(engine, params, body, index):
-    return 200, {n: {"mappings": engine.handle(n).mapping.to_body()} for n in engine.resolve(index)}
+    names = indices_options.resolve(engine, index, params)
+    return 200, {n: {"mappings": engine.handle(n).mapping.to_body()} for n in names}
 
 
-@route("GET", "/_mapping")
+@route("GET", "/_mapping", api="indices.get_mapping")
 def get_all_mappings(engine, params, body):
     return 200, {n: {"mappings": engine.handle(n).mapping.to_body()} for n in engine.index_names()}
 
 
-@route("PUT|POST", "/{index}/_mapping")
+@route("PUT|POST", "/{index}/_mapping", api="indices.put_mapping")
 def put_mapping(engine, params, body, index):
     check_put_mapping(body)
     for n in engine.resolve(index):
@@ -199,12 +251,19 @@ def put_mapping(engine, params, body, index):
     return 200, {"acknowledged": True}
 
 
-@route("GET", "/{index}/_settings")
+@route("GET", "/{index}/_settings", api="indices.get_settings")
 def get_settings(engine, params, body, index):
-    return 200, {n: {"settings": engine.handle(n).describe()["settings"]} for n in engine.resolve(index)}
+    return 200, {
+        n: {
+            "settings": {
+                "index": shaping.human_settings(params, engine.handle(n).describe()["settings"]["index"])
+            }
+        }
+        for n in engine.resolve(index)
+    }
 
 
-@route("PUT", "/{index}/_settings")
+@route("PUT", "/{index}/_settings", api="indices.put_settings")
 def put_settings(engine, params, body, index):
     if body is None:  # RestRequest.contentOrSourceParam
         raise EsError(400, "parse_exception", "request body is required")
@@ -218,12 +277,12 @@ def put_settings(engine, params, body, index):
     return 200, {"acknowledged": True}
 
 
-@route("PUT", "/_settings")
+@route("PUT", "/_settings", api="indices.put_settings")
 def put_settings_all(engine, params, body):
     return put_settings(engine, params, body, "_all")
 
 
-@route("POST|GET", "/{index}/_refresh")
+@route("POST|GET", "/{index}/_refresh", api="indices.refresh")
 def refresh(engine, params, body, index):
     names = engine.resolve(index)
     for n in names:
@@ -231,12 +290,12 @@ def refresh(engine, params, body, index):
     return 200, {"_shards": {"total": len(names), "successful": len(names), "failed": 0}}
 
 
-@route("POST|GET", "/_refresh")
+@route("POST|GET", "/_refresh", api="indices.refresh")
 def refresh_all(engine, params, body):
     return refresh(engine, params, body, "_all")
 
 
-@route("POST|GET", "/{index}/_flush")
+@route("POST|GET", "/{index}/_flush", api="indices.flush")
 def flush(engine, params, body, index):
     out = refresh(engine, params, body, index)
     engine.store.flush()  # and the translog: commits of async indices are fsynced now
@@ -246,7 +305,7 @@ def flush(engine, params, body, index):
 # --- aliases ---------------------------------------------------------------------------
 
 
-@route("POST", "/_aliases")
+@route("POST", "/_aliases", api="indices.update_aliases")
 def update_aliases(engine, params, body):
     if not isinstance(body, dict) or "actions" not in body:
         raise parsing_error("[aliases] requires [actions]")
@@ -255,8 +314,8 @@ def update_aliases(engine, params, body):
     return 200, {"acknowledged": True, "errors": False}
 
 
-@route("PUT|POST", "/{index}/_alias/{name}")
-@route("PUT|POST", "/{index}/_aliases/{name}")
+@route("PUT|POST", "/{index}/_alias/{name}", api="indices.put_alias")
+@route("PUT|POST", "/{index}/_aliases/{name}", api="indices.put_alias")
 def put_alias(engine, params, body, index, name):
     spec = {"index": index, "alias": name}
     if isinstance(body, dict) and "is_write_index" in body:
@@ -266,8 +325,8 @@ def put_alias(engine, params, body, index, name):
     return 200, {"acknowledged": True, "errors": False}
 
 
-@route("DELETE", "/{index}/_alias/{name}")
-@route("DELETE", "/{index}/_aliases/{name}")
+@route("DELETE", "/{index}/_alias/{name}", api="indices.delete_alias")
+@route("DELETE", "/{index}/_aliases/{name}", api="indices.delete_alias")
 def delete_alias(engine, params, body, index, name):
     engine.update_aliases([{"remove": {"index": index, "alias": n}} for n in name.split(",")])
     return 200, {"acknowledged": True, "errors": False}
@@ -285,15 +344,16 @@ def _alias_view(engine, index_filter: list[str] | None, name_filter: str | None)
     return out
 
 
-@route("GET", "/_alias")
-@route("GET", "/_aliases")
+@route("GET", "/_alias", api="indices.get_alias")
+@route("GET", "/_aliases", api="indices.get_alias")
 def get_all_aliases(engine, params, body):
     out: dict[str, dict] = {n: {"aliases": {}} for n in engine.index_names()}
     out.update(_alias_view(engine, None, None))
     return 200, out
 
 
-@route("GET|HEAD", "/_alias/{name}")
+@route("GET", "/_alias/{name}", api="indices.get_alias")
+@route("HEAD", "/_alias/{name}", api="indices.exists_alias")
 def get_alias(engine, params, body, name):
     out = _alias_view(engine, None, name)
     if not out:
@@ -301,15 +361,16 @@ def get_alias(engine, params, body, name):
     return 200, out
 
 
-@route("GET", "/{index}/_alias")
+@route("GET", "/{index}/_alias", api="indices.get_alias", params=indices_options.PARAMS)
 def get_index_aliases(engine, params, body, index):
-    names = engine.resolve(index, allow_aliases=False)
+    names = indices_options.resolve(engine, index, params, allow_aliases=False)
     out: dict[str, dict] = {n: {"aliases": {}} for n in names}
     out.update(_alias_view(engine, names, None))
     return 200, out
 
 
-@route("GET|HEAD", "/{index}/_alias/{name}")
+@route("GET", "/{index}/_alias/{name}", api="indices.get_alias")
+@route("HEAD", "/{index}/_alias/{name}", api="indices.exists_alias")
 def get_index_alias(engine, params, body, index, name):
     out = _alias_view(engine, engine.resolve(index), name)
     if not out:
@@ -325,12 +386,30 @@ def get_index_alias(engine, params, body, index, name):
 _UNSUPPORTED_WRITE_PARAMS = ("routing", "pipeline", "require_alias", "require_data_stream")
 
 
+#: the URL parameters the document APIs implement (the write parameters above: ``false`` only)
+_COND_PARAMS = ("version", "version_type", "if_seq_no", "if_primary_term", "refresh")
+_INDEX_PARAMS = ("op_type", *_UNSUPPORTED_WRITE_PARAMS, *_COND_PARAMS)
+_CREATE_PARAMS = ("routing", "pipeline", "version", "version_type", "refresh")
+_CREATE_EXTRA = ("op_type", "if_seq_no", "if_primary_term", "require_alias", "require_data_stream")
+_DELETE_PARAMS = ("routing", *_COND_PARAMS)
+_SOURCE_PARAMS = ("_source", "_source_includes", "_source_excludes")
+
+
+def check_refresh(params: dict) -> None:
+    """``WriteRequest.RefreshPolicy.parse``: ``true`` (or empty), ``false``, ``wait_for``. Every
+    value holds as is: a write is visible to the next search, refreshed or not (docs/storage.md)."""
+    value = params.get("refresh")
+    if value is not None and str(value) not in ("", "true", "false", "wait_for"):
+        raise illegal_argument(f"Unknown value for refresh: [{value}].")
+
+
 def _write_params(params: dict, op: str, has_id: bool = True) -> Condition:
     """The condition of a document write from its URL parameters (RestIndexAction,
     RestDeleteAction); the parameters the engine does not implement are refused by name."""
     for name in _UNSUPPORTED_WRITE_PARAMS:
         if name in params and str(params[name]).lower() != "false":
             raise unsupported(name, "the embedded engine has one shard and no ingest pipelines")
+    check_refresh(params)
     return versioning.checked(params, op, has_id)
 
 
@@ -352,20 +431,22 @@ def _write_one(engine, index, doc_id, source, cond: Condition):
 _item_response = rest_update.item_response
 
 
-@route("PUT|POST", "/{index}/_doc/{doc_id}")
+@route("PUT|POST", "/{index}/_doc/{doc_id}", api="index", params=_INDEX_PARAMS)
 def index_doc(engine, params, body, index, doc_id):
     cond = _write_params(params, _op_type(params.get("op_type", "index")))
     return _write_one(engine, index, doc_id, body, cond)
 
 
-@route("POST", "/{index}/_doc")
+@route("POST", "/{index}/_doc", api="index", params=_INDEX_PARAMS)
 def index_doc_auto(engine, params, body, index):
     # RestIndexAction.AutoIdHandler: op_type create unless the request names one
     cond = _write_params(params, _op_type(params.get("op_type", "create")), has_id=False)
     return _write_one(engine, index, uuid.uuid4().hex[:20], body, cond)
 
 
-@route("PUT|POST", "/{index}/_create/{doc_id}")
+# RestIndexAction.CreateHandler reads op_type (validateOpType) and, through IndexHandler, the
+# parameters of index.json that create.json does not list
+@route("PUT|POST", "/{index}/_create/{doc_id}", api="create", params=_CREATE_PARAMS, extra=_CREATE_EXTRA)
 def create_doc(engine, params, body, index, doc_id):
     op_type = params.get("op_type")
     if op_type is not None and op_type != "create":  # RestIndexAction.CreateHandler.validateOpType
@@ -373,7 +454,7 @@ def create_doc(engine, params, body, index, doc_id):
     return _write_one(engine, index, doc_id, body, _write_params(params, "create"))
 
 
-@route("GET", "/{index}/_doc/{doc_id}")
+@route("GET", "/{index}/_doc/{doc_id}", api="get", params=_SOURCE_PARAMS)
 def get_doc(engine, params, body, index, doc_id):
     name = engine.write_index(index, create=False)
     doc = engine.handle(name).get(doc_id)
@@ -388,57 +469,82 @@ def get_doc(engine, params, body, index, doc_id):
     return 200, doc
 
 
-@route("HEAD", "/{index}/_doc/{doc_id}")
+@route("HEAD", "/{index}/_doc/{doc_id}", api="exists", params=_SOURCE_PARAMS)
 def doc_exists(engine, params, body, index, doc_id):
     status, _ = get_doc(engine, params, body, index, doc_id)
     return status, None
 
 
-@route("GET", "/{index}/_source/{doc_id}")
+@route("GET", "/{index}/_source/{doc_id}", api="get_source", params=_SOURCE_PARAMS)
 def get_source(engine, params, body, index, doc_id):
     status, doc = get_doc(engine, params, body, index, doc_id)
     return status, doc.get("_source") if status == 200 else doc
 
 
-@route("DELETE", "/{index}/_doc/{doc_id}")
+@route("DELETE", "/{index}/_doc/{doc_id}", api="delete", params=_DELETE_PARAMS)
 def delete_doc(engine, params, body, index, doc_id):
     cond = _write_params(params, "delete")
     name = engine.write_index(index, create=False)
     return _item_response(engine.handle(name).write([("delete", doc_id, cond)])[0])
 
 
-@route("POST", "/{index}/_update/{doc_id}")
+@route("POST", "/{index}/_update/{doc_id}", api="update", params=rest_update.PARAMS)
 def update_doc(engine, params, body, index, doc_id):
     return rest_update.update_request(engine, params, body, index, doc_id, _source_params(params))
 
 
-@route("POST", "/{index}/_delete_by_query")
+@route(
+    "POST",
+    "/{index}/_delete_by_query",
+    api="delete_by_query",
+    params=by_query.PARAMS["delete_by_query"],
+    extra=by_query.EXTRA,
+)
 def delete_by_query(engine, params, body, index):
     return by_query.run(engine, by_query.parse(engine, "delete_by_query", index, params, body))
 
 
-@route("POST", "/{index}/_update_by_query")
+@route(
+    "POST",
+    "/{index}/_update_by_query",
+    api="update_by_query",
+    params=by_query.PARAMS["update_by_query"],
+    extra=by_query.EXTRA,
+)
 def update_by_query(engine, params, body, index):
     return by_query.run(engine, by_query.parse(engine, "update_by_query", index, params, body))
 
 
-@route("POST", "/_all/_delete_by_query")
+@route(
+    "POST",
+    "/_all/_delete_by_query",
+    api="delete_by_query",
+    params=by_query.PARAMS["delete_by_query"],
+    extra=by_query.EXTRA,
+)
 def delete_by_query_all(engine, params, body):
     return delete_by_query(engine, params, body, "_all")
 
 
-@route("POST", "/_all/_update_by_query")
+@route(
+    "POST",
+    "/_all/_update_by_query",
+    api="update_by_query",
+    params=by_query.PARAMS["update_by_query"],
+    extra=by_query.EXTRA,
+)
 def update_by_query_all(engine, params, body):
     return update_by_query(engine, params, body, "_all")
 
 
-@route("POST", "/_reindex")
+@route("POST", "/_reindex", api="reindex", params=by_query.PARAMS["reindex"], extra=("require_alias",))
 def reindex(engine, params, body):
     return by_query.run(engine, by_query.parse(engine, "reindex", None, params, body))
 
 
-@route("POST|PUT", "/_bulk")
+@route("POST|PUT", "/_bulk", api="bulk", params=("refresh",))
 def bulk(engine, params, body, index=None):
+    check_refresh(params)
     lines = body if isinstance(body, list) else []
     items: list[dict] = []
     groups: dict[str, list] = {}
@@ -553,7 +659,7 @@ def _bulk_writes(handle_, name: str, ops: list[tuple]) -> list[dict]:
     return out
 
 
-@route("POST|PUT", "/{index}/_bulk")
+@route("POST|PUT", "/{index}/_bulk", api="bulk", params=("refresh",))
 def bulk_index(engine, params, body, index):
     return bulk(engine, params, body, index=index)
 
@@ -564,6 +670,26 @@ def bulk_index(engine, params, body, index):
 def _path(index: str, api: str) -> str:
     """The request path as Elasticsearch names it in errors (``_all``: none given)."""
     return f"/{api}" if index == "_all" else f"/{index}/{api}"
+
+
+#: what ``_search`` implements of its URL parameters (here, in ``rest/params.py`` and ``_source_params``)
+_SEARCH_PARAMS = (
+    "size",
+    "from",
+    "track_total_hits",
+    "explain",
+    *_SOURCE_PARAMS,
+    "search_type",
+    "rest_total_hits_as_int",
+    "terminate_after",
+    "typed_keys",
+    "sort",
+    "scroll",  # rest/scroll.py
+    "request_cache",  # a cache hint: the same hits either way; refused with a scroll (rest/scroll.py)
+    "q",  # rest/url_query.py
+    *Q_PARAMS,
+)
+_MSEARCH_PARAMS = ("search_type", "rest_total_hits_as_int", "typed_keys")
 
 
 def _search_params(params: dict, body: dict, path: str = "/_search") -> dict:
@@ -636,7 +762,7 @@ def search_one(engine, index: str, body: dict, typed_keys: bool = False, checked
     return SearchRun(engine.handle(names[0]), body, typed_keys=typed_keys).run()
 
 
-@route("GET|POST", "/{index}/_search")
+@route("GET|POST", "/{index}/_search", api="search", params=_SEARCH_PARAMS)
 def search(engine, params, body, index=None):
     """``index`` None: the path names no index (``/_search``), as a point-in-time search must."""
     body = rest_params.prepare(params, _search_params(params, body, _path(index or "_all", "_search")))
@@ -647,7 +773,7 @@ def search(engine, params, body, index=None):
     return 200, rest_params.shape(params, resp)
 
 
-@route("GET|POST", "/_search")
+@route("GET|POST", "/_search", api="search", params=_SEARCH_PARAMS)
 def search_all(engine, params, body):
     return search(engine, params, body)
 
@@ -655,33 +781,33 @@ def search_all(engine, params, body):
 # --- scroll and point in time (engine/rest/scroll.py) --------------------------------------
 
 
-@route("GET|POST", "/_search/scroll")
+@route("GET|POST", "/_search/scroll", api="scroll", params=rest_scroll.SCROLL_PARAMS)
 def scroll(engine, params, body, scroll_id=None):
     sid, keep = rest_scroll.scroll_args({**params, **({"scroll_id": scroll_id} if scroll_id else {})}, body)
     return 200, rest_params.shape(params, rest_scroll.continue_scroll(engine, sid, keep))
 
 
-@route("GET|POST", "/_search/scroll/{scroll_id}")
+@route("GET|POST", "/_search/scroll/{scroll_id}", api="scroll", params=rest_scroll.SCROLL_PARAMS)
 def scroll_by_path(engine, params, body, scroll_id):
     return scroll(engine, params, body, scroll_id=scroll_id)
 
 
-@route("DELETE", "/_search/scroll")
+@route("DELETE", "/_search/scroll", api="clear_scroll", extra=("scroll_id",))
 def clear_scroll(engine, params, body):
     return rest_scroll.clear_scroll(engine, params, body)
 
 
-@route("DELETE", "/_search/scroll/{scroll_id}")
+@route("DELETE", "/_search/scroll/{scroll_id}", api="clear_scroll", extra=("scroll_id",))
 def clear_scroll_by_path(engine, params, body, scroll_id):
     return rest_scroll.clear_scroll(engine, params, body, scroll_id=scroll_id)
 
 
-@route("POST", "/{index}/_pit")
+@route("POST", "/{index}/_pit", api="open_point_in_time", params=("keep_alive",))
 def open_pit(engine, params, body, index):
     return 200, rest_scroll.open_pit(engine, index, params)
 
 
-@route("DELETE", "/_pit")
+@route("DELETE", "/_pit", api="close_point_in_time")
 def close_pit(engine, params, body):
     return rest_scroll.close_pit(engine, body)
 
@@ -689,12 +815,12 @@ def close_pit(engine, params, body):
 # --- data streams: the engine has none ----------------------------------------------------
 
 
-@route("GET", "/_data_stream")
+@route("GET", "/_data_stream", api="indices.get_data_stream", params=("expand_wildcards",))
 def get_data_streams(engine, params, body):
     return 200, {"data_streams": []}
 
 
-@route("GET", "/_data_stream/{name}")
+@route("GET", "/_data_stream/{name}", api="indices.get_data_stream", params=("expand_wildcards",))
 def get_data_stream(engine, params, body, name):
     """GetDataStreamAction: a wildcard matches none (an empty list), a name is 404 (helpers.reindex
     asks whether its target is a data stream)."""
@@ -706,17 +832,17 @@ def get_data_stream(engine, params, body, name):
 # --- multi get (engine/rest/mget.py) --------------------------------------------------------
 
 
-@route("GET|POST", "/_mget")
+@route("GET|POST", "/_mget", api="mget", params=rest_mget.MGET_PARAMS)
 def mget(engine, params, body, index=None):
     return 200, rest_mget.mget(engine, index, params, body, _source_params(params))
 
 
-@route("GET|POST", "/{index}/_mget")
+@route("GET|POST", "/{index}/_mget", api="mget", params=rest_mget.MGET_PARAMS)
 def mget_index(engine, params, body, index):
     return mget(engine, params, body, index=index)
 
 
-@route("GET|POST", "/{index}/_count")
+@route("GET|POST", "/{index}/_count", api="count", params=("q", *Q_PARAMS))
 def count_route(engine, params, body, index):
     check_search_body(body)
     body = with_url_query(params, body, _path(index, "_count"), body_wins=True)
@@ -728,32 +854,34 @@ def count_route(engine, params, body, index):
     }
 
 
-@route("GET|POST", "/_count")
+@route("GET|POST", "/_count", api="count", params=("q", *Q_PARAMS))
 def count_all(engine, params, body):
     return count_route(engine, params, body, "_all")
 
 
-@route("GET|POST", "/_analyze")
+@route("GET|POST", "/_analyze", api="indices.analyze")
 def analyze_route(engine, params, body, index=None):
     return 200, analyze_api.analyze(engine, body, index)
 
 
-@route("GET|POST", "/{index}/_analyze")
+@route("GET|POST", "/{index}/_analyze", api="indices.analyze")
 def analyze_index_route(engine, params, body, index):
     return analyze_route(engine, params, body, index)
 
 
-@route("GET|POST", "/{index}/_explain/{doc_id}")
+@route("GET|POST", "/{index}/_explain/{doc_id}", api="explain", params=("q", *Q_PARAMS))
 def explain_route(engine, params, body, index, doc_id):
     return query_apis.explain(engine, params, body, index, doc_id)
 
 
-@route("GET|POST", "/_validate/query")
+@route("GET|POST", "/_validate/query", api="indices.validate_query", params=("q", *Q_PARAMS, "explain"))
 def validate_query_route(engine, params, body, index="_all"):
     return query_apis.validate_query(engine, params, body, index)
 
 
-@route("GET|POST", "/{index}/_validate/query")
+@route(
+    "GET|POST", "/{index}/_validate/query", api="indices.validate_query", params=("q", *Q_PARAMS, "explain")
+)
 def validate_query_index_route(engine, params, body, index):
     return validate_query_route(engine, params, body, index)
 
@@ -777,7 +905,7 @@ def error_of(method: str, path: str, exc: Exception) -> EsError:
     return internal_error(method, path, exc)
 
 
-@route("GET|POST", "/_msearch")
+@route("GET|POST", "/_msearch", api="msearch", params=_MSEARCH_PARAMS)
 def msearch(engine, params, body, index=None):
     lines = body if isinstance(body, list) else []
     if len(lines) % 2:
@@ -822,7 +950,7 @@ def msearch(engine, params, body, index=None):
     return 200, {"took": sum(r.get("took", 0) for r in responses), "responses": responses}
 
 
-@route("GET|POST", "/{index}/_msearch")
+@route("GET|POST", "/{index}/_msearch", api="msearch", params=_MSEARCH_PARAMS)
 def msearch_index(engine, params, body, index):
     return msearch(engine, params, body, index=index)
 
@@ -830,7 +958,7 @@ def msearch_index(engine, params, body, index):
 # --- stored scripts and search templates -----------------------------------------------
 
 
-@route("PUT|POST", "/_scripts/{script_id}")
+@route("PUT|POST", "/_scripts/{script_id}", api="put_script")
 def put_script(engine, params, body, script_id):
     check_script_body(body)
     script = (body or {}).get("script")
@@ -842,7 +970,7 @@ def put_script(engine, params, body, script_id):
     return 200, {"acknowledged": True}
 
 
-@route("GET", "/_scripts/{script_id}")
+@route("GET", "/_scripts/{script_id}", api="get_script")
 def get_script(engine, params, body, script_id):
     script = engine.store.get_script(script_id)
     if script is None:
@@ -850,28 +978,28 @@ def get_script(engine, params, body, script_id):
     return 200, {"_id": script_id, "found": True, "script": script}
 
 
-@route("DELETE", "/_scripts/{script_id}")
+@route("DELETE", "/_scripts/{script_id}", api="delete_script")
 def delete_script(engine, params, body, script_id):
     if not engine.store.delete_script(script_id):
         raise EsError(404, "resource_not_found_exception", f"stored script [{script_id}] does not exist")
     return 200, {"acknowledged": True}
 
 
-@route("GET|POST", "/{index}/_search/template")
+@route("GET|POST", "/{index}/_search/template", api="search_template")
 def search_template(engine, params, body, index):
     from scholar_es.engine.search.templates import render_template
 
     return 200, search_one(engine, index, render_template(engine, check_template_body(body)))
 
 
-@route("GET|POST", "/_render/template")
+@route("GET|POST", "/_render/template", api="render_search_template")
 def render_template_route(engine, params, body):
     from scholar_es.engine.search.templates import render_template
 
     return 200, {"template_output": render_template(engine, check_template_body(body))}
 
 
-@route("GET|POST", "/_render/template/{script_id}")
+@route("GET|POST", "/_render/template/{script_id}", api="render_search_template")
 def render_stored_template(engine, params, body, script_id):
     return render_template_route(engine, params, {**check_template_body(body), "id": script_id})
 

@@ -3,7 +3,8 @@
 With it the official ``elasticsearch.Elasticsearch`` client -- every API method,
 ``elasticsearch.helpers``, ``elasticsearch.dsl`` and its error classes -- runs against the
 embedded engine unchanged: the client serializes the request, this node hands it to
-:func:`engine.rest.handler.handle`, and the client parses the answer as it would a cluster's.
+:func:`engine.rest.handler.handle` (with its ``Accept`` header), and the client parses the answer
+as it would a cluster's: JSON (indented with ``?pretty``), or ``text/plain`` for a ``_cat`` table.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from scholar_es.engine import xcontent
 from scholar_es.engine.errors import EsError, internal_error
 from scholar_es.engine.index.indices import open_engine
 from scholar_es.engine.rest.handler import handle
+from scholar_es.engine.rest.shaping import TextBody
 
 EMBEDDED_HOST = "embedded.invalid"  # a reserved name: never resolvable, never contacted
 
@@ -48,11 +50,13 @@ def _non_finite_as_strings(obj):
     return obj
 
 
-def _dumps(out) -> bytes:
+def _dumps(out, pretty: bool = False) -> bytes:
+    indent = 2 if pretty else None
     try:
-        return json.dumps(out, ensure_ascii=False, allow_nan=False).encode("utf-8")
+        data = json.dumps(out, ensure_ascii=False, allow_nan=False, indent=indent)
     except ValueError:  # NaN/Infinity somewhere (rare): the slow path
-        return json.dumps(_non_finite_as_strings(out), ensure_ascii=False, allow_nan=False).encode("utf-8")
+        data = json.dumps(_non_finite_as_strings(out), ensure_ascii=False, allow_nan=False, indent=indent)
+    return (data + "\n" if pretty else data).encode("utf-8")
 
 
 class EmbeddedNode(BaseNode):
@@ -69,6 +73,7 @@ class EmbeddedNode(BaseNode):
         parts = urlsplit(target)
         params = dict(parse_qsl(parts.query, keep_blank_values=True))
         content_type = (headers or {}).get("content-type", "") if headers else ""
+        accept = (headers or {}).get("accept") if headers else None
         out: object
         try:
             payload = _decode_body(body, content_type)
@@ -87,16 +92,21 @@ class EmbeddedNode(BaseNode):
                 },
             )
         else:
-            status, out = handle(self._engine, method, parts.path, params, payload)
+            status, out = handle(self._engine, method, parts.path, params, payload, accept=accept)
+        media = "application/json"
         try:
-            data = b"" if out is None or method == "HEAD" else _dumps(out)
+            if isinstance(out, TextBody):  # a _cat table: text/plain, as written
+                data, media = (b"" if method == "HEAD" else out.encode("utf-8")), out.content_type
+            else:
+                pretty = params.get("pretty") in ("", "true")  # checked by the dispatcher
+                data = b"" if out is None or method == "HEAD" else _dumps(out, pretty)
         except (ValueError, TypeError, RecursionError) as exc:  # an answer we cannot write: our bug
             status, out = 500, internal_error(method, parts.path, exc).to_body()
             data = json.dumps(out).encode("utf-8")
         meta = ApiResponseMeta(
             status=status,
             http_version="1.1",
-            headers=HttpHeaders({"content-type": "application/json", "x-elastic-product": "Elasticsearch"}),
+            headers=HttpHeaders({"content-type": media, "x-elastic-product": "Elasticsearch"}),
             duration=time.perf_counter() - start,
             node=self.config,
         )

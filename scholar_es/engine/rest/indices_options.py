@@ -1,0 +1,51 @@
+"""``IndicesOptions.fromRequest``: the ``expand_wildcards``, ``allow_no_indices`` and
+``ignore_unavailable`` URL parameters, over the engine's indices (all open, none hidden).
+
+* ``expand_wildcards``: a comma list of ``open``, ``closed``, ``hidden``, ``none``, ``all``
+  (another value: ``No valid expand wildcard value [x]``). A wildcard expression expands to the
+  indices it matches when the list has ``open`` or ``all``; with only ``closed``, ``hidden`` or
+  ``none`` it expands to nothing (the engine has no closed or hidden index).
+* ``allow_no_indices=false``: a wildcard expression that expands to nothing is a 404
+  ``index_not_found_exception`` naming it (the default, true: nothing).
+* ``ignore_unavailable=true``: a missing concrete index is left out instead of a 404.
+"""
+
+from __future__ import annotations
+
+from scholar_es.engine.errors import illegal_argument, index_not_found
+from scholar_es.engine.rest.spec import parse_bool
+
+PARAMS = ("expand_wildcards", "allow_no_indices", "ignore_unavailable")
+_STATES = ("open", "closed", "hidden", "none", "all")
+
+
+def resolve(engine, expr: str, params: dict, allow_aliases: bool = True) -> list[str]:
+    """The concrete indices of ``expr`` as the request's indices options resolve them."""
+    if not any(p in params for p in PARAMS):
+        return engine.resolve(expr, allow_aliases=allow_aliases)
+    states = {"open"}
+    if "expand_wildcards" in params:
+        states = {s.strip() for s in str(params["expand_wildcards"]).split(",") if s.strip()}
+        for s in states:
+            if s not in _STATES:
+                raise illegal_argument(f"No valid expand wildcard value [{s}]")
+    expand = bool(states & {"open", "all"})
+    allow_none = (
+        parse_bool("allow_no_indices", params["allow_no_indices"]) if "allow_no_indices" in params else True
+    )
+    ignore = (
+        parse_bool("ignore_unavailable", params["ignore_unavailable"])
+        if "ignore_unavailable" in params
+        else False
+    )
+    out: list[str] = []
+    for part in (p.strip() for p in str(expr).split(",") if p.strip()):
+        wildcard = part in ("_all", "*") or any(c in part for c in "*?")
+        if wildcard:
+            found = engine.resolve(part, allow_aliases=allow_aliases, must_exist=False) if expand else []
+            if not found and not allow_none:
+                raise index_not_found(part)
+        else:
+            found = engine.resolve(part, allow_aliases=allow_aliases, must_exist=not ignore)
+        out.extend(found)
+    return list(dict.fromkeys(out))
