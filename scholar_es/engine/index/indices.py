@@ -32,39 +32,21 @@ import numpy as np
 from scholar_es.engine.diskfull import SAVE_NOTE, naming_full_disk
 from scholar_es.engine.errors import EsError, illegal_argument, index_not_found
 from scholar_es.engine.index import durability, hnsw, versioning
+from scholar_es.engine.index import writes as writes_mod
 from scholar_es.engine.index.commit import Commit, StaleCommit, fault, open_commit, peek_meta, write_commit
+from scholar_es.engine.index.definitions import bm25_similarities, flat_index_settings, merge_properties
 from scholar_es.engine.index.mapping import (
     Mapping,
-    escape_surrogates,
     keyword_normalizer,
-    mapper_error,
-    parse_enabled,
-    spec_type,
-    unpaired_surrogate_reason,
 )
 from scholar_es.engine.index.segment import ParsedDoc, Segment, parse_document
-from scholar_es.engine.index.store import Reader, Store, merge_mappings, pack_vectors, unpack_vectors
-from scholar_es.engine.query import similarity as sim
-from scholar_es.engine.xcontent import dumps_text
+from scholar_es.engine.index.store import Reader, Store, merge_mappings, unpack_vectors
 
 log = logging.getLogger("scholar_es.engine")
 
 #: queued parsed documents that make a writer publish a snapshot itself (their token lists are
 #: larger than the arrays they become)
 PUBLISH_EVERY = 5_000
-MAX_ID_BYTES = 512  # IndexRequest: "id is too long, must be no longer than 512 bytes"
-_INDEX_SETTINGS = {
-    "number_of_shards",
-    "number_of_replicas",
-    "refresh_interval",
-    "analysis",
-    "max_result_window",
-    "similarity",
-    "codec",
-    "mapping",
-    "translog",  # durability and sync_interval only (engine/index/durability.py)
-    "analyze",  # max_token_count only (engine/rest/analyze.py)
-}
 #: what PUT _settings may change (the engine applies no other setting to an existing index)
 _DYNAMIC_SETTINGS = ("index.translog.durability", "index.translog.sync_interval")
 
@@ -98,95 +80,6 @@ class _OnDisk:
     @property
     def deltas(self) -> list[dict]:
         return list(self.meta.get("deltas") or [])
-
-
-def _flat_index_settings(settings: dict) -> dict:
-    """Accept both ``{"index": {...}}`` and flat ``{"number_of_shards": 1}`` forms."""
-    out = dict(settings.get("index", {})) if isinstance(settings.get("index"), dict) else {}
-    for k, v in settings.items():
-        if k == "index":
-            continue
-        out[k.removeprefix("index.")] = v
-    translog: dict = {}
-    for k in list(out):
-        analyze = (
-            out[k] if k == "analyze" else {k.removeprefix("analyze."): 0} if k.startswith("analyze.") else {}
-        )
-        if (
-            k.split(".")[0] not in _INDEX_SETTINGS
-            or (k == "translog" and not isinstance(out[k], dict))
-            or not isinstance(analyze, dict)
-            or set(analyze) - {"max_token_count"}
-        ):
-            raise illegal_argument(
-                f"unknown setting [index.{k}] please check that any required plugins are installed, "
-                "or check the breaking changes documentation for removed settings"
-            )
-        if k == "translog":
-            translog.update(out.pop(k))
-        elif k.startswith("translog."):
-            translog[k.removeprefix("translog.")] = out.pop(k)
-    if translog:  # one nested group, as GET _settings shows it
-        out["translog"] = durability.check_translog(translog)
-    return out
-
-
-def _is_object(spec: dict) -> bool:
-    return spec_type(spec) == "object"
-
-
-def _merge_properties(current: dict, update: dict, prefix: str) -> dict:
-    """``current`` properties with a PUT _mapping's ``update`` merged in, as MapperService does:
-    a new field is added; an object's sub-fields are merged recursively and its ``dynamic`` may
-    change, its ``enabled`` may not; a field's type never changes; a field's other parameters
-    are taken from the update (the engine does not check each parameter's updatability)."""
-    out = dict(current)
-    for name, spec in update.items():
-        existing = out.get(name)
-        if (
-            existing is None
-            or not isinstance(spec, dict)
-            or not isinstance(spec.get("properties", {}), dict)
-            or ("type" not in spec and spec_type(spec) is None)
-        ):
-            out[name] = spec  # Mapping() reports a malformed spec with its own message
-            continue
-        full = prefix + name
-        if _is_object(existing):
-            if not _is_object(spec):
-                raise illegal_argument(f"can't merge a non object mapping [{full}] with an object mapping")
-            if "enabled" in spec and parse_enabled(spec["enabled"]) != parse_enabled(
-                existing.get("enabled", True)
-            ):
-                raise illegal_argument(
-                    f"the [enabled] parameter can't be updated for the object mapping [{full}]"
-                )
-            merged = {**existing, **{k: v for k, v in spec.items() if k != "properties"}}
-            props = _merge_properties(existing.get("properties", {}), spec.get("properties", {}), full + ".")
-            if props:
-                merged["properties"] = props
-                if merged.get("type") == "object":
-                    del merged["type"]
-            out[name] = merged
-        elif _is_object(spec) or existing.get("type") != spec.get("type"):
-            raise illegal_argument(
-                f"mapper [{full}] cannot be changed from type [{existing.get('type')}] to "
-                f"[{spec.get('type', 'object')}]"
-            )
-        else:
-            out[name] = spec
-    return out
-
-
-def bm25_similarities(settings: dict, mapping: Mapping) -> sim.FieldSimilarities:
-    """The BM25 parameters of the index's text/keyword fields (index.similarity + each field's
-    ``similarity``); raises for an unknown or unsupported similarity."""
-    mapped = {
-        name: fs.similarity
-        for name, fs in mapping.fields.items()
-        if fs.type in ("text", "keyword") and fs.similarity is not None
-    }
-    return sim.field_similarities(settings.get("similarity"), mapped)
 
 
 class IndexHandle:
@@ -489,41 +382,8 @@ class IndexHandle:
             return self._write(ops)
 
     def _write(self, ops: list[tuple]) -> list[dict]:
-        results: list[dict | None] = [None] * len(ops)
-        writes: list[tuple[int, tuple]] = []  # (op position, store op)
-        parsed = []
         mapping_before = json.dumps(self.mapping.to_body(), sort_keys=True)
-        for i, op in enumerate(ops):
-            if op[0] == "delete":
-                writes.append((i, op))
-                continue
-            _, doc_id, source, cond = op
-            reason = unpaired_surrogate_reason(doc_id)
-            if reason is not None:
-                results[i] = _item_error(illegal_argument(f"id [{escape_surrogates(doc_id)}] holds {reason}"))
-                continue
-            if len(doc_id.encode("utf-8", "surrogatepass")) > MAX_ID_BYTES:
-                results[i] = _item_error(
-                    illegal_argument(
-                        f"id [{doc_id[:40]}...] is too long, must be no longer than {MAX_ID_BYTES} bytes but was: "
-                        f"{len(doc_id.encode('utf-8', 'surrogatepass'))}"
-                    )
-                )
-                continue
-            try:
-                pdoc = parse_document(self.mapping, self.analysis, 0, doc_id, source)
-            except EsError as e:
-                results[i] = _item_error(e)
-                continue
-            stored_text = dumps_text(self._stored_source(source))
-            reason = unpaired_surrogate_reason(stored_text)  # e.g. in a field the mapping does not index
-            if reason is not None:
-                results[i] = _item_error(
-                    mapper_error(f"failed to parse: the document's _source holds {reason}")
-                )
-                continue
-            writes.append((i, ("index", doc_id, stored_text, pack_vectors(pdoc.vectors), cond)))
-            parsed.append((i, pdoc))
+        results, writes, parsed = writes_mod.parse_ops(self.mapping, self.analysis, ops, self._stored_source)
         # dynamic fields or vector dims the documents added go in with them, in one transaction:
         # only additions, so a parameter another process changed meanwhile (a PUT _mapping of an
         # object's dynamic, say) is kept, not overwritten by this process's older value
@@ -550,7 +410,9 @@ class IndexHandle:
         for (i, w), applied in zip(writes, outcome, strict=True):
             doc_id = w[1]
             if isinstance(applied, str):  # its condition failed
-                results[i] = _item_error(versioning.conflict_error(doc_id, applied, self.name, self.uuid))
+                results[i] = writes_mod.item_error(
+                    versioning.conflict_error(doc_id, applied, self.name, self.uuid)
+                )
                 continue
             seq, version, previous = applied
             if previous is not None:
@@ -627,7 +489,7 @@ class IndexHandle:
 
     def put_mapping(self, body: dict) -> None:
         merged = self.mapping.to_body()
-        merged["properties"] = _merge_properties(merged["properties"], body.get("properties", {}), "")
+        merged["properties"] = merge_properties(merged["properties"], body.get("properties", {}), "")
         if "dynamic" in body:
             merged["dynamic"] = body["dynamic"]
         if "_meta" in body:
@@ -687,10 +549,6 @@ class IndexHandle:
                 }
             },
         }
-
-
-def _item_error(e: EsError) -> dict:
-    return {"status": e.status, "error": e.cause()}
 
 
 class Engine:
@@ -759,7 +617,7 @@ class Engine:
         unknown = set(body) - {"settings", "mappings", "aliases"}
         if unknown:
             raise EsError(400, "parse_exception", f"unknown key [{next(iter(unknown))}] for create index")
-        settings = _flat_index_settings(body.get("settings") or {})
+        settings = flat_index_settings(body.get("settings") or {})
         translog = {k: v for k, v in (settings.pop("translog", None) or {}).items() if v is not None}
         if translog:  # a null there is the default
             settings["translog"] = translog
@@ -800,7 +658,7 @@ class Engine:
         any other is refused by name. A null value resets a setting to its default."""
         if set(body) == {"settings"} and isinstance(body["settings"], dict):  # RestUpdateSettingsAction
             body = body["settings"]
-        flat = _flat_index_settings(body)  # unknown names and bad values fail here
+        flat = flat_index_settings(body)  # unknown names and bad values fail here
         for key in flat:
             if key != "translog":
                 raise illegal_argument(
