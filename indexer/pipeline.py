@@ -62,6 +62,8 @@ class IndexSummary:
     chunks: int = 0
     rejected: int = 0
     errors: list[str] = field(default_factory=list)
+    #: one line per input file with keys its format does not read (``indexer.readers``)
+    warnings: list[str] = field(default_factory=list)
     seconds: float = 0.0
     encode_seconds: float = 0.0
     indices: dict[str, str] = field(default_factory=dict)
@@ -195,6 +197,7 @@ class IndexRun:
         on_error: Callable[[str], None] | None = None,
         on_progress: Callable[[int, int], None] | None = None,
         on_stage: Callable[[str], None] | None = None,
+        on_warning: Callable[[str], None] | None = None,
     ) -> None:
         self.es, self.embedder = es, embedder
         self.prefix, self.chunking, self.rebuild, self.bulk_size = prefix, chunking, rebuild, bulk_size
@@ -203,6 +206,8 @@ class IndexRun:
         self.on_progress = on_progress or (lambda papers, chunks: None)
         #: told what a long step without progress of its own is doing (the final refresh)
         self.on_stage = on_stage or (lambda message: None)
+        #: told about input keys the format does not read (one line per file, also in the summary)
+        self.on_warning = on_warning or (lambda message: None)
         self.summary = IndexSummary()
         self._in_flight: dict[tuple[str, str], str] = {}  # (index, doc id) -> where it came from
         self._seen: dict[str, str] = {}  # paper id -> the source that gave it first
@@ -214,6 +219,10 @@ class IndexRun:
         self.summary.rejected += 1
         self.summary.errors.append(message)
         self.on_error(message)
+
+    def warn(self, message: str) -> None:
+        self.summary.warnings.append(message)
+        self.on_warning(message)
 
     def papers(self, readers: Iterable[tuple[str, Iterable]]) -> Iterator[tuple[Paper, str]]:
         for source, items in readers:
@@ -313,7 +322,7 @@ class IndexRun:
         """Index ``sources``; bad paths or options raise before anything is written."""
         start = time.perf_counter()
         readers = [
-            (str(source), read_papers(source, fmt)) for source in sources
+            (str(source), read_papers(source, fmt, on_warning=self.warn)) for source in sources
         ]  # ConfigError now, not midway
         meta = {"embedding_model": self.embedder.name, "dims": self.embedder.dims, "chunking": self.chunking}
         backend = getattr(self.embedder, "backend", None)  # any embedder may be plugged in
