@@ -85,9 +85,14 @@ class IndexSummary:
 
 def embedding_text(chunk: Chunk, paper: Paper) -> str:
     """What the model embeds: the heading gives a paragraph its context (the abstract gets the title)."""
-    if chunk.section_type == "abstract":
-        return f"{paper.title}\n{chunk.text}" if paper.title else chunk.text
-    return f"{chunk.section_heading}\n{chunk.text}" if chunk.section_heading else chunk.text
+    return chunk_embedding_text(chunk.section_type, chunk.section_heading, paper.title, chunk.text)
+
+
+def chunk_embedding_text(section_type: str, heading: str, title: str, text: str) -> str:
+    """:func:`embedding_text` from a chunk document's fields (``indexer.update`` re-embeds with it)."""
+    if section_type == "abstract":
+        return f"{title}\n{text}" if title else text
+    return f"{heading}\n{text}" if heading else text
 
 
 def chunk_doc(chunk: Chunk, paper: Paper, vector) -> dict:
