@@ -62,6 +62,8 @@ class IndexSummary:
     chunks: int = 0
     rejected: int = 0
     errors: list[str] = field(default_factory=list)
+    #: one line per input file with keys its format does not read (``indexer.readers``)
+    warnings: list[str] = field(default_factory=list)
     seconds: float = 0.0
     encode_seconds: float = 0.0
     indices: dict[str, str] = field(default_factory=dict)
@@ -83,9 +85,14 @@ class IndexSummary:
 
 def embedding_text(chunk: Chunk, paper: Paper) -> str:
     """What the model embeds: the heading gives a paragraph its context (the abstract gets the title)."""
-    if chunk.section_type == "abstract":
-        return f"{paper.title}\n{chunk.text}" if paper.title else chunk.text
-    return f"{chunk.section_heading}\n{chunk.text}" if chunk.section_heading else chunk.text
+    return chunk_embedding_text(chunk.section_type, chunk.section_heading, paper.title, chunk.text)
+
+
+def chunk_embedding_text(section_type: str, heading: str, title: str, text: str) -> str:
+    """:func:`embedding_text` from a chunk document's fields (``indexer.update`` re-embeds with it)."""
+    if section_type == "abstract":
+        return f"{title}\n{text}" if title else text
+    return f"{heading}\n{text}" if heading else text
 
 
 def chunk_doc(chunk: Chunk, paper: Paper, vector) -> dict:
@@ -195,6 +202,7 @@ class IndexRun:
         on_error: Callable[[str], None] | None = None,
         on_progress: Callable[[int, int], None] | None = None,
         on_stage: Callable[[str], None] | None = None,
+        on_warning: Callable[[str], None] | None = None,
     ) -> None:
         self.es, self.embedder = es, embedder
         self.prefix, self.chunking, self.rebuild, self.bulk_size = prefix, chunking, rebuild, bulk_size
@@ -203,6 +211,8 @@ class IndexRun:
         self.on_progress = on_progress or (lambda papers, chunks: None)
         #: told what a long step without progress of its own is doing (the final refresh)
         self.on_stage = on_stage or (lambda message: None)
+        #: told about input keys the format does not read (one line per file, also in the summary)
+        self.on_warning = on_warning or (lambda message: None)
         self.summary = IndexSummary()
         self._in_flight: dict[tuple[str, str], str] = {}  # (index, doc id) -> where it came from
         self._seen: dict[str, str] = {}  # paper id -> the source that gave it first
@@ -214,6 +224,10 @@ class IndexRun:
         self.summary.rejected += 1
         self.summary.errors.append(message)
         self.on_error(message)
+
+    def warn(self, message: str) -> None:
+        self.summary.warnings.append(message)
+        self.on_warning(message)
 
     def papers(self, readers: Iterable[tuple[str, Iterable]]) -> Iterator[tuple[Paper, str]]:
         for source, items in readers:
@@ -313,7 +327,7 @@ class IndexRun:
         """Index ``sources``; bad paths or options raise before anything is written."""
         start = time.perf_counter()
         readers = [
-            (str(source), read_papers(source, fmt)) for source in sources
+            (str(source), read_papers(source, fmt, on_warning=self.warn)) for source in sources
         ]  # ConfigError now, not midway
         meta = {"embedding_model": self.embedder.name, "dims": self.embedder.dims, "chunking": self.chunking}
         backend = getattr(self.embedder, "backend", None)  # any embedder may be plugged in

@@ -64,7 +64,16 @@ INNER_HITS_NAME = "best_chunks"
 SATURATION_SCRIPT = "saturation(_score, params.k) * params.w"
 #: The vector part of hybrid for a rescored hit: ``w`` x the score a knn query gives a cosine
 #: field, ``(1 + cos) / 2`` (reference/mapping-types/dense-vector.html, ``similarity: cosine``).
-VECTOR_SCRIPT = "(cosineSimilarity(params.query_vector, 'vector') + 1.0) / 2.0 * params.w"
+#: A chunk without a vector scores :data:`MISSING_VECTOR_SCORE` here, as it would outside kNN's
+#: top k, instead of failing the whole search: vector functions throw on a document without a
+#: value, and the guard is the one the reference gives (query-dsl-script-score-query.html,
+#: "Vector functions": ``doc['my_vector'].size() == 0 ? 0 : cosineSimilarity(...)``).
+VECTOR_SCRIPT = (
+    f"doc['{VECTOR_FIELD}'].size() == 0 ? 0.0 : "
+    f"(cosineSimilarity(params.query_vector, '{VECTOR_FIELD}') + 1.0) / 2.0 * params.w"
+)
+#: The vector part of a chunk that has no vector (see :data:`VECTOR_SCRIPT`).
+MISSING_VECTOR_SCORE = 0.0
 
 
 def as_query_vector(vector: Sequence[float] | np.ndarray) -> list[float]:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from indexer.models import Paper, Paragraph, Section, SectionType, paragraph_id
+from indexer.readers.fields import RawRecord
 from indexer.sections import section_types
 
 
@@ -18,6 +19,8 @@ class RecordFormat:
     id_fields: tuple[str, ...]
     #: Raw JSON record -> Paper; raises InputError (with ``field`` set) for a bad record.
     to_paper: Callable[[dict[str, Any]], Paper]
+    #: The schema ``to_paper`` reads: the keys outside it are reported (``fields.unknown_keys``).
+    schema: type[RawRecord]
 
     def id_field(self, record: dict[str, Any]) -> str:
         return next((k for k in self.id_fields if k in record), self.id_fields[0])

@@ -20,6 +20,7 @@ class BeirRecord(RawRecord):
     doc_id: PaperId = Field(alias="_id")
     title: Text = ""
     text: Text = ""
+    NOT_INDEXED = frozenset({"metadata"})
 
 
 def to_paper(record: dict[str, Any]) -> Paper:
@@ -32,4 +33,5 @@ FORMAT = RecordFormat(
     description="BEIR corpus.jsonl: {_id, title, text, metadata}",
     id_fields=("_id",),
     to_paper=to_paper,
+    schema=BeirRecord,
 )

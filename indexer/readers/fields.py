@@ -1,13 +1,14 @@
 """Field types shared by the input-record schemas, and the mapping of schema errors to InputError.
 
-Each format module validates a raw JSON record against a small pydantic schema (extra keys are
-ignored: real files carry metadata we do not index); a failure becomes one InputError naming
-the field path, the offending value and the fix.
+Each format module validates a raw JSON record against a small pydantic schema; a failure becomes
+one InputError naming the field path, the offending value and the fix. Keys a schema does not
+read are not an error (real files carry metadata we do not index) but never pass unseen:
+:func:`unknown_keys` names them and the reader reports them once per file.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, ClassVar, TypeVar, get_args
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
 
@@ -30,6 +31,42 @@ class RawRecord(BaseModel):
     """Base of the raw-record schemas: permissive about unknown keys, strict about types."""
 
     model_config = ConfigDict(extra="ignore", frozen=True)
+    #: Keys the format documents and deliberately does not index (never reported as unknown).
+    NOT_INDEXED: ClassVar[frozenset[str]] = frozenset()
+
+
+def _nested_schema(annotation: Any) -> type[RawRecord] | None:
+    """The record schema inside a field's type (``ListOf[Section] | None`` -> ``Section``), if any."""
+    if isinstance(annotation, type) and issubclass(annotation, RawRecord):
+        return annotation
+    for arg in get_args(annotation):
+        found = _nested_schema(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def unknown_keys(schema: type[RawRecord], record: dict[str, Any], prefix: str = "") -> set[str]:
+    """The paths of the keys of ``record`` that ``schema`` does not read, nested objects included:
+    ``{"sections": [{"section_name": ...}]}`` against our format gives ``{"sections[].section_name"}``."""
+    by_key = {info.alias or name: info for name, info in schema.model_fields.items()}
+    out: set[str] = set()
+    for key, value in record.items():
+        info = by_key.get(key)
+        if info is None:
+            if key not in schema.NOT_INDEXED:
+                out.add(prefix + key)
+            continue
+        nested = _nested_schema(info.annotation)
+        if nested is None:
+            continue
+        if isinstance(value, dict):
+            out |= unknown_keys(nested, value, f"{prefix}{key}.")
+        elif isinstance(value, list):
+            for item in value:
+                if isinstance(item, dict):
+                    out |= unknown_keys(nested, item, f"{prefix}{key}[].")
+    return out
 
 
 def _paper_id(value: Any) -> Any:

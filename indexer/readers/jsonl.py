@@ -20,7 +20,8 @@ S2ORC-like full text is also accepted (instead of ``sections``, never with it)::
 
 where consecutive ``body_text`` paragraphs with the same ``section`` form one section.
 
-Rules: null counts as absent; unknown keys are ignored; a record needs an id and some text (a
+Rules: null counts as absent; keys not listed here are not read and are reported once per file
+(with the ``--format`` the records look like, when they look like another one); a record needs an id and some text (a
 title, an abstract or a paragraph). Paragraph ids are ``<id>#<section_idx>.<para_idx>``
 (0-based, empty paragraphs keep their index but are not indexed) and ``<id>#abs``. A section's
 ``type`` is one of the section types (see ``indexer.models.SECTION_TYPES``); without it the type
@@ -139,4 +140,5 @@ FORMAT = RecordFormat(
     "sections: [{heading, paragraphs | text}]} or S2ORC-like body_text",
     id_fields=("id", "paper_id"),
     to_paper=to_paper,
+    schema=OursRecord,
 )

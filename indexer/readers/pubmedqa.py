@@ -5,7 +5,7 @@ CONCLUSIONS, ...). Each becomes a body Section with one paragraph, ``<paper_id>#
 from its label (METHODS -> method, CONCLUSIONS -> conclusion), and ``Paper.abstract`` stays
 empty: indexing the joined text as an abstract chunk as well would put every sentence in the
 index twice, and one chunk per label is what makes "search the conclusions only" possible.
-``year`` may be a string ("2011") or null; ``meshes`` are not indexed.
+``year`` may be a string ("2011") or null; ``meshes`` and ``split`` are not indexed.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ class PubmedRecord(RawRecord):
     title: Text = ""
     year: Year = None
     sections: ListOf[PubmedSection] = []
+    NOT_INDEXED = frozenset({"meshes", "split"})  # split: the data set part a record came from
 
 
 def to_paper(record: dict[str, Any]) -> Paper:
@@ -40,4 +41,5 @@ FORMAT = RecordFormat(
     description="PubMedQA papers.jsonl: {paper_id, year, meshes, sections: [{section_name, text}]}",
     id_fields=("paper_id",),
     to_paper=to_paper,
+    schema=PubmedRecord,
 )

@@ -3,7 +3,8 @@
 Sections and paragraphs keep their original indices, empty ones included, so paragraph ids
 (``<paper_id>#<section_idx>.<para_idx>``) are exactly those of QASPER's evidence annotations and
 of ``chunks_*.jsonl``. The heading is ``section_name`` as given, ``Parent ::: Child`` paths
-included (null -> ""); its type comes from :func:`indexer.sections.section_types`.
+included (null -> ""); its type comes from :func:`indexer.sections.section_types`. ``source``
+(the split, in ``papers_*.jsonl``) is not indexed.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ class QasperRecord(RawRecord):
     title: Text = ""
     abstract: Text = ""
     sections: ListOf[QasperSection] = []
+    NOT_INDEXED = frozenset({"source"})  # the split a paper came from, in papers_*.jsonl
 
 
 def to_paper(record: dict[str, Any]) -> Paper:
@@ -38,4 +40,5 @@ FORMAT = RecordFormat(
     description="QASPER papers_*.jsonl: {paper_id, title, abstract, sections: [{section_name, paragraphs}]}",
     id_fields=("paper_id",),
     to_paper=to_paper,
+    schema=QasperRecord,
 )

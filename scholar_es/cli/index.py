@@ -17,7 +17,11 @@ from scholar_es.client import default_target, display_target, is_url
     "fmt",
     default="auto",
     show_default=True,
-    help="Input format: auto, jsonl (ours), beir, qasper or pubmedqa.",
+    help="Input format and the keys it reads: auto (told by the first records' keys); jsonl (ours: "
+    "id, title, abstract, authors, year, venue, sections[].heading/type/paragraphs/text, or S2ORC-like "
+    "paper_id and body_text[].section/text); beir (corpus.jsonl: _id, title, text); qasper "
+    "(paper_id, title, abstract, sections[].section_name/paragraphs); pubmedqa (paper_id, title, "
+    "year, sections[].section_name/text).",
 )
 @target_option
 @click.option("--chunking", default="paragraph", show_default=True, help="paragraph or window.")
@@ -37,8 +41,11 @@ def index_cmd(sources, fmt, target, chunking, model, batch_size, prefix, rebuild
     """Index papers from SOURCES (files or BEIR directories) as section-tagged chunks.
 
     Bad records are reported with file, line and reason, counted, and skipped; the exit
-    status is 1 when any record was rejected, 0 otherwise. Rerunning updates documents in
-    place (ids are deterministic), so nothing is duplicated.
+    status is 1 when any record was rejected, 0 otherwise. Keys the format does not read are
+    reported once per file on stderr (a `warning:` line with the keys, the number of records
+    holding them and, when the records look like another format, the --format to use); they
+    do not change the exit status. Rerunning updates documents in place (ids are
+    deterministic), so nothing is duplicated.
     """
     from tqdm import tqdm
 
@@ -66,6 +73,11 @@ def index_cmd(sources, fmt, target, chunking, model, batch_size, prefix, rebuild
     def report(message: str) -> None:
         bar.clear()
         click.echo(f"rejected: {message}", err=True)
+        bar.refresh()
+
+    def warn(message: str) -> None:
+        bar.clear()
+        click.echo(f"warning: {message}", err=True)
         bar.refresh()
 
     def stage(message: str) -> None:
@@ -102,6 +114,7 @@ def index_cmd(sources, fmt, target, chunking, model, batch_size, prefix, rebuild
             on_error=report,
             on_progress=progress,
             on_stage=stage,
+            on_warning=warn,
         )
         try:
             return run.run(list(sources), fmt)

@@ -176,3 +176,38 @@ def test_progress_says_the_model_loads_and_has_a_total(tmp_path):
     assert re.search(r"refreshing \d+ chunks \(the embedded engine builds the kNN graph", result.output)
     quiet = _run(str(src), "--es", str(tmp_path / "engine"))
     assert "loading" not in quiet.output and "/4" not in quiet.output and "refreshing" not in quiet.output
+
+
+QASPER_SHAPED = {
+    "paper_id": "1503.00841",
+    "title": "Robustly leveraging prior knowledge in text classification",
+    "abstract": "Prior knowledge helps text classification.",
+    "source": "validation",
+    "sections": [
+        {"section_name": "Introduction", "paragraphs": ["Labeled features guide the classifier."]},
+        {"section_name": "Method ::: Regularization", "paragraphs": ["Three regularization terms."]},
+        {"section_name": "Experiments", "paragraphs": ["We test on six data sets."]},
+    ],
+}
+
+
+def test_a_qasper_file_read_as_jsonl_is_reported_with_the_format_to_use(tmp_path):
+    src = tmp_path / "papers.jsonl"
+    src.write_text(json.dumps(QASPER_SHAPED) + "\n" + json.dumps({**QASPER_SHAPED, "paper_id": "2"}) + "\n")
+    target = str(tmp_path / "engine")
+    result = _run(str(src), "--es", target, "--format", "jsonl")
+    assert result.exit_code == 0, result.output
+    [warning] = [line for line in result.output.splitlines() if line.startswith("warning: ")]
+    assert warning.startswith(f"warning: {src}: 2 records hold keys the jsonl format does not read")
+    assert "sections[].section_name (2)" in warning and "source (2)" in warning
+    assert warning.endswith("the records look like qasper records: use --format qasper")
+
+    result = _run(str(src), "--es", target, "--format", "qasper", "--prefix", "q-")
+    assert result.exit_code == 0 and "warning: " not in result.output, result.output
+    es = embedded_client(target)
+    try:
+        hits = es.search(index="q-chunks", size=20, _source=["section_type"])["hits"]["hits"]
+        types = {h["_source"]["section_type"] for h in hits}
+        assert {"introduction", "method", "experiments"} <= types, types
+    finally:
+        es.close()

@@ -273,6 +273,79 @@ def test_forced_format_reports_records_of_another_shape(tmp_path):
     assert error.field == "_id" and error.line == 1
 
 
+# -- keys a format does not read: reported once per file -------------------------------------------
+
+
+def _read_with_warnings(path, fmt="auto"):
+    warnings: list[str] = []
+    items = list(read_papers(path, fmt, on_warning=warnings.append))
+    return items, warnings
+
+
+@pytest.mark.parametrize("record", [QASPER, PUBMED, BEIR, S2ORC, {"id": "x", "title": "t"}])
+def test_a_record_each_format_reads_whole_gives_no_warning(tmp_path, record):
+    items, warnings = _read_with_warnings(_write(tmp_path / "r.jsonl", [record]))
+    assert len(_split(items)[0]) == 1 and warnings == []
+
+
+def test_qasper_file_read_as_jsonl_names_the_lost_headings_and_the_format_to_use(tmp_path):
+    second = {**QASPER, "paper_id": "q2"}
+    path = _write(tmp_path / "q.jsonl", [QASPER, second])
+    items, [warning] = _read_with_warnings(path, "jsonl")
+    assert len(_split(items)[0]) == 2  # read all the same, as before
+    assert warning.startswith(f"{path}: 2 records hold keys the jsonl format does not read")
+    assert "sections[].section_name (2)" in warning and "source (2)" in warning
+    assert warning.endswith("use --format qasper")
+    _, again = _read_with_warnings(path, "qasper")
+    assert again == []
+
+
+@pytest.mark.parametrize(
+    "fmt, record, key",
+    [
+        ("jsonl", {"id": "x", "title": "t", "doi": "10.1/x"}, "doi"),
+        (
+            "jsonl",
+            {"id": "x", "sections": [{"heading": "H", "paragraphs": ["p"], "label": "l"}]},
+            "sections[].label",
+        ),
+        (
+            "jsonl",
+            {"paper_id": "x", "body_text": [{"section": "S", "text": "t", "cite_spans": []}]},
+            "body_text[].cite_spans",
+        ),
+        ("qasper", {**QASPER, "figures_and_tables": []}, "figures_and_tables"),
+        (
+            "qasper",
+            {**QASPER, "sections": [{"section_name": "I", "paragraphs": ["p"], "id": 3}]},
+            "sections[].id",
+        ),
+        ("pubmedqa", {**PUBMED, "labels": ["a"]}, "labels"),
+        (
+            "pubmedqa",
+            {**PUBMED, "sections": [{"section_name": "M", "text": "t", "label": "x"}]},
+            "sections[].label",
+        ),
+        ("beir", {**BEIR, "url": "u"}, "url"),
+    ],
+)
+def test_each_reader_reports_its_unread_keys_once_per_file(tmp_path, fmt, record, key):
+    path = _write(tmp_path / "r.jsonl", [record, "{bad", {**record, FORMATS[fmt].id_fields[0]: "other"}])
+    items, [warning] = _read_with_warnings(path, fmt)
+    papers, errors = _split(items)
+    assert len(papers) == 2 and len(errors) == 1
+    assert f"2 records hold keys the {fmt} format does not read" in warning and f"{key} (2)" in warning
+    assert warning.endswith("see `scholar-es index --help` for the formats and their keys")
+
+
+def test_unread_keys_go_to_the_log_without_a_callback(tmp_path, caplog):
+    path = _write(tmp_path / "q.jsonl", [QASPER])
+    with caplog.at_level("WARNING", logger="indexer.readers"):
+        list(read_papers(path, "jsonl"))
+    assert [r.levelname for r in caplog.records] == ["WARNING"]
+    assert "use --format qasper" in caplog.records[0].getMessage()
+
+
 # -- bad options -------------------------------------------------------------------------------------
 
 
