@@ -77,6 +77,17 @@ function scoreBar(hit, maxScore) {
   return bar;
 }
 
+function chunkNode(hit, maxScore, stems, best) {
+  const chunk = el("div", {class: best ? "chunk best" : "chunk", "data-chunk-id": hit.chunk_id});
+  const head = el("div", {class: "chunk-head"});
+  head.append(el("span", {class: `badge ${hit.section_type}`}, hit.section_type || "other"));
+  head.append(el("span", {class: "heading muted"}, hit.section_heading));
+  head.append(scoreBar(hit, maxScore));
+  head.append(el("span", {class: "score muted"}, hit.score.toFixed(4)));
+  chunk.append(head, highlighted(hit.chunk_text || hit.snippet, stems));
+  return chunk;
+}
+
 function renderColumn(strategy, result, question) {
   const col = $("#column-template").content.firstElementChild.cloneNode(true);
   col.dataset.strategy = strategy;
@@ -91,18 +102,27 @@ function renderColumn(strategy, result, question) {
   for (const paper of result.papers) {
     const li = el("li", {class: "paper", "data-paper-id": paper.paper_id});
     li.append(el("div", {class: "paper-title"}, paper.title || paper.paper_id));
-    const first = paper.chunks[0] || {};
-    const meta = [paper.paper_id, first.venue, first.year, `score ${paper.score.toFixed(4)}`].filter(Boolean);
-    li.append(el("div", {class: "paper-meta muted"}, meta.join(" · ")));
-    for (const hit of paper.chunks) {
-      const chunk = el("div", {class: "chunk", "data-chunk-id": hit.chunk_id});
-      const head = el("div", {class: "chunk-head"});
-      head.append(el("span", {class: `badge ${hit.section_type}`}, hit.section_type || "other"));
-      head.append(el("span", {class: "heading muted"}, hit.section_heading));
-      head.append(scoreBar(hit, maxScore));
-      head.append(el("span", {class: "score muted"}, hit.score.toFixed(4)));
-      chunk.append(head, highlighted(hit.chunk_text || hit.snippet, stems));
-      li.append(chunk);
+    const authors = paper.authors.length > 3 ? `${paper.authors.slice(0, 3).join(", ")} et al.`
+      : paper.authors.join(", ");
+    const meta = el("div", {class: "paper-meta muted"});
+    for (const [cls, text] of [["authors", authors], ["year", paper.year], ["venue", paper.venue],
+      ["paper-id", paper.paper_id], ["paper-score", `score ${paper.score.toFixed(4)}`]]) {
+      if (text !== null && text !== undefined && text !== "") meta.append(el("span", {class: cls}, String(text)));
+    }
+    li.append(meta);
+    if (paper.abstract) {
+      const abs = el("details", {class: "abstract"});
+      abs.append(el("summary", {}, "Abstract"), el("p", {}, paper.abstract));
+      li.append(abs);
+    }
+    // the best paragraph (the paper's top-scoring chunk) shown; the others behind a toggle
+    const [best, ...others] = paper.chunks;
+    if (best) li.append(chunkNode(best, maxScore, stems, true));
+    if (others.length) {
+      const more = el("details", {class: "more"});
+      more.append(el("summary", {}, `more from this paper (${others.length})`));
+      for (const hit of others) more.append(chunkNode(hit, maxScore, stems, false));
+      li.append(more);
     }
     list.append(li);
   }
