@@ -50,6 +50,19 @@ class _Request(_Question):
     strategy: str = Field("hybrid", description="A strategy from GET /_scholar/strategies.")
     size: int = Field(10, ge=1, le=10_000, description="Hits (papers with `papers`; multisection: papers).")
     papers: bool = Field(False, description="Paper view: the top papers, each with its best chunks.")
+    from_: int = Field(
+        0,
+        alias="from",
+        ge=0,
+        description="Paging: the results (papers with `papers`, else hits) skipped before the `size` "
+        "returned; from + size at most 10000. The query builder's strategies (bm25 ... linear) page.",
+    )
+    sort: Literal["relevance", "year"] = Field(
+        "relevance",
+        description="`relevance` (score) or `year`: an Elasticsearch sort on the year field, newest "
+        "first, papers without a year last, score breaking ties (bm25, dense, hybrid, sections, expanded; "
+        "hybrid's rescore is left out, as Elasticsearch refuses sort with rescore).",
+    )
     heads: str | None = Field(
         None,
         description="Stored heads for the strategies that take them (multihead, multihead-hybrid; "
@@ -215,7 +228,16 @@ def _registry_request(
     """The registry's strategy and request for ``req``, checked before anything is embedded or sent."""
     strategy = registry.get(req.strategy)
     check_options(strategy, explain=explain, heads=req.heads)
-    request = search_request(state, req, size=req.size, papers=req.papers, heads=req.heads, explain=explain)
+    request = search_request(
+        state,
+        req,
+        size=req.size,
+        papers=req.papers,
+        heads=req.heads,
+        explain=explain,
+        from_=req.from_,
+        sort=req.sort,
+    )
     strategy.check(request)
     return strategy, request
 
