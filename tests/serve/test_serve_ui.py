@@ -255,3 +255,69 @@ def test_one_best_paragraph_per_paper_with_metadata_at_desktop_and_phone_width(
     assert shot.stat().st_size > 10_000
     print(f"\n[serve-ui] screenshot at {width} px: {shot}")
     page.close()
+
+
+def _shown(page) -> list[str]:
+    return (
+        page.locator(".column").first.locator(".paper").evaluate_all("els => els.map(e => e.dataset.paperId)")
+    )
+
+
+def _wait_done(page, action) -> None:
+    page.evaluate("document.body.dataset.state = ''")
+    action()
+    page.wait_for_selector("body[data-state='done']")
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_paging_and_sort_by_year(served_demo, browser, tmp_path, width):
+    """Next/Previous move through the API's pages (``from``); "year, newest first" shows the API's
+    Elasticsearch year sort; both stay inside the viewport."""
+    page = browser.new_page(viewport={"width": width, "height": 900})
+    page.goto(served_demo.url + "/_scholar/ui")
+    page.wait_for_selector("body[data-ready='1']")
+    page.fill("#question", QUESTION)
+    page.select_option("#strategy-a", "sections")
+    page.fill("#size", "4")
+    _wait_done(page, lambda: page.click("#go"))
+    body = {"question": QUESTION, "strategy": "sections", "papers": True, "explain": True}
+    whole = [p["paper_id"] for p in _api(served_demo.url, {**body, "size": 8})["papers"]]
+    assert len(whole) == 6  # the demo's papers
+    assert _shown(page) == whole[:4]
+    assert page.locator("#prev").is_disabled() and page.locator("#next").is_enabled()
+    assert page.locator("#page-info").inner_text() == "papers 1–4"
+    _wait_done(page, lambda: page.click("#next"))
+    assert (
+        _shown(page)
+        == whole[4:]
+        == [p["paper_id"] for p in _api(served_demo.url, {**body, "size": 4, "from": 4})["papers"]]
+    )
+    assert page.locator(".column .papers").first.get_attribute("start") == "5"  # numbering goes on
+    assert page.locator("#page-info").inner_text() == "papers 5–6"
+    assert page.locator("#next").is_disabled() and page.locator("#prev").is_enabled()
+    _wait_done(page, lambda: page.click("#prev"))
+    assert _shown(page) == whole[:4]
+    # sort by year: what the API's year sort answers, newest first
+    page.select_option("#sort", "year")
+    _wait_done(page, lambda: page.click("#go"))
+    # (no score bars sorted by year: the page leaves explain out, the score does not rank)
+    by_year = {**body, "explain": False, "sort": "year"}
+    every = [p["paper_id"] for p in _api(served_demo.url, {**by_year, "size": 8})["papers"]]
+    assert _shown(page) == every[:4] != whole[:4]
+    years = [int(y) for y in page.locator(".column .paper .paper-meta .year").all_inner_texts()]
+    assert years == sorted(years, reverse=True) and years[0] == 2024
+    _wait_done(page, lambda: page.click("#next"))
+    assert _shown(page) == every[4:]
+    later = [int(y) for y in page.locator(".column .paper .paper-meta .year").all_inner_texts()]
+    assert max(later) <= min(years) and later == sorted(later, reverse=True)
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
+    right = page.locator("#pager button").evaluate_all("els => els.map(e => e.getBoundingClientRect().right)")
+    assert all(r <= width for r in right)
+    page.screenshot(path=str(tmp_path / f"year-sort-{width}.png"), full_page=True)
+    # a strategy that cannot sort by year is refused by name, on the page too
+    page.select_option("#strategy-a", "rrf")
+    page.evaluate("document.body.dataset.state = ''")
+    page.click("#go")
+    page.wait_for_selector("body[data-state='error']")
+    assert "sort 'year' applies only to the strategies" in page.locator("#status").inner_text()
+    page.close()
