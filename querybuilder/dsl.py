@@ -209,16 +209,18 @@ def hybrid_rescore(plan: QueryPlan, vector: list[float]) -> dict | None:
     union (at least the hits asked for) are scored again by both signals,
     ``m(section) * (bm25_weight * s/(s + k) + knn_weight * (1 + cos)/2)``, which replaces their
     first-pass score (``query_weight`` 0). None when the profile's ``rescore_window`` is 0 or the
-    question has no text (kNN alone already scores every candidate by its similarity).
+    question has no text (kNN alone already scores every candidate by its similarity), and with
+    ``sort`` ``year`` (Elasticsearch refuses ``sort`` with ``rescore``; sorted by year, every hit
+    the query matches is ordered by its year, and a rescore would change its score alone).
 
     The window bounds the cost: Elasticsearch runs the rescore query on the window's hits only
     (per shard). A window at least as large as the page keeps every returned hit rescored: hits
     beyond the window would keep ``query_weight`` x their first-pass score, here 0."""
     window = plan.profile.rescore_window
-    if window == 0 or not plan.has_text:
+    if window == 0 or not plan.has_text or plan.sort == "year":
         return None
     return {
-        "window_size": min(max(window, plan.fetch_size), MAX_RESULT_WINDOW),
+        "window_size": min(max(window, plan.depth), MAX_RESULT_WINDOW),
         "query": {
             "rescore_query": with_section_multipliers(plan, both_signals_query(plan, vector)),
             "query_weight": 0,
@@ -238,9 +240,19 @@ def with_section_multipliers(plan: QueryPlan, query: Query) -> Query:
     return Q("function_score", query=query, functions=functions, score_mode="max", boost_mode="multiply")
 
 
+#: ``sort`` ``year``: newest first, papers without a year last, the score breaking ties (kept on
+#: every hit by ``track_scores``)
+YEAR_SORT = ({"year": {"order": "desc", "missing": "_last"}}, "_score")
+
+
 def page(plan: QueryPlan, search: Search) -> Search:
-    """``size`` (the plan's fetch size), ``_source`` and the per-paper cap by ``collapse``."""
+    """``size`` (the plan's fetch size), ``from`` (:attr:`~querybuilder.plan.QueryPlan.es_from`),
+    the ``year`` sort, ``_source`` and the per-paper cap by ``collapse``."""
     search = search.extra(size=plan.fetch_size).source(list(SOURCE_FIELDS))
+    if plan.es_from:
+        search = search.extra(from_=plan.es_from)
+    if plan.sort == "year":
+        search = search.sort(*YEAR_SORT).extra(track_scores=True)
     if plan.collapse and plan.cap > 0:
         search = search.collapse(
             "paper_id", inner_hits={"name": INNER_HITS_NAME, "size": plan.cap, "_source": list(SOURCE_FIELDS)}

@@ -42,6 +42,9 @@ from scholar_es.errors import ConfigError, choices
 
 MAX_QUERY_CHARS = 300
 MAX_RESULT_WINDOW = 10_000  # Elasticsearch's index.max_result_window default
+#: the orders a search can return: by score, or newest first (an Elasticsearch ``sort`` on ``year``,
+#: papers without a year last, score breaking ties; for the strategies whose ``year_sort`` is set)
+SORTS = ("relevance", "year")
 
 
 class PlanShape(Protocol):
@@ -146,6 +149,9 @@ class QueryPlan(BaseModel):
     cap: int = Field(ge=0)  # most chunks per paper; 0 = no cap
     papers: bool = False  # paper-level view: top `size` papers, each with its best chunks
     collapse: bool = True  # cap by collapse in Elasticsearch (False: fetch more, cap client-side)
+    #: results skipped before the ``size`` returned (papers when each hit is a paper, else hits)
+    offset: int = Field(0, ge=0)
+    sort: str = "relevance"  # one of SORTS
     index: str = "chunks"
     profile: Profile
 
@@ -154,15 +160,32 @@ class QueryPlan(BaseModel):
         return bool(self.text)
 
     @property
+    def paged_by_es(self) -> bool:
+        """Each hit is one paper (``collapse``): Elasticsearch's ``from`` pages the papers. Otherwise
+        the first ``offset + size`` results are fetched and the page cut from them here."""
+        return self.collapse and self.cap > 0
+
+    @property
     def fetch_size(self) -> int:
-        """Hits to request: ``size``, or size x cap when the cap is applied client-side."""
-        if self.collapse or self.cap == 0:
+        """Hits to request: ``size`` (collapse), else the ``offset + size`` results' hits:
+        x cap when the cap is applied client-side."""
+        if self.paged_by_es:
             return self.size
-        return min(self.size * self.cap, MAX_RESULT_WINDOW)
+        return min((self.offset + self.size) * max(self.cap, 1), MAX_RESULT_WINDOW)
+
+    @property
+    def es_from(self) -> int:
+        """Elasticsearch's ``from``: the offset when it pages (:attr:`paged_by_es`), else 0."""
+        return self.offset if self.paged_by_es else 0
+
+    @property
+    def depth(self) -> int:
+        """How deep into the ranking the search reads: ``from + size`` of the request."""
+        return min(self.es_from + self.fetch_size, MAX_RESULT_WINDOW)
 
     @property
     def knn_k(self) -> int:
-        return min(max(self.profile.knn_k, self.fetch_size), MAX_RESULT_WINDOW)
+        return min(max(self.profile.knn_k, self.depth), MAX_RESULT_WINDOW)
 
     @property
     def num_candidates(self) -> int:
@@ -170,7 +193,7 @@ class QueryPlan(BaseModel):
 
     @property
     def rank_window_size(self) -> int:
-        return min(max(self.profile.rank_window_size, self.fetch_size), MAX_RESULT_WINDOW)
+        return min(max(self.profile.rank_window_size, self.depth), MAX_RESULT_WINDOW)
 
     def with_changes(self, **changes: Any) -> QueryPlan:
         """A copy with ``changes`` (validated); the plan itself is unchanged."""
@@ -255,6 +278,14 @@ def plan_for(
     prof = profile if isinstance(profile, Profile) else load_profile(profile)
     if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= MAX_RESULT_WINDOW:
         raise ConfigError(f"size must be an integer from 1 to {MAX_RESULT_WINDOW}, got {size!r}")
+    offset = request.from_
+    if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset <= MAX_RESULT_WINDOW - size:
+        raise ConfigError(
+            f"from must be an integer from 0 to {MAX_RESULT_WINDOW - size} (from + size at most "
+            f"{MAX_RESULT_WINDOW}, Elasticsearch's index.max_result_window), got {offset!r}"
+        )
+    if request.sort not in SORTS:
+        raise ConfigError(f"unknown sort {request.sort!r}; valid sorts: {choices(SORTS)}")
     if search_type is not None and search_type not in SEARCH_TYPES:
         raise ConfigError(f"unknown search type {search_type!r}; valid search types: {choices(SEARCH_TYPES)}")
     cleaned, text = clean_question(request.question)
@@ -283,6 +314,8 @@ def plan_for(
         cap=prof.per_paper_cap,
         papers=request.papers,
         collapse=strategy.collapse and prof.per_paper_cap > 0,
+        offset=offset,
+        sort=request.sort,
         index=request.index,
         profile=prof,
     )

@@ -115,6 +115,9 @@ class Strategy:
     takes: frozenset[str] = frozenset({"explain"})
     #: ``scholar-es query --format template`` can store it as a mustache search template
     templates: bool = False
+    #: it pages (``from``) and sorts by ``year`` (``sort``); refused to the others by name
+    pages: bool = False
+    year_sort: bool = False
 
     # --- options ------------------------------------------------------------------------------
     def check_options(self, **given: Any) -> None:
@@ -132,9 +135,30 @@ class Strategy:
                     f"{self.name!r}; leave it out or pick one of those"
                 )
 
+    def check_paging(self, request: SearchRequest) -> None:
+        """ConfigError for ``from`` or ``sort: year`` given to a strategy that does not do it."""
+        for given, key, what in (
+            (request.from_ != 0, "pages", "from (paging)"),
+            (request.sort != "relevance", "year_sort", f"sort {request.sort!r}"),
+        ):
+            if given and not getattr(self, key):
+                takers = [s.name for s in all_strategies() if getattr(s, key)]
+                raise ConfigError(
+                    f"{what} applies only to the strategies {', '.join(takers)}, not to {self.name!r}; "
+                    "leave it out or pick one of those"
+                )
+        if request.sort == "year" and request.explain:
+            # explain applies the per-paper cap client-side over a fetched window of chunks, which
+            # sorted by year holds the chunks of the first few papers only: fewer papers would come back
+            raise ConfigError(
+                "explain takes apart the score that ranks the hits; with sort 'year' the year ranks them: "
+                "leave explain out, or sort by relevance"
+            )
+
     def check(self, request: SearchRequest) -> None:
         """The request's question and per-strategy options, before anything is embedded or sent."""
         check_question(request.question)
+        self.check_paging(request)
         self.check_options(
             explain=request.explain,
             show_plan=request.show_plan,

@@ -32,6 +32,11 @@ class SearchRequest:
     explain: bool = False
     show_plan: bool = False
     crossencoder: Any = None
+    #: paging: the results to skip (papers with ``papers``, else hits) before the ``size`` returned
+    from_: int = 0
+    #: "relevance" (score) or "year" (Elasticsearch sort on ``year``, newest first; see
+    #: :data:`querybuilder.plan.SORTS`)
+    sort: str = "relevance"
 
     @property
     def index(self) -> str:

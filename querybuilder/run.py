@@ -133,9 +133,9 @@ def _collapsed(plan: QueryPlan, raw_hits: list[dict]) -> tuple[list[Hit], list[P
         chunks = [to_hit(h) for h in inner] or [to_hit(raw)]
         top = to_hit(raw)
         papers.append(PaperHit(paper_id=top.paper_id, title=top.title, score=top.score, chunks=chunks))
-    flat = sorted(
-        (h for p in papers for h in p.chunks), key=lambda h: -h.score
-    )  # stable: paper order on ties
+    flat = [h for p in papers for h in p.chunks]
+    if plan.sort == "relevance":
+        flat.sort(key=lambda h: -h.score)  # stable: paper order on ties
     return flat[: plan.size], papers
 
 
@@ -195,8 +195,8 @@ def run_fused(
         **_common(plan, strategy_name),
         total=_total(legs[0]),
         took_ms=max(int(leg.get("took", 0)) for leg in legs),
-        hits=cap_hits(hits, plan.size, plan.cap),
-        papers=group_papers(hits, plan.size, plan.cap) if plan.papers else [],
+        hits=cap_hits(hits, plan.offset + plan.size, plan.cap)[plan.offset :],
+        papers=group_papers(hits, plan.offset + plan.size, plan.cap)[plan.offset :] if plan.papers else [],
         request=bodies,
     )
 
@@ -224,7 +224,7 @@ def run_single(
     hits = [to_hit(h) for h in raw_hits]
     return SearchResult(
         **common,
-        hits=cap_hits(hits, plan.size, plan.cap),
-        papers=group_papers(hits, plan.size, plan.cap) if plan.papers else [],
+        hits=cap_hits(hits, plan.offset + plan.size, plan.cap)[plan.offset :],
+        papers=group_papers(hits, plan.offset + plan.size, plan.cap)[plan.offset :] if plan.papers else [],
         request=body,
     )

@@ -64,6 +64,8 @@ class PlanStrategy(Strategy):
     expansion: bool = False  # always expands (otherwise: when the profile says so)
     collapse: bool = True  # per-paper cap by collapse in Elasticsearch (else applied client-side)
     templates: bool = True
+    pages: bool = True
+    year_sort: bool = True  # Elasticsearch's sort on year (hybrid then leaves its rescore out)
 
     @property
     def summary(self) -> str:
@@ -192,6 +194,7 @@ class Retriever(PlanStrategy):
     """An Elasticsearch retriever over a standard (BM25) and a knn retriever (:meth:`combine`)."""
 
     collapse: bool = False
+    year_sort: bool = False  # the rank's order is the fusion's (rrf/linear take no sort)
 
     def combine(self, plan: QueryPlan, standard: dict, knn: dict) -> dict:
         raise NotImplementedError  # pragma: no cover - RrfRetriever, LinearRetriever
@@ -232,6 +235,7 @@ class RrfClient(PlanStrategy):
     """A BM25 and a kNN search in one ``_msearch``, fused here (:func:`querybuilder.run.rrf_fuse`)."""
 
     collapse: bool = False
+    year_sort: bool = False  # the order is the client-side fusion's
 
     def build(self, plan, vector):
         window = plan.rank_window_size
@@ -385,7 +389,8 @@ def search(es, question: str | SearchRequest, *, strategy: str = "hybrid", **opt
     ``question``: the question text, with ``options`` the fields of
     :class:`~querybuilder.request.SearchRequest` (``profile``, ``size``, ``papers``, ``filters``,
     ``prefix``, ``search_type``, ``embedder``, ``heads``, ``explain``, ``show_plan``,
-    ``crossencoder``), or a whole request. ``heads``: the heads of ``multihead``/
+    ``crossencoder``, ``from_``, ``sort``), or a whole request. ``from_`` (paging) and ``sort``
+    ``"year"``: the strategies whose ``pages``/``year_sort`` say so (others: ConfigError). ``heads``: the heads of ``multihead``/
     ``multihead-hybrid`` (a name or a ``Heads``); ``show_plan``/``crossencoder``: ``multisection``
     only. An option given to a strategy that does not take it, and an empty or whitespace-only
     question, raise ConfigError.

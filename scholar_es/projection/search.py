@@ -42,6 +42,8 @@ class HeadsStrategy(PlanStrategy):
     base: str  # the query-builder strategy whose DSL it sends
     projects: bool
     templates: bool = False  # the vector is projected per question: nothing to store
+    pages: bool = False  # neither paging nor the year sort (refused by name)
+    year_sort: bool = False
 
     def _base(self) -> PlanStrategy:
         return plan_strategy(self.base)

@@ -12,7 +12,9 @@ import threading
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+import fastapi_offline
 from fastapi import FastAPI
+from fastapi.openapi.docs import get_swagger_ui_html
 from starlette.responses import FileResponse
 from starlette.staticfiles import StaticFiles
 
@@ -24,6 +26,26 @@ from scholar_es.serve.state import DEFAULT_MAX_BODY, ServerState, api_key_from_e
 
 UI_DIR = Path(__file__).resolve().parent / "ui"
 PREFIX = "/_scholar"
+#: Swagger UI's files (JavaScript, CSS, icon) as the ``fastapi-offline`` package ships them: the API
+#: docs page loads nothing from outside the server (FastAPI's default page loads them from a CDN)
+SWAGGER_DIR = Path(fastapi_offline.__file__).resolve().parent / "static"
+
+
+def _docs_routes(app: FastAPI) -> None:
+    """``/_scholar/docs``: Swagger UI over ``/_scholar/openapi.json``, its files served here."""
+    static = f"{PREFIX}/docs/static"
+    app.mount(static, StaticFiles(directory=SWAGGER_DIR), name="docs-static")
+
+    @app.get(f"{PREFIX}/docs", include_in_schema=False)
+    def docs_page():
+        return get_swagger_ui_html(
+            openapi_url=f"{PREFIX}/openapi.json",
+            title="scholar-es - API",
+            swagger_js_url=f"{static}/swagger-ui-bundle.js",
+            swagger_css_url=f"{static}/swagger-ui.css",
+            swagger_favicon_url=f"{static}/favicon.png",
+            oauth2_redirect_url=None,
+        )
 
 
 def create_app(state: ServerState, *, warm: bool = True) -> FastAPI:
@@ -44,13 +66,14 @@ def create_app(state: ServerState, *, warm: bool = True) -> FastAPI:
         summary="Scientific-literature search: the search API (/_scholar/) and, with the embedded "
         "engine, Elasticsearch's REST API at the root.",
         openapi_url=f"{PREFIX}/openapi.json",
-        docs_url=f"{PREFIX}/docs",
+        docs_url=None,  # served by _docs_routes, from local files
         redoc_url=None,
         lifespan=lifespan,
     )
     app.state.scholar = state
     install_handlers(app)
     app.include_router(scholar_api.router(state))
+    _docs_routes(app)
 
     @app.get(f"{PREFIX}/ui", include_in_schema=False)
     def ui_page():

@@ -50,6 +50,19 @@ class _Request(_Question):
     strategy: str = Field("hybrid", description="A strategy from GET /_scholar/strategies.")
     size: int = Field(10, ge=1, le=10_000, description="Hits (papers with `papers`; multisection: papers).")
     papers: bool = Field(False, description="Paper view: the top papers, each with its best chunks.")
+    from_: int = Field(
+        0,
+        alias="from",
+        ge=0,
+        description="Paging: the results (papers with `papers`, else hits) skipped before the `size` "
+        "returned; from + size at most 10000. The query builder's strategies (bm25 ... linear) page.",
+    )
+    sort: Literal["relevance", "year"] = Field(
+        "relevance",
+        description="`relevance` (score) or `year`: an Elasticsearch sort on the year field, newest "
+        "first, papers without a year last, score breaking ties (bm25, dense, hybrid, sections, expanded; "
+        "hybrid's rescore is left out, as Elasticsearch refuses sort with rescore).",
+    )
     heads: str | None = Field(
         None,
         description="Stored heads for the strategies that take them (multihead, multihead-hybrid; "
@@ -90,13 +103,22 @@ class ServeHit(Hit):
 
 
 class ServePaperHit(BaseModel):
-    """``querybuilder.results.PaperHit`` with :class:`ServeHit` chunks."""
+    """``querybuilder.results.PaperHit`` with :class:`ServeHit` chunks and the paper's metadata
+    from the ``<prefix>papers`` index (:func:`paper_metadata`; empty where a paper is not there)."""
 
     model_config = ConfigDict(extra="forbid")
     paper_id: str
     title: str = ""
     score: float
     chunks: list[ServeHit]
+    authors: list[str] = []
+    year: int | None = None
+    venue: str | None = None
+    abstract: str = ""
+
+
+#: the fields of a paper's document the paper view adds (see :class:`ServePaperHit`)
+PAPER_FIELDS = ("authors", "year", "venue", "abstract")
 
 
 class Routing(BaseModel):
@@ -206,7 +228,16 @@ def _registry_request(
     """The registry's strategy and request for ``req``, checked before anything is embedded or sent."""
     strategy = registry.get(req.strategy)
     check_options(strategy, explain=explain, heads=req.heads)
-    request = search_request(state, req, size=req.size, papers=req.papers, heads=req.heads, explain=explain)
+    request = search_request(
+        state,
+        req,
+        size=req.size,
+        papers=req.papers,
+        heads=req.heads,
+        explain=explain,
+        from_=req.from_,
+        sort=req.sort,
+    )
     strategy.check(request)
     return strategy, request
 
@@ -215,14 +246,35 @@ def _serve_hit(hit: Hit) -> ServeHit:
     return ServeHit(**dict(hit), score_bar=score_bar(hit))  # nested models passed as they are
 
 
-def to_serve_result(result: SearchResult, *, papers: bool, routing: dict | None = None) -> ServeSearchResult:
+def paper_metadata(es, prefix: str, paper_ids: list[str]) -> dict[str, dict]:
+    """paper id -> its :data:`PAPER_FIELDS` from ``<prefix>papers`` (one ``_mget``; a paper the
+    index does not hold is left out)."""
+    if not paper_ids:
+        return {}
+    resp = es.mget(index=f"{prefix}papers", ids=list(dict.fromkeys(paper_ids)), source=list(PAPER_FIELDS))
+    return {d["_id"]: d.get("_source") or {} for d in resp["docs"] if d.get("found")}
+
+
+def to_serve_result(
+    result: SearchResult,
+    *,
+    papers: bool,
+    routing: dict | None = None,
+    metadata: dict[str, dict] | None = None,
+) -> ServeSearchResult:
+    """``result`` in the API's shape; ``metadata`` (:func:`paper_metadata`) fills each paper's fields."""
     fields = {k: v for k, v in result if k not in ("hits", "papers")}
+    meta = metadata or {}
     return ServeSearchResult(
         **fields,
         hits=[_serve_hit(h) for h in result.hits],
         papers=[
             ServePaperHit(
-                paper_id=p.paper_id, title=p.title, score=p.score, chunks=[_serve_hit(h) for h in p.chunks]
+                paper_id=p.paper_id,
+                title=p.title,
+                score=p.score,
+                chunks=[_serve_hit(h) for h in p.chunks],
+                **{k: v for k, v in meta.get(p.paper_id, {}).items() if k in PAPER_FIELDS and v is not None},
             )
             for p in result.papers
         ]
@@ -240,7 +292,9 @@ def run_search(state: ServerState, req: SearchRequest) -> ServeSearchResult:
     native = strategy.execute(state.es, strategy.prepare(state.es, request))
     routing = strategy.routing(native) if isinstance(strategy, HeadsStrategy) else None
     # multisection always returns its papers: the paper view only when asked for, as for the others
-    return to_serve_result(strategy.result(native, request), papers=req.papers, routing=routing)
+    result = strategy.result(native, request)
+    metadata = paper_metadata(state.es, req.prefix, [p.paper_id for p in result.papers]) if req.papers else {}
+    return to_serve_result(result, papers=req.papers, routing=routing, metadata=metadata)
 
 
 def run_query(state: ServerState, req: QueryRequest) -> QueryResponse:

@@ -91,7 +91,8 @@ def test_search_page_shows_what_the_api_answers(served_demo, browser, tmp_path):
         chunks = [h for p in answer["papers"] for h in p["chunks"]]
         shown_chunks = col.locator(".chunk").evaluate_all("els => els.map(e => e.dataset.chunkId)")
         assert shown_chunks == [h["chunk_id"] for h in chunks]
-        badges = col.locator(".chunk .badge").all_inner_texts()
+        # (the others than each paper's best are behind its "more from this paper" toggle)
+        badges = col.locator(".chunk .badge").evaluate_all("els => els.map(e => e.textContent)")
         assert badges == [h["section_type"] for h in chunks]
         # the score bar: one segment per part, carrying the API's numbers, widths in proportion
         segs = col.locator(".chunk").first.locator(".seg")
@@ -162,3 +163,161 @@ def test_with_an_api_key_the_browser_signs_in_with_basic_auth(served_demo, brows
         page.wait_for_selector("body[data-state='done']")
         assert page.locator(".paper").first.get_attribute("data-paper-id") == "demo-001"
         context.close()
+
+
+def _requests_outside(page, base: str) -> list[str]:
+    """Every request the page makes, from now on, to anywhere but ``base``."""
+    outside: list[str] = []
+    page.on("request", lambda r: None if r.url.startswith(base + "/") else outside.append(r.url))
+    return outside
+
+
+def test_the_api_docs_load_from_the_server_alone(served_demo, browser, tmp_path):
+    """/_scholar/docs is Swagger UI with its files served by scholar-es (no CDN): it renders the
+    API offline, and the browser asks nothing of any other host."""
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    outside = _requests_outside(page, served_demo.url)
+    loaded: list[str] = []
+    page.on("requestfinished", lambda r: loaded.append(r.url))
+    page.goto(served_demo.url + "/_scholar/docs")
+    page.wait_for_selector(".swagger-ui .info .title")
+    assert "scholar-es" in page.locator(".swagger-ui .info .title").inner_text()
+    page.wait_for_selector(".opblock-summary-path[data-path='/_scholar/search']")
+    page.wait_for_load_state("networkidle")
+    assert outside == []
+    assert any(u.endswith("/_scholar/docs/static/swagger-ui-bundle.js") for u in loaded)
+    assert any(u.endswith("/_scholar/openapi.json") for u in loaded)
+    page.screenshot(path=str(tmp_path / "docs.png"))
+    page.close()
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_one_best_paragraph_per_paper_with_metadata_at_desktop_and_phone_width(
+    served_demo, browser, tmp_path, width
+):
+    """Each paper shows its best paragraph, the others behind "more from this paper", and its
+    authors, year, venue and abstract (the search API's paper view); nothing runs off the page."""
+    page = browser.new_page(viewport={"width": width, "height": 900})
+    outside = _requests_outside(page, served_demo.url)
+    page.goto(served_demo.url + "/_scholar/ui")
+    page.wait_for_selector("body[data-ready='1']")
+    page.fill("#question", QUESTION)
+    page.select_option("#strategy-a", "sections")
+    page.fill("#size", "3")
+    page.click("#go")
+    page.wait_for_selector("body[data-state='done']")
+    answer = _api(
+        served_demo.url,
+        {"question": QUESTION, "strategy": "sections", "size": 3, "papers": True, "explain": True},
+    )
+    first = answer["papers"][0]
+    assert first["paper_id"] == "demo-001"
+    assert (first["authors"], first["year"]) == (["A. Okafor", "L. Brandt"], 2023)
+    assert first["venue"] == "Demo Workshop on Long Context"
+    assert first["abstract"].startswith("Language models read a bounded number of tokens")
+    papers = page.locator(".paper")
+    assert papers.count() == len(answer["papers"])
+    with_more = 0
+    for i, expected in enumerate(answer["papers"]):
+        paper = papers.nth(i)
+        assert paper.get_attribute("data-paper-id") == expected["paper_id"]
+        meta = paper.locator(".paper-meta")
+        assert meta.locator(".authors").inner_text() == ", ".join(expected["authors"])
+        assert meta.locator(".year").inner_text() == str(expected["year"])
+        assert meta.locator(".venue").inner_text() == expected["venue"]
+        assert paper.locator("details.abstract p").text_content() == expected["abstract"]  # folded
+        # one paragraph shown: the paper's best
+        visible = [c for c in paper.locator(".chunk").all() if c.is_visible()]
+        assert [c.get_attribute("data-chunk-id") for c in visible] == [expected["chunks"][0]["chunk_id"]]
+        others = [h["chunk_id"] for h in expected["chunks"][1:]]
+        toggle = paper.locator("details.more > summary")
+        if not others:
+            assert toggle.count() == 0
+            continue
+        with_more += 1
+        assert toggle.inner_text() == f"more from this paper ({len(others)})"
+        toggle.click()
+        shown = paper.locator("details.more .chunk")
+        assert shown.evaluate_all("els => els.map(e => e.dataset.chunkId)") == others
+        assert all(c.is_visible() for c in shown.all())
+    assert with_more > 0  # the toggle was exercised
+    page.locator("details.abstract > summary").first.click()
+    # usable at this width: no horizontal scrolling, every result inside the viewport
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
+    boxes = page.locator(".paper, .paper .chunk, .paper-meta, details.abstract p").evaluate_all(
+        "els => els.filter(e => e.offsetParent).map(e => { const r = e.getBoundingClientRect();"
+        " return [r.left, r.right]; })"
+    )
+    assert boxes and all(left >= 0 and right <= width for left, right in boxes)
+    assert outside == []
+    shot = tmp_path / f"search-page-{width}.png"
+    page.screenshot(path=str(shot), full_page=True)
+    assert shot.stat().st_size > 10_000
+    print(f"\n[serve-ui] screenshot at {width} px: {shot}")
+    page.close()
+
+
+def _shown(page) -> list[str]:
+    return (
+        page.locator(".column").first.locator(".paper").evaluate_all("els => els.map(e => e.dataset.paperId)")
+    )
+
+
+def _wait_done(page, action) -> None:
+    page.evaluate("document.body.dataset.state = ''")
+    action()
+    page.wait_for_selector("body[data-state='done']")
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_paging_and_sort_by_year(served_demo, browser, tmp_path, width):
+    """Next/Previous move through the API's pages (``from``); "year, newest first" shows the API's
+    Elasticsearch year sort; both stay inside the viewport."""
+    page = browser.new_page(viewport={"width": width, "height": 900})
+    page.goto(served_demo.url + "/_scholar/ui")
+    page.wait_for_selector("body[data-ready='1']")
+    page.fill("#question", QUESTION)
+    page.select_option("#strategy-a", "sections")
+    page.fill("#size", "4")
+    _wait_done(page, lambda: page.click("#go"))
+    body = {"question": QUESTION, "strategy": "sections", "papers": True, "explain": True}
+    whole = [p["paper_id"] for p in _api(served_demo.url, {**body, "size": 8})["papers"]]
+    assert len(whole) == 6  # the demo's papers
+    assert _shown(page) == whole[:4]
+    assert page.locator("#prev").is_disabled() and page.locator("#next").is_enabled()
+    assert page.locator("#page-info").inner_text() == "papers 1–4"
+    _wait_done(page, lambda: page.click("#next"))
+    assert (
+        _shown(page)
+        == whole[4:]
+        == [p["paper_id"] for p in _api(served_demo.url, {**body, "size": 4, "from": 4})["papers"]]
+    )
+    assert page.locator(".column .papers").first.get_attribute("start") == "5"  # numbering goes on
+    assert page.locator("#page-info").inner_text() == "papers 5–6"
+    assert page.locator("#next").is_disabled() and page.locator("#prev").is_enabled()
+    _wait_done(page, lambda: page.click("#prev"))
+    assert _shown(page) == whole[:4]
+    # sort by year: what the API's year sort answers, newest first
+    page.select_option("#sort", "year")
+    _wait_done(page, lambda: page.click("#go"))
+    # (no score bars sorted by year: the page leaves explain out, the score does not rank)
+    by_year = {**body, "explain": False, "sort": "year"}
+    every = [p["paper_id"] for p in _api(served_demo.url, {**by_year, "size": 8})["papers"]]
+    assert _shown(page) == every[:4] != whole[:4]
+    years = [int(y) for y in page.locator(".column .paper .paper-meta .year").all_inner_texts()]
+    assert years == sorted(years, reverse=True) and years[0] == 2024
+    _wait_done(page, lambda: page.click("#next"))
+    assert _shown(page) == every[4:]
+    later = [int(y) for y in page.locator(".column .paper .paper-meta .year").all_inner_texts()]
+    assert max(later) <= min(years) and later == sorted(later, reverse=True)
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
+    right = page.locator("#pager button").evaluate_all("els => els.map(e => e.getBoundingClientRect().right)")
+    assert all(r <= width for r in right)
+    page.screenshot(path=str(tmp_path / f"year-sort-{width}.png"), full_page=True)
+    # a strategy that cannot sort by year is refused by name, on the page too
+    page.select_option("#strategy-a", "rrf")
+    page.evaluate("document.body.dataset.state = ''")
+    page.click("#go")
+    page.wait_for_selector("body[data-state='error']")
+    assert "sort 'year' applies only to the strategies" in page.locator("#status").inner_text()
+    page.close()

@@ -7,6 +7,7 @@ const SECTIONS = ["abstract", "introduction", "related_work", "background", "met
 const STOP = new Set(["the", "and", "for", "are", "was", "were", "what", "which", "how", "does", "did",
   "with", "from", "that", "this", "they", "their", "into", "about", "used", "use", "can", "why", "when"]);
 let strategyInfo = {};
+let offset = 0;  // the papers skipped: the API's `from`
 
 const $ = (sel, root = document) => root.querySelector(sel);
 
@@ -77,6 +78,17 @@ function scoreBar(hit, maxScore) {
   return bar;
 }
 
+function chunkNode(hit, maxScore, stems, best) {
+  const chunk = el("div", {class: best ? "chunk best" : "chunk", "data-chunk-id": hit.chunk_id});
+  const head = el("div", {class: "chunk-head"});
+  head.append(el("span", {class: `badge ${hit.section_type}`}, hit.section_type || "other"));
+  head.append(el("span", {class: "heading muted"}, hit.section_heading));
+  head.append(scoreBar(hit, maxScore));
+  head.append(el("span", {class: "score muted"}, hit.score.toFixed(4)));
+  chunk.append(head, highlighted(hit.chunk_text || hit.snippet, stems));
+  return chunk;
+}
+
 function renderColumn(strategy, result, question) {
   const col = $("#column-template").content.firstElementChild.cloneNode(true);
   col.dataset.strategy = strategy;
@@ -88,21 +100,31 @@ function renderColumn(strategy, result, question) {
   const all = result.papers.flatMap(p => p.chunks);
   const maxScore = Math.max(0, ...all.map(h => h.score));
   const list = $(".papers", col);
+  list.start = offset + 1;
   for (const paper of result.papers) {
     const li = el("li", {class: "paper", "data-paper-id": paper.paper_id});
     li.append(el("div", {class: "paper-title"}, paper.title || paper.paper_id));
-    const first = paper.chunks[0] || {};
-    const meta = [paper.paper_id, first.venue, first.year, `score ${paper.score.toFixed(4)}`].filter(Boolean);
-    li.append(el("div", {class: "paper-meta muted"}, meta.join(" · ")));
-    for (const hit of paper.chunks) {
-      const chunk = el("div", {class: "chunk", "data-chunk-id": hit.chunk_id});
-      const head = el("div", {class: "chunk-head"});
-      head.append(el("span", {class: `badge ${hit.section_type}`}, hit.section_type || "other"));
-      head.append(el("span", {class: "heading muted"}, hit.section_heading));
-      head.append(scoreBar(hit, maxScore));
-      head.append(el("span", {class: "score muted"}, hit.score.toFixed(4)));
-      chunk.append(head, highlighted(hit.chunk_text || hit.snippet, stems));
-      li.append(chunk);
+    const authors = paper.authors.length > 3 ? `${paper.authors.slice(0, 3).join(", ")} et al.`
+      : paper.authors.join(", ");
+    const meta = el("div", {class: "paper-meta muted"});
+    for (const [cls, text] of [["authors", authors], ["year", paper.year], ["venue", paper.venue],
+      ["paper-id", paper.paper_id], ["paper-score", `score ${paper.score.toFixed(4)}`]]) {
+      if (text !== null && text !== undefined && text !== "") meta.append(el("span", {class: cls}, String(text)));
+    }
+    li.append(meta);
+    if (paper.abstract) {
+      const abs = el("details", {class: "abstract"});
+      abs.append(el("summary", {}, "Abstract"), el("p", {}, paper.abstract));
+      li.append(abs);
+    }
+    // the best paragraph (the paper's top-scoring chunk) shown; the others behind a toggle
+    const [best, ...others] = paper.chunks;
+    if (best) li.append(chunkNode(best, maxScore, stems, true));
+    if (others.length) {
+      const more = el("details", {class: "more"});
+      more.append(el("summary", {}, `more from this paper (${others.length})`));
+      for (const hit of others) more.append(chunkNode(hit, maxScore, stems, false));
+      li.append(more);
     }
     list.append(li);
   }
@@ -116,7 +138,7 @@ async function copyConsole(col, strategy, question) {
   const button = $(".copy-console", col);
   try {
     const q = await api("/query", {question, strategy, size: Number($("#size").value) || 5, papers: true,
-      filters: filters(), ...options(strategy, false)});
+      from: offset, sort: $("#sort").value, filters: filters(), ...options(strategy, false)});
     pre.textContent = q.console;
     pre.hidden = false;
     try {
@@ -147,10 +169,17 @@ function options(strategy, explain) {
   return out;
 }
 
-async function search(event) {
+// A new search starts at the first page; Previous/Next move by one page of `size` papers.
+function search(event) {
   if (event) event.preventDefault();
+  offset = 0;
+  return showPage();
+}
+
+async function showPage() {
   const question = $("#question").value.trim();
   if (!question) return;
+  document.body.dataset.state = "searching";
   const strategies = [$("#strategy-a").value, $("#strategy-b").value].filter(Boolean);
   const status = $("#status");
   status.className = "muted";
@@ -159,13 +188,21 @@ async function search(event) {
   const size = Number($("#size").value) || 5;
   try {
     const results = await Promise.all(strategies.map(strategy => api("/search", {
-      question, strategy, size, papers: true, filters: filters(), ...options(strategy, true),
+      question, strategy, size, papers: true, from: offset, sort: $("#sort").value, filters: filters(),
+      // score parts (the bars) where the score ranks; sorted by year it does not
+      ...options(strategy, $("#sort").value === "relevance"),
     })));
     columns.replaceChildren(...results.map((r, i) => renderColumn(strategies[i], r, question)));
+    const shown = Math.max(0, ...results.map(r => r.papers.length));
+    $("#pager").hidden = false;
+    $("#prev").disabled = offset === 0;
+    $("#next").disabled = shown < size;  // a full page may have more after it
+    $("#page-info").textContent = shown ? `papers ${offset + 1}–${offset + shown}` : `no papers after ${offset}`;
     status.textContent = "";
     document.body.dataset.state = "done";
   } catch (e) {
     columns.replaceChildren();
+    $("#pager").hidden = true;
     status.className = "error";
     status.textContent = String(e.message || e);
     document.body.dataset.state = "error";
@@ -196,6 +233,8 @@ async function init() {
     $("#status").textContent = String(e.message || e);
   }
   $("#search-form").addEventListener("submit", search);
+  $("#prev").addEventListener("click", () => { offset = Math.max(0, offset - (Number($("#size").value) || 5)); showPage(); });
+  $("#next").addEventListener("click", () => { offset += Number($("#size").value) || 5; showPage(); });
   document.body.dataset.ready = "1";
 }
 
