@@ -110,8 +110,8 @@ def text_query(plan: QueryPlan) -> Query:
 def filter_clauses(plan: QueryPlan) -> list[Query]:
     f = plan.filters
     out: list[Query] = []
-    if f.year_min is not None or f.year_max is not None:
-        bounds = {k: v for k, v in (("gte", f.year_min), ("lte", f.year_max)) if v is not None}
+    if f.year_from is not None or f.year_to is not None:
+        bounds = {k: v for k, v in (("gte", f.year_from), ("lte", f.year_to)) if v is not None}
         out.append(Q("range", year=bounds))
     for field, values in (("venue", f.venues), ("paper_id", f.paper_ids), ("section_type", f.section_types)):
         if values:

@@ -17,6 +17,7 @@ import time
 import urllib.error
 import urllib.request
 from contextlib import contextmanager
+from pathlib import Path
 
 _RUNNING = re.compile(r"Uvicorn running on http://127\.0\.0\.1:(\d+)")
 
@@ -89,7 +90,10 @@ def serving(
 ):
     """``scholar-es serve --es TARGET --port 0 ARGS...`` running for the ``with`` block
     (``wait_model``: until /_scholar/health is green, asked with ``headers``; ``access_log``:
-    uvicorn's access lines, written to stdout, join ``server.log`` too)."""
+    uvicorn's access lines, written to stdout, join ``server.log`` too). A directory TARGET that
+    does not exist yet is served with ``--create`` (a new, empty engine)."""
+    if not str(target).startswith(("http://", "https://")) and not Path(target).exists():
+        args = ("--create", *args)
     cmd = [sys.executable, "-m", "scholar_es.cli", "serve", "--es", str(target), "--port", "0", *args]
     streams = (  # uvicorn writes its access lines to stdout, the rest to stderr
         {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT}

@@ -24,6 +24,7 @@ import numpy as np
 
 from querybuilder.registry import EvalContext, Needs, Prepared, register
 from querybuilder.request import SearchRequest
+from querybuilder.results import page_of
 from querybuilder.strategies import PlanStrategy, build_body, build_search, plan_strategy
 from scholar_es.errors import ConfigError, choices
 from scholar_es.projection.heads import DEFAULT_NAME, Heads
@@ -66,7 +67,10 @@ class HeadsStrategy(PlanStrategy):
     def execute(self, es, prepared: Prepared) -> ProjectedSearch:
         req = prepared.state
         return ProjectedSearch(
-            execute(es, req.plan, req.vector, self.name, explain=prepared.request.explain),
+            page_of(
+                execute(es, req.plan, req.vector, self.name, explain=prepared.request.explain),
+                prepared.request.from_,
+            ),
             req.routing,
             req.heads,
         )
