@@ -119,8 +119,8 @@ def text_query(plan: QueryPlan) -> Query:
 def filter_clauses(plan: QueryPlan) -> list[Query]:
     f = plan.filters
     out: list[Query] = []
-    if f.year_min is not None or f.year_max is not None:
-        bounds = {k: v for k, v in (("gte", f.year_min), ("lte", f.year_max)) if v is not None}
+    if f.year_from is not None or f.year_to is not None:
+        bounds = {k: v for k, v in (("gte", f.year_from), ("lte", f.year_to)) if v is not None}
         out.append(Q("range", year=bounds))
     for field, values in (("venue", f.venues), ("paper_id", f.paper_ids), ("section_type", f.section_types)):
         if values:
@@ -220,7 +220,7 @@ def hybrid_rescore(plan: QueryPlan, vector: list[float]) -> dict | None:
     if window == 0 or not plan.has_text or plan.sort == "year":
         return None
     return {
-        "window_size": min(max(window, plan.depth), MAX_RESULT_WINDOW),
+        "window_size": min(max(window, plan.fetch_size), MAX_RESULT_WINDOW),
         "query": {
             "rescore_query": with_section_multipliers(plan, both_signals_query(plan, vector)),
             "query_weight": 0,
@@ -246,11 +246,10 @@ YEAR_SORT = ({"year": {"order": "desc", "missing": "_last"}}, "_score")
 
 
 def page(plan: QueryPlan, search: Search) -> Search:
-    """``size`` (the plan's fetch size), ``from`` (:attr:`~querybuilder.plan.QueryPlan.es_from`),
-    the ``year`` sort, ``_source`` and the per-paper cap by ``collapse``."""
+    """``size`` (the plan's fetch size: a request's ``from`` + ``size``, the page is cut after the
+    search, :func:`querybuilder.results.page_of`), the ``year`` sort, ``_source`` and the per-paper
+    cap by ``collapse``."""
     search = search.extra(size=plan.fetch_size).source(list(SOURCE_FIELDS))
-    if plan.es_from:
-        search = search.extra(from_=plan.es_from)
     if plan.sort == "year":
         search = search.sort(*YEAR_SORT).extra(track_scores=True)
     if plan.collapse and plan.cap > 0:

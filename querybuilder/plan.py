@@ -66,16 +66,46 @@ class PlanShape(Protocol):
     def collapse(self) -> bool: ...  # per-paper cap by collapse in Elasticsearch
 
 
+#: the old names of the year filters (the search API's before issue 27), still read
+FILTER_ALIASES = {"year_min": "year_from", "year_max": "year_to"}
+#: filters that hold several values; a single string is one value
+_MANY = ("venues", "paper_ids", "section_types")
+
+
 class Filters(BaseModel):
     """Restrictions applied as ``bool.filter`` and inside every knn clause's own ``filter`` (the
-    only place Elasticsearch pre-filters a kNN search)."""
+    only place Elasticsearch pre-filters a kNN search).
+
+    One model, one set of names for the command line (``--year-from``, ``--year-to``,
+    ``--venue``, ``--paper-id``, ``--section``, the last three repeatable), the Python API
+    (``filters={...}``) and the search API (``"filters": {...}``): ``year_from``, ``year_to``
+    (inclusive), ``venues``, ``paper_ids``, ``section_types``. ``year_min``/``year_max`` are
+    read as ``year_from``/``year_to`` (their old names); giving both names of one filter, or a
+    name not listed here, is refused with the valid names."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
-    year_min: int | None = None
-    year_max: int | None = None
-    venues: tuple[str, ...] = ()
-    paper_ids: tuple[str, ...] = ()
-    section_types: tuple[str, ...] = ()
+    year_from: int | None = Field(default=None, description="Only papers from this year on (inclusive).")
+    year_to: int | None = Field(default=None, description="Only papers up to this year (inclusive).")
+    venues: tuple[str, ...] = Field(default=(), description="Only papers of these venues.")
+    paper_ids: tuple[str, ...] = Field(default=(), description="Only chunks of these papers.")
+    section_types: tuple[str, ...] = Field(default=(), description="Only chunks of these section types.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _names(cls, value: Any) -> Any:
+        """The old names read as the new ones; an unknown name, or two names of one filter, refused."""
+        if not isinstance(value, dict):
+            return value
+        out: dict[str, Any] = {}
+        given: dict[str, str] = {}  # field -> the key that gave it
+        for key, v in value.items():
+            name = FILTER_ALIASES.get(key, key)
+            if name not in cls.model_fields:
+                raise ConfigError(f"unknown filter {key!r}; {valid_filters()}")
+            if name in out:
+                raise ConfigError(f"filters {given[name]!r} and {key!r} name one filter; give one of them")
+            out[name], given[name] = ((v,) if name in _MANY and isinstance(v, str) else v), key
+        return out
 
     @field_validator("section_types")
     @classmethod
@@ -89,29 +119,25 @@ class Filters(BaseModel):
 
     @model_validator(mode="after")
     def _years(self) -> Filters:
-        if self.year_min is not None and self.year_max is not None and self.year_min > self.year_max:
+        if self.year_from is not None and self.year_to is not None and self.year_from > self.year_to:
             raise ConfigError(
-                f"year range {self.year_min}-{self.year_max} is empty; the first year must not "
+                f"year range {self.year_from}-{self.year_to} is empty; the first year must not "
                 "be after the last"
             )
         return self
 
     @classmethod
     def parse(cls, value: Filters | dict | None) -> Filters:
-        """Filters from a dict (keys as the fields) or ``None``; errors become ConfigError."""
+        """Filters from a dict (keys as the fields, or their old names) or ``None``; errors become
+        ConfigError."""
         if value is None:
             return cls()
         if isinstance(value, Filters):
             return value
         if not isinstance(value, dict):
             raise ConfigError(f"filters must be a dict, got {type(value).__name__}")
-        for key in value:
-            if key not in cls.model_fields:
-                raise ConfigError(f"unknown filter {key!r}; valid filters: {choices(cls.model_fields)}")
         data = {
-            k: ((v,) if isinstance(v, str) else tuple(v))
-            if k in ("venues", "paper_ids", "section_types")
-            else v
+            k: tuple(v) if FILTER_ALIASES.get(k, k) in _MANY and isinstance(v, (list, tuple)) else v
             for k, v in value.items()
             if v is not None
         }
@@ -125,6 +151,20 @@ class Filters(BaseModel):
 
     def is_empty(self) -> bool:
         return self == Filters()
+
+
+def result_window_error(start: int, size: int) -> str:
+    """Elasticsearch's message for a page past index.max_result_window."""
+    return (
+        f"Result window is too large, from + size must be less than or equal to: [{MAX_RESULT_WINDOW}] but "
+        f"was [{start + size}]. See the scroll api for a more efficient way to request large data sets. This "
+        "limit can be set by changing the [index.max_result_window] index level setting."
+    )
+
+
+def valid_filters() -> str:
+    """The filters' names, for an error message."""
+    return f"valid filters: {choices(Filters.model_fields)} (year_min/year_max are read as year_from/year_to)"
 
 
 class QueryPlan(BaseModel):
@@ -149,8 +189,6 @@ class QueryPlan(BaseModel):
     cap: int = Field(ge=0)  # most chunks per paper; 0 = no cap
     papers: bool = False  # paper-level view: top `size` papers, each with its best chunks
     collapse: bool = True  # cap by collapse in Elasticsearch (False: fetch more, cap client-side)
-    #: results skipped before the ``size`` returned (papers when each hit is a paper, else hits)
-    offset: int = Field(0, ge=0)
     sort: str = "relevance"  # one of SORTS
     index: str = "chunks"
     profile: Profile
@@ -160,32 +198,15 @@ class QueryPlan(BaseModel):
         return bool(self.text)
 
     @property
-    def paged_by_es(self) -> bool:
-        """Each hit is one paper (``collapse``): Elasticsearch's ``from`` pages the papers. Otherwise
-        the first ``offset + size`` results are fetched and the page cut from them here."""
-        return self.collapse and self.cap > 0
-
-    @property
     def fetch_size(self) -> int:
-        """Hits to request: ``size`` (collapse), else the ``offset + size`` results' hits:
-        x cap when the cap is applied client-side."""
-        if self.paged_by_es:
+        """Hits to request: ``size``, or size x cap when the cap is applied client-side."""
+        if self.collapse or self.cap == 0:
             return self.size
-        return min((self.offset + self.size) * max(self.cap, 1), MAX_RESULT_WINDOW)
-
-    @property
-    def es_from(self) -> int:
-        """Elasticsearch's ``from``: the offset when it pages (:attr:`paged_by_es`), else 0."""
-        return self.offset if self.paged_by_es else 0
-
-    @property
-    def depth(self) -> int:
-        """How deep into the ranking the search reads: ``from + size`` of the request."""
-        return min(self.es_from + self.fetch_size, MAX_RESULT_WINDOW)
+        return min(self.size * self.cap, MAX_RESULT_WINDOW)
 
     @property
     def knn_k(self) -> int:
-        return min(max(self.profile.knn_k, self.depth), MAX_RESULT_WINDOW)
+        return min(max(self.profile.knn_k, self.fetch_size), MAX_RESULT_WINDOW)
 
     @property
     def num_candidates(self) -> int:
@@ -193,7 +214,7 @@ class QueryPlan(BaseModel):
 
     @property
     def rank_window_size(self) -> int:
-        return min(max(self.profile.rank_window_size, self.depth), MAX_RESULT_WINDOW)
+        return min(max(self.profile.rank_window_size, self.fetch_size), MAX_RESULT_WINDOW)
 
     def with_changes(self, **changes: Any) -> QueryPlan:
         """A copy with ``changes`` (validated); the plan itself is unchanged."""
@@ -278,12 +299,11 @@ def plan_for(
     prof = profile if isinstance(profile, Profile) else load_profile(profile)
     if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= MAX_RESULT_WINDOW:
         raise ConfigError(f"size must be an integer from 1 to {MAX_RESULT_WINDOW}, got {size!r}")
-    offset = request.from_
-    if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset <= MAX_RESULT_WINDOW - size:
-        raise ConfigError(
-            f"from must be an integer from 0 to {MAX_RESULT_WINDOW - size} (from + size at most "
-            f"{MAX_RESULT_WINDOW}, Elasticsearch's index.max_result_window), got {offset!r}"
-        )
+    start = request.from_
+    if isinstance(start, bool) or not isinstance(start, int) or start < 0:
+        raise ConfigError(f"from must be an integer of at least 0, got {start!r}")
+    if start + size > MAX_RESULT_WINDOW:
+        raise ConfigError(result_window_error(start, size))
     if request.sort not in SORTS:
         raise ConfigError(f"unknown sort {request.sort!r}; valid sorts: {choices(SORTS)}")
     if search_type is not None and search_type not in SEARCH_TYPES:
@@ -310,11 +330,10 @@ def plan_for(
         section_multipliers=dict(section_multipliers(prof, parsed)[intent.rule]) if strategy.sections else {},
         expansions=expand(text, synonyms) if expand_now else (),
         filters=parsed,
-        size=size,
+        size=start + size,  # the hits before the page are ranked too, then left out (results.page_of)
         cap=prof.per_paper_cap,
         papers=request.papers,
         collapse=strategy.collapse and prof.per_paper_cap > 0,
-        offset=offset,
         sort=request.sort,
         index=request.index,
         profile=prof,

@@ -115,8 +115,8 @@ class Strategy:
     takes: frozenset[str] = frozenset({"explain"})
     #: ``scholar-es query --format template`` can store it as a mustache search template
     templates: bool = False
-    #: it pages (``from``) and sorts by ``year`` (``sort``); refused to the others by name
-    pages: bool = False
+    #: it sorts by ``year`` (``sort``); refused to the others by name (``from`` pages every strategy
+    #: that ranks hits: :func:`querybuilder.results.page_of`; multisection refuses it itself)
     year_sort: bool = False
 
     # --- options ------------------------------------------------------------------------------
@@ -136,17 +136,13 @@ class Strategy:
                 )
 
     def check_paging(self, request: SearchRequest) -> None:
-        """ConfigError for ``from`` or ``sort: year`` given to a strategy that does not do it."""
-        for given, key, what in (
-            (request.from_ != 0, "pages", "from (paging)"),
-            (request.sort != "relevance", "year_sort", f"sort {request.sort!r}"),
-        ):
-            if given and not getattr(self, key):
-                takers = [s.name for s in all_strategies() if getattr(s, key)]
-                raise ConfigError(
-                    f"{what} applies only to the strategies {', '.join(takers)}, not to {self.name!r}; "
-                    "leave it out or pick one of those"
-                )
+        """ConfigError for ``sort: year`` given to a strategy that does not do it."""
+        if request.sort != "relevance" and not self.year_sort:
+            takers = [s.name for s in all_strategies() if s.year_sort]
+            raise ConfigError(
+                f"sort {request.sort!r} applies only to the strategies {', '.join(takers)}, not to "
+                f"{self.name!r}; leave it out or pick one of those"
+            )
         if request.sort == "year" and request.explain:
             # explain applies the per-paper cap client-side over a fetched window of chunks, which
             # sorted by year holds the chunks of the first few papers only: fewer papers would come back

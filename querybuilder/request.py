@@ -23,6 +23,9 @@ class SearchRequest:
     question: str
     profile: Any = None  # Profile, a built-in name, a JSON file, or None (default)
     size: int = 10
+    #: hits (papers with ``papers``) to skip: the page starts there (Elasticsearch's ``from``;
+    #: ``from_ + size`` at most index.max_result_window, 10000)
+    from_: int = 0
     papers: bool = False
     filters: Any = None  # Filters, a dict, or None
     prefix: str = ""
@@ -32,8 +35,6 @@ class SearchRequest:
     explain: bool = False
     show_plan: bool = False
     crossencoder: Any = None
-    #: paging: the results to skip (papers with ``papers``, else hits) before the ``size`` returned
-    from_: int = 0
     #: "relevance" (score) or "year" (Elasticsearch sort on ``year``, newest first; see
     #: :data:`querybuilder.plan.SORTS`)
     sort: str = "relevance"

@@ -71,6 +71,14 @@ class SearchResult(BaseModel):
     request: dict | list
 
 
+def page_of(result: SearchResult, start: int) -> SearchResult:
+    """``result`` without its first ``start`` hits and papers: the page a request's ``from_``
+    asks for (the plan ranked ``from_ + size`` of them, :func:`querybuilder.plan.plan_for`)."""
+    if not start:
+        return result
+    return result.model_copy(update={"hits": result.hits[start:], "papers": result.papers[start:]})
+
+
 # --- explanations ---------------------------------------------------------------------------
 _WEIGHT = re.compile(r"^weight\((?:Synonym\()?([^:\s()]+):")
 

@@ -195,8 +195,8 @@ def run_fused(
         **_common(plan, strategy_name),
         total=_total(legs[0]),
         took_ms=max(int(leg.get("took", 0)) for leg in legs),
-        hits=cap_hits(hits, plan.offset + plan.size, plan.cap)[plan.offset :],
-        papers=group_papers(hits, plan.offset + plan.size, plan.cap)[plan.offset :] if plan.papers else [],
+        hits=cap_hits(hits, plan.size, plan.cap),
+        papers=group_papers(hits, plan.size, plan.cap) if plan.papers else [],
         request=bodies,
     )
 
@@ -224,7 +224,7 @@ def run_single(
     hits = [to_hit(h) for h in raw_hits]
     return SearchResult(
         **common,
-        hits=cap_hits(hits, plan.offset + plan.size, plan.cap)[plan.offset :],
-        papers=group_papers(hits, plan.offset + plan.size, plan.cap)[plan.offset :] if plan.papers else [],
+        hits=cap_hits(hits, plan.size, plan.cap),
+        papers=group_papers(hits, plan.size, plan.cap) if plan.papers else [],
         request=body,
     )

@@ -40,7 +40,7 @@ from querybuilder.render import FORMATS, to_console, to_json
 from querybuilder.render import template_script as render_template_script
 from querybuilder.render import to_template as render_to_template
 from querybuilder.request import SearchRequest
-from querybuilder.results import SearchResult
+from querybuilder.results import SearchResult, page_of
 from querybuilder.run import check_item, embed_question, explained_plan, rrf_fuse, run_fused, run_single
 from scholar_es.errors import ConfigError, choices
 
@@ -64,7 +64,6 @@ class PlanStrategy(Strategy):
     expansion: bool = False  # always expands (otherwise: when the profile says so)
     collapse: bool = True  # per-paper cap by collapse in Elasticsearch (else applied client-side)
     templates: bool = True
-    pages: bool = True
     year_sort: bool = True  # Elasticsearch's sort on year (hybrid then leaves its rescore out)
 
     @property
@@ -120,7 +119,7 @@ class PlanStrategy(Strategy):
 
     def execute(self, es, prepared: Prepared) -> Any:  # a SearchResult (HeadsStrategy: its own)
         plan, vector = prepared.state
-        return self.run(es, plan, vector, explain=prepared.request.explain)
+        return page_of(self.run(es, plan, vector, explain=prepared.request.explain), prepared.request.from_)
 
     def run(
         self, es, plan: QueryPlan, vector=None, *, explain: bool = False, strategy_name: str | None = None
@@ -387,10 +386,11 @@ def search(es, question: str | SearchRequest, *, strategy: str = "hybrid", **opt
     """Rank ``question`` with any registered ``strategy`` on ``<prefix>chunks`` through the client ``es``.
 
     ``question``: the question text, with ``options`` the fields of
-    :class:`~querybuilder.request.SearchRequest` (``profile``, ``size``, ``papers``, ``filters``,
+    :class:`~querybuilder.request.SearchRequest` (``profile``, ``size``, ``from_``, ``papers``, ``filters``,
     ``prefix``, ``search_type``, ``embedder``, ``heads``, ``explain``, ``show_plan``,
-    ``crossencoder``, ``from_``, ``sort``), or a whole request. ``from_`` (paging) and ``sort``
-    ``"year"``: the strategies whose ``pages``/``year_sort`` say so (others: ConfigError). ``heads``: the heads of ``multihead``/
+    ``crossencoder``, ``sort``), or a whole request. ``from_``: paging (every strategy but
+    ``multisection``); ``sort`` ``"year"``: the strategies whose ``year_sort`` says so (others:
+    ConfigError). ``heads``: the heads of ``multihead``/
     ``multihead-hybrid`` (a name or a ``Heads``); ``show_plan``/``crossencoder``: ``multisection``
     only. An option given to a strategy that does not take it, and an empty or whitespace-only
     question, raise ConfigError.

@@ -17,6 +17,7 @@ import time
 import urllib.error
 import urllib.request
 from contextlib import contextmanager
+from pathlib import Path
 
 _RUNNING = re.compile(r"Uvicorn running on http://127\.0\.0\.1:(\d+)")
 
@@ -55,10 +56,14 @@ class Server:
             req = urllib.request.Request(self.url + "/_scholar/health", headers=headers or {})
             try:
                 with urllib.request.urlopen(req, timeout=5) as r:
-                    if json.load(r)["status"] == "green":
-                        return
+                    health = json.load(r)
+            except urllib.error.HTTPError as e:  # 503: not green (no index yet, say), read why
+                with e:
+                    health = json.load(e) if e.code == 503 else {}
             except (urllib.error.URLError, OSError):
-                pass
+                health = {}
+            if health.get("model_loaded"):
+                return
             time.sleep(0.2)
         raise RuntimeError("the server's model did not load:\n" + "".join(self.log[-40:]))
 
@@ -88,8 +93,11 @@ def serving(
     access_log: bool = False,
 ):
     """``scholar-es serve --es TARGET --port 0 ARGS...`` running for the ``with`` block
-    (``wait_model``: until /_scholar/health is green, asked with ``headers``; ``access_log``:
-    uvicorn's access lines, written to stdout, join ``server.log`` too)."""
+    (``wait_model``: until /_scholar/health says the model is loaded, asked with ``headers``; ``access_log``:
+    uvicorn's access lines, written to stdout, join ``server.log`` too). A directory TARGET that
+    does not exist yet is served with ``--create`` (a new, empty engine)."""
+    if not str(target).startswith(("http://", "https://")) and not Path(target).exists():
+        args = ("--create", *args)
     cmd = [sys.executable, "-m", "scholar_es.cli", "serve", "--es", str(target), "--port", "0", *args]
     streams = (  # uvicorn writes its access lines to stdout, the rest to stderr
         {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT}

@@ -116,9 +116,9 @@ def use_backend(backend: str | None) -> None:
 def filters_of(year_from, year_to, venues, paper_ids, sections) -> dict | None:
     f: dict = {}
     if year_from is not None:
-        f["year_min"] = year_from
+        f["year_from"] = year_from
     if year_to is not None:
-        f["year_max"] = year_to
+        f["year_to"] = year_to
     if venues:
         f["venues"] = list(venues)
     if paper_ids:
@@ -135,6 +135,7 @@ class SearchArgs:
     strategy: str
     profile: str | None
     size: int
+    from_: int
     papers: bool
     prefix: str
     filters: dict | None
@@ -148,6 +149,7 @@ class SearchArgs:
 
         given: dict[str, Any] = {
             "size": self.size,
+            "from_": self.from_,
             "papers": self.papers,
             "filters": self.filters,
             "prefix": self.prefix,
@@ -171,6 +173,15 @@ _SEARCH_OPTIONS = [
     ),
     click.option("--profile", "profile", default=None, help=PROFILE_HELP),
     click.option("--size", default=10, show_default=True, type=int, help="Hits (or papers with --papers)."),
+    click.option(
+        "--from",
+        "from_",
+        default=0,
+        show_default=True,
+        type=click.IntRange(min=0),
+        help="Hits (or papers with --papers) to skip: the page starts there; --from + --size at most "
+        "10000 (index.max_result_window). Not with multisection.",
+    ),
     click.option("--papers", is_flag=True, help="Paper-level view: top papers, each with its best chunks."),
     click.option("--prefix", default="", help="Prefix of the index aliases."),
     click.option("--year-from", type=int, default=None, help="Only papers from this year on."),
@@ -196,7 +207,8 @@ def search_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(fn)
     def command(*args: Any, **kwargs: Any) -> Any:
         given = {
-            k: kwargs.pop(k) for k in ("strategy", "profile", "size", "papers", "prefix", "heads", "backend")
+            k: kwargs.pop(k)
+            for k in ("strategy", "profile", "size", "from_", "papers", "prefix", "heads", "backend")
         }
         where = {k: kwargs.pop(k) for k in ("year_from", "year_to", "venues", "paper_ids", "sections")}
         return fn(*args, search=SearchArgs(filters=filters_of(**where), **given), **kwargs)

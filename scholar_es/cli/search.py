@@ -37,6 +37,8 @@ def query_cmd(question: str, search: SearchArgs, fmt: str, target: str | None) -
     ``GET chunks/_msearch`` in console form. An empty QUESTION is refused (exit status 2).
     """
     use_backend(search.backend)
+    if search.from_:
+        fail("--from pages the hits of `scholar-es search`; `query` prints the DSL of a whole ranking")
     from querybuilder.strategies import show_query
     from scholar_es.client import connect
 
@@ -118,6 +120,8 @@ def search_cmd(
     if queries_file is not None:
         if question is not None:
             fail("give either QUESTION or --queries FILE, not both")
+        if search.from_:
+            fail("--from pages one question's hits; a batch run file ranks every question from its first hit")
         _search_batch(queries_file, run_out, search, target)
         return
     if question is None:

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from scholar_es.cli.options import backend_option, run_body, target_option, use_backend
+from scholar_es.cli.options import backend_option, fail, run_body, target_option, use_backend
 from scholar_es.client import default_target, display_target, is_url
 
 
@@ -69,15 +69,32 @@ def _parse_size(text: str) -> int:
     "a request that would is answered 429 circuit_breaking_exception [default: a quarter of the memory].",
 )
 @click.option("--log-level", default="info", show_default=True, help="uvicorn log level (warning: quieter).")
+@click.option(
+    "--create",
+    is_flag=True,
+    help="Create the --es directory (a new, empty engine) when it does not exist; without it a "
+    "missing directory is refused, so a mistyped path never serves an empty engine.",
+)
 @backend_option
 def serve_cmd(
-    target, host, port, workers, model, profile, max_body, max_header_size, max_in_flight, log_level, backend
+    target,
+    host,
+    port,
+    workers,
+    model,
+    profile,
+    max_body,
+    max_header_size,
+    max_in_flight,
+    log_level,
+    create,
+    backend,
 ) -> None:
     """Serve search over HTTP from one long-lived process (the model loaded once).
 
     \b
     /_scholar/search, query, multisection   the search API (JSON)
-    /_scholar/strategies, health            what it offers, whether it is ready
+    /_scholar/strategies, health            what it offers, whether it is ready (503 unless green)
     /_scholar/openapi.json                  the search API's schema
     /_scholar/ui                            the search page
     /, /_bulk, /{index}/_search, ...        Elasticsearch's REST API (embedded engine only)
@@ -98,8 +115,14 @@ def serve_cmd(
     in_flight = None if max_in_flight is None else _parse_size(max_in_flight)
     target = target or default_target()
     if not is_url(target):
+        from pathlib import Path
+
         from scholar_es.client import connect
 
+        if not create and not Path(target).expanduser().exists():
+            fail(
+                f"no directory {target!r} to serve: pass --es with the engine's directory, or --create for a new, empty engine"
+            )
         run_body(lambda: connect(target))  # a file or a bad scheme: one line, exit 2, before uvicorn starts
     if host not in ("127.0.0.1", "localhost", "::1") and not os.environ.get(API_KEY_ENV):
         click.echo(

@@ -16,10 +16,19 @@ from dataclasses import dataclass
 
 from querybuilder.registry import EvalContext, Needs, Prepared, Strategy, register
 from querybuilder.request import SearchRequest
+from scholar_es.errors import ConfigError
 
 
 @dataclass(frozen=True, kw_only=True)
 class MultisectionStrategy(Strategy):
+    def check(self, request: SearchRequest) -> None:
+        super().check(request)
+        if request.from_:
+            raise ConfigError(
+                "from (paging) applies to every strategy but 'multisection', whose papers come from one "
+                "re-scoring of its sections' candidates; ask for more papers with size instead"
+            )
+
     def prepare(self, es, request: SearchRequest) -> Prepared:
         from scholar_es.multisection.flow import prepare
 

@@ -24,6 +24,7 @@ import numpy as np
 
 from querybuilder.registry import EvalContext, Needs, Prepared, register
 from querybuilder.request import SearchRequest
+from querybuilder.results import page_of
 from querybuilder.strategies import PlanStrategy, build_body, build_search, plan_strategy
 from scholar_es.errors import ConfigError, choices
 from scholar_es.projection.heads import DEFAULT_NAME, Heads
@@ -42,8 +43,7 @@ class HeadsStrategy(PlanStrategy):
     base: str  # the query-builder strategy whose DSL it sends
     projects: bool
     templates: bool = False  # the vector is projected per question: nothing to store
-    pages: bool = False  # neither paging nor the year sort (refused by name)
-    year_sort: bool = False
+    year_sort: bool = False  # the year sort is refused by name (paging works: results.page_of)
 
     def _base(self) -> PlanStrategy:
         return plan_strategy(self.base)
@@ -68,7 +68,10 @@ class HeadsStrategy(PlanStrategy):
     def execute(self, es, prepared: Prepared) -> ProjectedSearch:
         req = prepared.state
         return ProjectedSearch(
-            execute(es, req.plan, req.vector, self.name, explain=prepared.request.explain),
+            page_of(
+                execute(es, req.plan, req.vector, self.name, explain=prepared.request.explain),
+                prepared.request.from_,
+            ),
             req.routing,
             req.heads,
         )

@@ -13,8 +13,9 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import fastapi_offline
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.routing import APIRoute
 from starlette.responses import FileResponse
 from starlette.staticfiles import StaticFiles
 
@@ -72,7 +73,8 @@ def create_app(state: ServerState, *, warm: bool = True) -> FastAPI:
     )
     app.state.scholar = state
     install_handlers(app)
-    app.include_router(scholar_api.router(state))
+    search_api = scholar_api.router(state)
+    app.include_router(search_api)
     _docs_routes(app)
 
     @app.get(f"{PREFIX}/ui", include_in_schema=False)
@@ -84,17 +86,65 @@ def create_app(state: ServerState, *, warm: bool = True) -> FastAPI:
     @app.api_route(
         PREFIX + "/{rest:path}", methods=["GET", "POST", "PUT", "DELETE", "HEAD"], include_in_schema=False
     )
-    def scholar_unknown(rest: str):
+    def scholar_unknown(rest: str, request: Request):
+        allowed = sorted(
+            m
+            for r in search_api.routes
+            if isinstance(r, APIRoute) and r.path == f"{PREFIX}/{rest}"
+            for m in r.methods or ()
+        )
+        if allowed:  # a route of the search API, asked with another method
+            return error_response(
+                405,
+                "method_not_allowed",
+                f"{request.method} is not allowed on [{PREFIX}/{rest}]; use {', '.join(allowed)}",
+                headers={"Allow": ", ".join(allowed)},
+            )
         return error_response(
             404,
             "resource_not_found_exception",
             f"no route [{PREFIX}/{rest}]; the search API is described at {PREFIX}/openapi.json",
         )
 
+    declare_security(app, required=state.api_key is not None)
     if state.embedded:
         app.include_router(es_api.router(state))
     app.add_middleware(Guard, state=state)
     return app
+
+
+#: how a request carries the server's key ($SCHOLAR_ES_SERVE_API_KEY; scholar_es.serve.guard)
+SECURITY_SCHEMES = {
+    "ApiKey": {
+        "type": "apiKey",
+        "in": "header",
+        "name": "Authorization",
+        "description": "`Authorization: ApiKey <key>` (or `Bearer <key>`), the key of "
+        "$SCHOLAR_ES_SERVE_API_KEY; needed only when the server was started with it set.",
+    },
+    "Basic": {
+        "type": "http",
+        "scheme": "basic",
+        "description": "HTTP Basic with the key as the password (any user name), as a browser sends it.",
+    },
+}
+
+
+def declare_security(app: FastAPI, *, required: bool) -> None:
+    """Declare the API key schemes in the OpenAPI document; ``required`` (a key is set): every
+    operation needs one of them."""
+    build = app.openapi
+
+    def openapi() -> dict:
+        if app.openapi_schema is None:
+            schema = build()
+            schema.setdefault("components", {})["securitySchemes"] = SECURITY_SCHEMES
+            if required:
+                schema["security"] = [{"ApiKey": []}, {"Basic": []}]
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
 
 def app_from_env() -> FastAPI:

@@ -40,9 +40,22 @@ def error_response(status: int, type_: str, reason: str, headers: dict | None = 
     return json_response(status, error_body(status, type_, reason, **extra), headers)
 
 
-def _validation_reason(exc: RequestValidationError) -> str:
+def _json_position(body: bytes, pos: int) -> str:
+    """``character N (line L, column C)`` of the request body, counted from 0 as the parser does."""
+    text = body[:pos].decode("utf-8", errors="replace")
+    line = text.count("\n") + 1
+    column = pos - (text.rfind("\n") + 1) + 1 if "\n" in text else pos + 1
+    return f"character {pos} (line {line}, column {column})"
+
+
+def _validation_reason(exc: RequestValidationError, body: bytes = b"") -> str:
     parts = []
     for err in exc.errors():
+        if err.get("type") == "json_invalid":  # loc: ("body", position); ctx: the parser's message
+            loc = err.get("loc", ())
+            pos = loc[1] if len(loc) > 1 and isinstance(loc[1], int) else 0
+            problem = (err.get("ctx") or {}).get("error", "not JSON")
+            return f"the request body is not valid JSON: {problem} at {_json_position(body, pos)}"
         loc = ".".join(str(p) for p in err.get("loc", ()) if p != "body") or "body"
         value = err.get("input")
         shown = "" if isinstance(value, (dict, list)) or value is None else f" (got {value!r})"
@@ -53,7 +66,8 @@ def _validation_reason(exc: RequestValidationError) -> str:
 def install_handlers(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError):
-        return error_response(400, "illegal_argument_exception", _validation_reason(exc))
+        body = await request.body()  # read once already: cached
+        return error_response(400, "illegal_argument_exception", _validation_reason(exc, body))
 
     @app.exception_handler(ScholarEsError)
     async def _ours(request: Request, exc: ScholarEsError):

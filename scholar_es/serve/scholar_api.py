@@ -23,9 +23,9 @@ from querybuilder import registry
 from querybuilder.plan import Filters
 from querybuilder.profiles import PROFILES, Profile
 from querybuilder.results import Hit, SearchResult
-from scholar_es.client import display_target
 from scholar_es.errors import ConfigError, choices
 from scholar_es.multisection.flow import MultiSectionResult
+from scholar_es.serve.health import Health, health
 from scholar_es.serve.state import ServerState
 
 #: the per-strategy options (``querybuilder.registry.OPTIONS``) a search request can carry;
@@ -50,13 +50,6 @@ class _Request(_Question):
     strategy: str = Field("hybrid", description="A strategy from GET /_scholar/strategies.")
     size: int = Field(10, ge=1, le=10_000, description="Hits (papers with `papers`; multisection: papers).")
     papers: bool = Field(False, description="Paper view: the top papers, each with its best chunks.")
-    from_: int = Field(
-        0,
-        alias="from",
-        ge=0,
-        description="Paging: the results (papers with `papers`, else hits) skipped before the `size` "
-        "returned; from + size at most 10000. The query builder's strategies (bm25 ... linear) page.",
-    )
     sort: Literal["relevance", "year"] = Field(
         "relevance",
         description="`relevance` (score) or `year`: an Elasticsearch sort on the year field, newest "
@@ -71,6 +64,13 @@ class _Request(_Question):
 
 
 class SearchRequest(_Request):
+    from_: int = Field(
+        0,
+        alias="from",
+        ge=0,
+        description="Hits (papers with `papers`) to skip: the page starts there; from + size at most "
+        "10000 (index.max_result_window). Not for multisection.",
+    )
     explain: bool = Field(
         False,
         description="Take each hit's score apart (BM25, kNN, section multiplier); for the strategies "
@@ -167,16 +167,6 @@ class StrategyInfo(BaseModel):
     available: bool  # False: it needs heads and none are stored under the prefix
 
 
-class Health(BaseModel):
-    status: Literal["green", "starting", "red"]
-    engine: Literal["embedded", "cluster"]
-    target: str
-    model: str
-    model_loaded: bool
-    model_error: str | None = None
-    version: str
-
-
 def score_bar(hit: Hit) -> ScoreBar | None:
     """Split a hit's explained score into what BM25, kNN and the section multiplier add."""
     e = hit.explanation
@@ -223,7 +213,7 @@ def search_request(state: ServerState, req: _Question, **fields: Any) -> registr
 
 
 def _registry_request(
-    state: ServerState, req: _Request, *, explain: bool = False
+    state: ServerState, req: _Request, *, explain: bool = False, from_: int = 0
 ) -> tuple[registry.Strategy, registry.SearchRequest]:
     """The registry's strategy and request for ``req``, checked before anything is embedded or sent."""
     strategy = registry.get(req.strategy)
@@ -232,10 +222,10 @@ def _registry_request(
         state,
         req,
         size=req.size,
+        from_=from_,
         papers=req.papers,
         heads=req.heads,
         explain=explain,
-        from_=req.from_,
         sort=req.sort,
     )
     strategy.check(request)
@@ -288,7 +278,7 @@ def run_search(state: ServerState, req: SearchRequest) -> ServeSearchResult:
     """``req`` ranked by its strategy from the registry, in the API's answer shape."""
     from scholar_es.projection.search import HeadsStrategy
 
-    strategy, request = _registry_request(state, req, explain=req.explain)
+    strategy, request = _registry_request(state, req, explain=req.explain, from_=req.from_)
     native = strategy.execute(state.es, strategy.prepare(state.es, request))
     routing = strategy.routing(native) if isinstance(strategy, HeadsStrategy) else None
     # multisection always returns its papers: the paper view only when asked for, as for the others
@@ -352,21 +342,16 @@ def router(state: ServerState) -> APIRouter:
 
     r = APIRouter(prefix="/_scholar", tags=["search"])
 
-    @r.get("/health", response_model=Health)
-    def health() -> Health:
-        """Liveness and readiness: green once the model is loaded."""
-        ready = state.model_ready.is_set()
-        status: Literal["green", "starting", "red"] = (
-            "red" if state.model_error else ("green" if ready else "starting")
-        )
-        return Health(
-            status=status,
-            engine="embedded" if state.embedded else "cluster",
-            target=display_target(state.target),
-            model=state.embedder.name,
-            model_loaded=ready and not state.model_error,
-            model_error=state.model_error,
-            version=__version__,
+    @r.get("/health", response_model=Health, responses={503: {"model": Health, "description": "Not green"}})
+    def health_route(prefix: str = "") -> Response:
+        """Green (200) only when the target answers, ``<prefix>chunks`` exists with the ``_meta``
+        ``scholar-es index`` records and the model is loaded; otherwise yellow or red with the
+        reasons, answered 503 (so a load balancer routes no traffic here)."""
+        h = health(state, __version__, prefix)
+        return Response(
+            h.model_dump_json(),
+            status_code=200 if h.status == "green" else 503,
+            media_type="application/json",
         )
 
     @r.get("/strategies", response_model=list[StrategyInfo])

@@ -376,7 +376,7 @@ def test_show_plan_consoles_run_as_is(ms_engine, embedder):
 
 
 def test_filters_apply_to_every_search(ms_engine, embedder):
-    result = multisection_search(ms_engine, CONTEXT_Q, embedder=embedder, filters={"year_min": 2024})
+    result = multisection_search(ms_engine, CONTEXT_Q, embedder=embedder, filters={"year_from": 2024})
     assert result.hits and {h.year for h in result.hits} == {2024}
 
 

@@ -217,7 +217,7 @@ def test_filters_are_applied_to_text_and_knn(es):
         res = search(es, "tagger", strategy=strategy, embedder=EMB, filters={"section_types": ["method"]})
         assert {h.section_type for h in res.hits} == {"method"}, strategy
         res = search(
-            es, "training", strategy=strategy, embedder=EMB, filters={"year_max": 2016, "venues": ["ICLR"]}
+            es, "training", strategy=strategy, embedder=EMB, filters={"year_to": 2016, "venues": ["ICLR"]}
         )
         assert {h.paper_id for h in res.hits} == {"nmt-attn"}, strategy
         res = search(es, "tagger", strategy=strategy, embedder=EMB, filters={"paper_ids": ["seq-survey"]})
@@ -351,7 +351,7 @@ def test_10000_random_strings_run_on_the_engine(es):
             strategy=strategies[i % len(strategies)],
             size=2,
             profile=small,
-            filters={"year_min": 2010} if i % 4 == 0 else None,
+            filters={"year_from": 2010} if i % 4 == 0 else None,
         )
         body = build_body(plan, EMB.encode([plan.question])[0])
         bodies.extend(body if isinstance(body, list) else [body])

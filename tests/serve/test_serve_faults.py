@@ -257,6 +257,7 @@ def _scholar_bodies():
             "prefix": PREFIX | JSON,
             "strategy": st.sampled_from([*names(), "nope"]) | JSON,
             "size": st.integers(-3, 20_000) | JSON,
+            "from": st.integers(-3, 20_000) | JSON,
             "papers": st.booleans() | JSON,
             "explain": st.booleans(),
             "heads": st.none() | st.text(max_size=6),
@@ -266,8 +267,8 @@ def _scholar_bodies():
             | st.fixed_dictionaries(
                 {},
                 optional={
-                    "year_min": st.integers(-5, 3000) | JSON,
-                    "year_max": st.integers(-5, 3000),
+                    "year_from": st.integers(-5, 3000) | JSON,
+                    "year_max": st.integers(-5, 3000),  # the old name of year_to, still read
                     "venues": st.lists(st.text(max_size=6), max_size=2),
                     "paper_ids": st.lists(st.text(max_size=6), max_size=2),
                     "section_types": st.lists(st.sampled_from(["abstract", "methods", "nope"]), max_size=2),
