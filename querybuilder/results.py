@@ -69,6 +69,9 @@ class SearchResult(BaseModel):
     hits: list[Hit]
     papers: list[PaperHit] = []
     request: dict | list
+    #: how the question was shortened, if it was: the text query bounded by Elasticsearch's
+    #: clause limit, the question longer than the embedding model reads
+    notes: list[str] = []
 
 
 # --- explanations ---------------------------------------------------------------------------
