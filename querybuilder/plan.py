@@ -236,7 +236,9 @@ def _prefix_within(text: str, budget: int) -> str:
     return " ".join(kept)
 
 
-def bound_text(text: str, fields: int, expansions: tuple[str, ...] = ()) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
+def bound_text(
+    text: str, fields: int, expansions: tuple[str, ...] = ()
+) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
     """(text, expansions, notes): the text query within :data:`MAX_CLAUSES` clauses over
     ``fields`` fields -- its first terms, then the expansions that still fit -- and what was
     left out, in words."""
