@@ -11,7 +11,9 @@ raises :class:`~scholar_es.errors.ModelMismatchError` (:func:`embed_question`).
 Per-paper cap: ``collapse`` on ``paper_id`` with ``inner_hits`` (size = cap) for the strategies
 that run one query; the chunk view flattens the inner hits of the top ``size`` papers and keeps
 the best ``size`` chunks (exactly the top chunks with at most ``cap`` per paper), the paper view
-returns the papers with their chunks. ``rrf``, ``linear`` and ``rrf-client`` fetch size x cap hits instead and apply the cap here.
+returns the papers with their chunks. ``rrf``, ``linear`` and ``rrf-client`` fetch size x cap
+hits instead and apply the cap here. Inside one paper there is no cap
+(:func:`querybuilder.plan.per_paper_cap`).
 Options that add detail never change what ranks: with ``collapse``, ``explain`` and the rescored
 scores of the inner hits come from a second request on the shown chunks (:func:`detail_pass`).
 """

@@ -28,6 +28,7 @@ from toyworld import HEADS, PREFIX, build_world
 from indexer.pipeline import IndexRun
 from querybuilder import registry
 from querybuilder.plan import MAX_CLAUSES
+from querybuilder.profiles import DEFAULT_PROFILE
 from querybuilder.strategies import search
 from scholar_es.cli.app import main
 from scholar_es.engine.rest.transport import embedded_client
@@ -40,6 +41,7 @@ QUESTIONS = (
     "How is the model trained?",
     "Which datasets are used for evaluation?",
     "aspirin heart attack",
+    "sliding-window memory slots for long-document question answering",
 )
 PAPER = "demo-001"
 
@@ -86,8 +88,9 @@ def shown(result) -> tuple:
     papers=st.booleans(),
     demo=st.booleans(),
     one_paper=st.booleans(),
+    cap=st.sampled_from([5, 2, 1, 0]),
 )
-def test_detail_options_never_change_the_result(world, name, question, size, papers, demo, one_paper):
+def test_detail_options_never_change_the_result(world, name, question, size, papers, demo, one_paper, cap):
     engine, embedder = world
     strategy = registry.get(name)
     heads = HEADS if "heads" in strategy.takes else None
@@ -118,15 +121,19 @@ def test_detail_options_never_change_the_result(world, name, question, size, pap
         es.close()
 
 
-def test_papers_with_explain_lists_as_many_papers_as_without(world):
+@pytest.mark.parametrize("size", [2, 3, 5])
+def test_papers_with_explain_lists_as_many_papers_as_without(world, size, tmp_path):
     engine, _ = world
+    profile = tmp_path / "cap2.json"  # 2 chunks a paper: the top size x 2 chunks are one paper's
+    profile.write_text('{"per_paper_cap": 2}')
+    question = "sliding-window memory slots for long-document question answering"
     for strategy in ("hybrid", "sections", "bm25", "dense"):
-        base = ["search", "memory and attention over long documents", "--es", str(engine), "--prefix", DEMO]
-        base += ["--strategy", strategy, "--papers", "--size", "5", "--json"]
+        base = ["search", question, "--es", str(engine), "--prefix", DEMO, "--profile", str(profile)]
+        base += ["--strategy", strategy, "--papers", "--size", str(size), "--json"]
         plain = json.loads(cli(*base).output)
         explained = json.loads(cli(*base, "--explain").output)
         ids = [p["paper_id"] for p in plain["papers"]]
-        assert len(ids) == 5 or strategy == "bm25", (strategy, ids)
+        assert len(ids) == size or strategy == "bm25", (strategy, ids)
         assert [p["paper_id"] for p in explained["papers"]] == ids
         assert all(c["explanation"] for p in explained["papers"] for c in p["chunks"])
 
