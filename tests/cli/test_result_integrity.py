@@ -80,7 +80,7 @@ def shown(result) -> tuple:
     )
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     name=st.sampled_from(registry.names()),
     question=st.sampled_from(QUESTIONS),
@@ -96,15 +96,9 @@ def test_detail_options_never_change_the_result(world, name, question, size, pap
     heads = HEADS if "heads" in strategy.takes else None
     prefix = DEMO if demo and heads is None else PREFIX
     filters = {"paper_ids": [PAPER]} if one_paper and prefix == DEMO else None
-    options = dict(
-        strategy=name,
-        embedder=embedder,
-        prefix=prefix,
-        size=size,
-        papers=papers,
-        heads=heads,
-        filters=filters,
-    )
+    profile = DEFAULT_PROFILE.with_changes(per_paper_cap=cap)
+    options = {"strategy": name, "embedder": embedder, "prefix": prefix, "size": size, "papers": papers}
+    options |= {"heads": heads, "filters": filters, "profile": profile}
     es = embedded_client(engine)
     try:
         plain = search(es, question, **options)
