@@ -225,6 +225,21 @@ class Embedder:
         get = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
         return int(get())
 
+    def token_count(self, text: str) -> tuple[int, int] | None:
+        """(tokens of ``text``, special tokens included; the model's ``max_seq_length``): the
+        model reads the first ``max_seq_length`` tokens and drops the rest. None for a model
+        that is not a local sentence-transformers directory with a ``tokenizer.json``."""
+        path = Path(resolve_model(self.name))
+        config = model_config(path) if path.is_dir() else None
+        if config is None:
+            return None
+        from tokenizers import Tokenizer
+
+        tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
+        tokenizer.no_truncation()
+        tokenizer.no_padding()
+        return len(tokenizer.encode(text).ids), int(config["max_seq_length"])
+
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """Normalized float32 vectors, one row per text, served from the cache when possible."""
         if not texts:

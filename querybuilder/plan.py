@@ -6,11 +6,15 @@ plan does not hold the query vector; the strategy's ``build`` takes it
 (:meth:`querybuilder.strategies.PlanStrategy.searches`).
 
 Question text. Any string is a valid question. :func:`clean_question` replaces what JSON or
-UTF-8 cannot carry (lone surrogates) and control characters with spaces, collapses
-whitespace and keeps at most :data:`MAX_QUERY_CHARS` characters (cut at a word boundary when
-there is one) for the text query -- this bounds the number of Lucene clauses one question can
-create (at most one term per character per field, below Elasticsearch's default limit of
-1024 clauses) and is far above the length of any real question. The profile's
+UTF-8 cannot carry (lone surrogates) and control characters with spaces and collapses
+whitespace. The vector is made from the whole cleaned question (the embedding model reads up
+to its own ``max_seq_length`` tokens; a longer question is noted, :func:`querybuilder.run.embed_noted`).
+The text query is bounded by Elasticsearch's clause limit: Lucene counts one clause per term
+and field, and Elasticsearch 8+ sizes the limit from heap and thread pool with a floor of
+:data:`MAX_CLAUSES` (``indices.query.bool.max_clause_count``, deprecated in 8.0, fixes it no
+more), so :func:`bound_text` keeps the first terms that fit that floor over the query's fields
+(and drops expansions that would not fit); the plan's ``notes`` say when and how the text
+was shortened. The profile's
 ``drop_question_words`` (default on) then leaves the question words out of the text query
 (:func:`querybuilder.intent.content_text`); the intent is read, and the vector embedded, from
 the whole question. The text only ever goes into
@@ -40,7 +44,11 @@ from querybuilder.profiles import SEARCH_TYPES, Profile, load_profile
 from querybuilder.request import SearchRequest
 from scholar_es.errors import ConfigError, choices
 
-MAX_QUERY_CHARS = 300
+#: the clause limit the text query stays within: Elasticsearch 8+'s floor of the
+#: dynamically sized ``indices.query.bool.max_clause_count`` (reference/modules/indices/search-settings)
+MAX_CLAUSES = 1024
+#: clauses left for what is not the question's text (filters, section multipliers, knn)
+RESERVED_CLAUSES = 64
 MAX_RESULT_WINDOW = 10_000  # Elasticsearch's index.max_result_window default
 #: the orders a search can return: by score, or newest first (an Elasticsearch ``sort`` on ``year``,
 #: papers without a year last, score breaking ties; for the strategies whose ``year_sort`` is set)
@@ -192,6 +200,9 @@ class QueryPlan(BaseModel):
     sort: str = "relevance"  # one of SORTS
     index: str = "chunks"
     profile: Profile
+    #: what the user should know of how the question was used (a shortened text query, a
+    #: question longer than the embedding model reads); SearchResult.notes
+    notes: tuple[str, ...] = ()
 
     @property
     def has_text(self) -> bool:
@@ -232,13 +243,70 @@ def clean_question(question: str) -> tuple[str, str]:
     q = "".join(" " if unicodedata.category(c) in ("Cc", "Cs") else c for c in q)
     q = " ".join(q.split())
     text = q
-    if len(text) > MAX_QUERY_CHARS:
-        cut = text[:MAX_QUERY_CHARS]
-        space = cut.rfind(" ")
-        text = cut[:space] if space > MAX_QUERY_CHARS // 2 else cut
     if not words(text):
         text = ""
     return q, text
+
+
+#: scripts whose every character the standard tokenizer makes a term of its own (Han, kana)
+_IDEOGRAPH = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f"
+_TERM = re.compile(f"[{_IDEOGRAPH}]|[^{_IDEOGRAPH}]+")
+
+
+def term_count(text: str) -> int:
+    """An upper bound of the terms the index's analyzer makes of ``text``: one per word (runs of
+    letters and digits; apostrophes and hyphens split, which can only over-count), one per
+    ideograph or kana (the standard tokenizer's UAX#29 rule)."""
+    return sum(len(_TERM.findall(w)) for w in words(text))
+
+
+def _prefix_within(text: str, budget: int) -> str:
+    """The longest prefix of ``text`` (whole whitespace-separated pieces where possible) with at
+    most ``budget`` terms."""
+    kept, used = [], 0
+    for piece in text.split(" "):
+        n = term_count(piece)
+        if used + n <= budget:
+            kept.append(piece)
+            used += n
+            continue
+        lo, hi = 0, len(piece)  # the longest prefix of the piece that still fits
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            lo, hi = (mid, hi) if used + term_count(piece[:mid]) <= budget else (lo, mid - 1)
+        if lo:
+            kept.append(piece[:lo])
+        break
+    return " ".join(kept)
+
+
+def bound_text(
+    text: str, fields: int, expansions: tuple[str, ...] = ()
+) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
+    """(text, expansions, notes): the text query within :data:`MAX_CLAUSES` clauses over
+    ``fields`` fields -- its first terms, then the expansions that still fit -- and what was
+    left out, in words."""
+    budget = max((MAX_CLAUSES - RESERVED_CLAUSES) // max(fields, 1), 1)
+    notes = []
+    total = term_count(text)
+    if total > budget:
+        text = _prefix_within(text, budget)
+        notes.append(
+            f"the text query keeps the first {term_count(text)} of the question's {total} terms "
+            f"({fields} fields x terms within Elasticsearch's limit of {MAX_CLAUSES} query clauses), "
+            f"up to {text.split(' ')[-1]!r}; the vector is made from the whole question"
+        )
+    used, kept = term_count(text), []
+    for e in expansions:
+        if used + term_count(e) <= budget:
+            kept.append(e)
+            used += term_count(e)
+    if len(kept) < len(expansions):
+        notes.append(
+            f"{len(expansions) - len(kept)} of {len(expansions)} synonym expansions left out to stay "
+            f"within Elasticsearch's limit of {MAX_CLAUSES} query clauses"
+        )
+    return text, tuple(kept), tuple(notes)
 
 
 def choose_search_type(intent: Intent, text: str, configured: str = "auto") -> str:
@@ -286,6 +354,13 @@ def hybrid_weights(profile: Profile, filters: Filters) -> tuple[float, float]:
     return profile.bm25_weight, profile.saturation_k
 
 
+def per_paper_cap(profile: Profile, filters: Filters) -> int:
+    """Most chunks a paper may give: the profile's ``per_paper_cap`` when several papers can
+    answer; none (0) inside one paper (a single ``paper_ids`` filter), where a search returns
+    ``size`` chunks of that paper."""
+    return 0 if len(filters.paper_ids) == 1 else profile.per_paper_cap
+
+
 def plan_for(
     request: SearchRequest,
     strategy: PlanShape,
@@ -317,6 +392,10 @@ def plan_for(
     parsed = Filters.parse(request.filters)
     boosts, match_type = text_fields(prof, stype, parsed)
     bm25_weight, saturation_k = hybrid_weights(prof, parsed)
+    cap = per_paper_cap(prof, parsed)
+    text, _, notes = bound_text(text, len(boosts))
+    expansions = expand(text, synonyms) if expand_now else ()
+    text, expansions, more = bound_text(text, len(boosts), expansions)
     return QueryPlan(
         question=cleaned,
         text=text,
@@ -328,12 +407,13 @@ def plan_for(
         bm25_weight=bm25_weight,
         saturation_k=saturation_k,
         section_multipliers=dict(section_multipliers(prof, parsed)[intent.rule]) if strategy.sections else {},
-        expansions=expand(text, synonyms) if expand_now else (),
+        expansions=expansions,
+        notes=notes + more if strategy.uses_text else (),
         filters=parsed,
         size=start + size,  # the hits before the page are ranked too, then left out (results.page_of)
-        cap=prof.per_paper_cap,
+        cap=cap,
         papers=request.papers,
-        collapse=strategy.collapse and prof.per_paper_cap > 0,
+        collapse=strategy.collapse and cap > 0,
         sort=request.sort,
         index=request.index,
         profile=prof,

@@ -178,7 +178,7 @@ def format_results(result: SearchResult, explain: bool = False) -> str:
         f"# {result.strategy} · intent {result.intent_rule} · fields {result.search_type} · "
         f"{result.total if result.total is not None else '?'} matching chunks · {result.took_ms} ms"
     )
-    lines = [head]
+    lines = [head, *(f"# note: {n}" for n in result.notes)]
 
     def hit_lines(rank: str, h) -> list[str]:
         out = [

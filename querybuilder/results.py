@@ -69,6 +69,9 @@ class SearchResult(BaseModel):
     hits: list[Hit]
     papers: list[PaperHit] = []
     request: dict | list
+    #: how the question was shortened, if it was: the text query bounded by Elasticsearch's
+    #: clause limit, the question longer than the embedding model reads
+    notes: list[str] = []
 
 
 def page_of(result: SearchResult, start: int) -> SearchResult:
@@ -110,6 +113,7 @@ def parse_explanation(expl: dict) -> ScoreParts:
             return  # a rescored hit's first pass, weighted 0 (hybrid's rescore replaces it)
         if desc.startswith("script score function") and "cosineSimilarity" in desc:
             parts.knn = (parts.knn or 0.0) + value  # the rescore's vector part
+            rescored.append(True)
             return
         if desc.startswith("script score function") and parts.text is None:
             parts.text = value
@@ -118,8 +122,11 @@ def parse_explanation(expl: dict) -> ScoreParts:
         for d in details:
             walk(d, factor)
 
+    rescored: list[bool] = []
     walk(expl)
     parts.bm25 = bm25
+    if rescored and parts.text is None:
+        parts.text = 0.0  # rescored with both signals, the text part matched nothing: it adds 0
     return parts
 
 

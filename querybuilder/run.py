@@ -11,9 +11,11 @@ raises :class:`~scholar_es.errors.ModelMismatchError` (:func:`embed_question`).
 Per-paper cap: ``collapse`` on ``paper_id`` with ``inner_hits`` (size = cap) for the strategies
 that run one query; the chunk view flattens the inner hits of the top ``size`` papers and keeps
 the best ``size`` chunks (exactly the top chunks with at most ``cap`` per paper), the paper view
-returns the papers with their chunks. ``rrf``, ``linear`` and ``rrf-client``, and any search with
-``explain`` (Elasticsearch explains only the top hit of each collapsed group:
-:func:`explained_plan`), fetch size x cap hits instead and apply the cap here.
+returns the papers with their chunks. ``rrf``, ``linear`` and ``rrf-client`` fetch size x cap
+hits instead and apply the cap here. Inside one paper there is no cap
+(:func:`querybuilder.plan.per_paper_cap`).
+Options that add detail never change what ranks: with ``collapse``, ``explain`` and the rescored
+scores of the inner hits come from a second request on the shown chunks (:func:`detail_pass`).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from elasticsearch.dsl import Search
 
 from indexer.embedder import model_key
 from querybuilder.dsl import INNER_HITS_NAME
-from querybuilder.plan import QueryPlan
+from querybuilder.plan import MAX_RESULT_WINDOW, QueryPlan
 from querybuilder.results import (
     Hit,
     PaperHit,
@@ -90,6 +92,27 @@ def check_model(meta: dict, *, model: str | None = None, dims: int | None = None
 
 def embed_question(es, plan: QueryPlan, embedder=None) -> np.ndarray:
     """The question's vector, checked against the index's model and dims before any search."""
+    return embed_noted(es, plan, embedder)[0]
+
+
+def model_note(embedder, question: str) -> tuple[str, ...]:
+    """A note when ``question`` is longer than ``embedder``'s model reads (its ``max_seq_length``
+    tokens; the rest does not reach the vector). Counted only for a question that could be that
+    long (every token has at least one character), and only where the embedder can count."""
+    count = getattr(embedder, "token_count", None)
+    if count is None or len(question) + 2 <= 128:
+        return ()
+    found = count(question)
+    if found is None or found[0] <= found[1]:
+        return ()
+    return (
+        f"the embedding model {getattr(embedder, 'name', '?')!r} reads the first {found[1]} of the "
+        f"question's {found[0]} tokens; the vector is made from those",
+    )
+
+
+def embed_noted(es, plan: QueryPlan, embedder=None) -> tuple[np.ndarray, tuple[str, ...]]:
+    """(:func:`embed_question`'s vector, :func:`model_note` of the question)."""
     meta = index_meta(es, plan.index)
     if embedder is None:
         from indexer.embedder import DEFAULT_MODEL, Embedder, default_backend
@@ -101,7 +124,7 @@ def embed_question(es, plan: QueryPlan, embedder=None) -> np.ndarray:
     check_model(meta, model=getattr(embedder, "name", None))
     vector = np.asarray(embedder.encode([plan.question])[0], dtype=np.float32)
     check_model(meta, dims=int(vector.shape[0]))
-    return vector
+    return vector, model_note(embedder, plan.question)
 
 
 # --- fusion ---------------------------------------------------------------------------------
@@ -126,17 +149,33 @@ def rrf_fuse(rankings: Sequence[Sequence[str]], k: int = RRF_K) -> list[tuple[st
     return sorted(scores.items(), key=lambda kv: (-kv[1], first[kv[0]]))
 
 
-def _collapsed(plan: QueryPlan, raw_hits: list[dict]) -> tuple[list[Hit], list[PaperHit]]:
+def _collapsed(
+    plan: QueryPlan, raw_hits: list[dict], detail: dict[str, dict] | None = None
+) -> tuple[list[Hit], list[PaperHit]]:
+    """(chunk view, paper view) of a collapsed answer; ``detail`` (:func:`detail_pass`): each
+    chunk's final score and explanation, the chunks of a paper ordered by it. A paper's score is
+    its head's (what ranked it)."""
+
+    def chunk(raw: dict) -> Hit:
+        found = detail.get(raw["_id"]) if detail is not None else None
+        if found is None:
+            return to_hit(raw)
+        return to_hit({**raw, "_score": found.get("_score"), **_explained(found)})
+
     papers = []
     for raw in raw_hits:
         inner = raw.get("inner_hits", {}).get(INNER_HITS_NAME, {}).get("hits", {}).get("hits", [])
-        chunks = [to_hit(h) for h in inner] or [to_hit(raw)]
+        chunks = sorted((chunk(h) for h in inner), key=lambda h: -h.score) or [chunk(raw)]
         top = to_hit(raw)
         papers.append(PaperHit(paper_id=top.paper_id, title=top.title, score=top.score, chunks=chunks))
     flat = [h for p in papers for h in p.chunks]
     if plan.sort == "relevance":
         flat.sort(key=lambda h: -h.score)  # stable: paper order on ties
     return flat[: plan.size], papers
+
+
+def _explained(raw: dict) -> dict:
+    return {"_explanation": raw["_explanation"]} if "_explanation" in raw else {}
 
 
 def _total(resp: dict) -> int | None:
@@ -159,6 +198,7 @@ def _common(plan: QueryPlan, strategy_name: str | None) -> dict:
         "intent_rule": plan.intent.rule,
         "search_type": plan.search_type,
         "index": plan.index,
+        "notes": list(plan.notes),
     }
 
 
@@ -201,25 +241,57 @@ def run_fused(
     )
 
 
-def explained_plan(plan: QueryPlan, explain: bool) -> QueryPlan:
-    """The plan to build when ``explain`` is asked: Elasticsearch explains only each collapsed
-    group's top hit, so the cap is applied client-side instead (``collapse`` off)."""
-    if explain and plan.collapse:
-        return plan.with_changes(collapse=False)
-    return plan
+def detail_pass(es, plan: QueryPlan, body: dict, ids: list[str], *, explain: bool) -> dict[str, dict]:
+    """The hits ``ids`` scored again by the very request ``body`` (its query and rescore, no
+    ``collapse``), restricted to them by an ``ids`` filter, with ``explain`` if asked: ``_id`` ->
+    raw hit.
+
+    Elasticsearch neither rescores nor (without ``inner_hits.explain``) explains a collapsed
+    group's inner hits: they keep their first-pass scores while the group's head is rescored
+    (reference/search/search-your-data/collapse-search-results.html, "Rescore collapse results":
+    the rescorer runs on the top document of each group). This pass gives every shown chunk the
+    score of the formula that ranked its paper: the same query (filters, knn pre-filter and BM25
+    statistics unchanged; the ``ids`` filter only restricts) and the same rescore, its window
+    widened to cover every id (a hit's rescored score does not depend on the window it is in)."""
+    detail = {k: v for k, v in body.items() if k not in ("collapse", "from", "size")}
+    detail["query"] = {"bool": {"must": [body["query"]], "filter": [{"ids": {"values": ids}}]}}
+    detail["size"] = len(ids)
+    if isinstance(detail.get("rescore"), dict):
+        window = max(int(detail["rescore"].get("window_size", 10)), len(ids))
+        detail["rescore"] = {**detail["rescore"], "window_size": min(window, MAX_RESULT_WINDOW)}
+    if explain:
+        detail["explain"] = True
+    resp = es.search(index=plan.index, body=detail).body
+    return {h["_id"]: h for h in resp["hits"]["hits"]}
+
+
+def _collapsed_ids(raw_hits: list[dict]) -> list[str]:
+    ids = []
+    for raw in raw_hits:
+        ids.append(raw["_id"])
+        inner = raw.get("inner_hits", {}).get(INNER_HITS_NAME, {}).get("hits", {}).get("hits", [])
+        ids.extend(h["_id"] for h in inner)
+    return list(dict.fromkeys(ids))
 
 
 def run_single(
     es, plan: QueryPlan, built: Search, *, explain: bool = False, strategy_name: str | None = None
 ) -> SearchResult:
-    """The one ``_search`` ``built`` for ``plan`` (built from :func:`explained_plan` with
-    ``explain``); the per-paper cap from ``collapse`` or applied here."""
-    body = built.extra(explain=True).to_dict() if explain else built.to_dict()
+    """The one ``_search`` ``built`` for ``plan``; the per-paper cap from ``collapse`` or applied
+    here. ``explain`` never changes what is sent for ranking: without ``collapse`` the body
+    carries ``explain`` (which changes no score); with ``collapse`` the ranking request is sent as
+    it is and the shown chunks are explained by :func:`detail_pass`, which also gives the inner
+    hits of a rescored search their rescored scores."""
+    collapsed = plan.collapse and plan.cap > 0
+    body = built.extra(explain=True).to_dict() if explain and not collapsed else built.to_dict()
     resp = es.search(index=plan.index, body=body).body
     raw_hits = resp["hits"]["hits"]
     common = {**_common(plan, strategy_name), "total": _total(resp), "took_ms": int(resp.get("took", 0))}
-    if plan.collapse and plan.cap > 0:
-        flat, paper_hits = _collapsed(plan, raw_hits)
+    if collapsed:
+        detail = None
+        if raw_hits and (explain or "rescore" in body):
+            detail = detail_pass(es, plan, body, _collapsed_ids(raw_hits), explain=explain)
+        flat, paper_hits = _collapsed(plan, raw_hits, detail)
         return SearchResult(**common, hits=flat, papers=paper_hits if plan.papers else [], request=body)
     hits = [to_hit(h) for h in raw_hits]
     return SearchResult(

@@ -41,7 +41,8 @@ from querybuilder.render import template_script as render_template_script
 from querybuilder.render import to_template as render_to_template
 from querybuilder.request import SearchRequest
 from querybuilder.results import SearchResult, page_of
-from querybuilder.run import check_item, embed_question, explained_plan, rrf_fuse, run_fused, run_single
+from querybuilder.run import check_item, model_note, rrf_fuse, run_fused, run_single
+from querybuilder.run import embed_noted as run_embed_noted
 from scholar_es.errors import ConfigError, choices
 
 
@@ -105,9 +106,12 @@ class PlanStrategy(Strategy):
 
     def prepare(self, es, request: SearchRequest) -> Prepared:
         plan = self.make_plan(request)
-        return Prepared(
-            self, request, (plan, embed(es, plan, request.embedder) if self.uses_vector else None)
-        )
+        vector = None
+        if self.uses_vector:
+            vector, notes = embed_noted(es, plan, request.embedder)
+            if notes:
+                plan = plan.with_changes(notes=plan.notes + notes)
+        return Prepared(self, request, (plan, vector))
 
     def bodies(self, prepared: Prepared) -> dict | list[dict]:
         plan, vector = prepared.state
@@ -126,7 +130,6 @@ class PlanStrategy(Strategy):
     ) -> SearchResult:
         """Send the request for ``plan`` with an already made ``vector`` and shape the answer
         (``strategy_name``: what the result reports; default: this strategy's name)."""
-        plan = explained_plan(plan, explain)
         return run_single(
             es, plan, self.one_search(plan, vector), explain=explain, strategy_name=strategy_name or self.name
         )
@@ -156,13 +159,18 @@ class PlanStrategy(Strategy):
 def embed(es, plan: QueryPlan, embedder=None):
     """The question's vector. With ``es``: by ``embedder`` (default: the index's model), checked
     against the index's model and dims; without: by ``embedder`` or the default model."""
+    return embed_noted(es, plan, embedder)[0]
+
+
+def embed_noted(es, plan: QueryPlan, embedder=None) -> tuple[Any, tuple[str, ...]]:
+    """(:func:`embed`'s vector, :func:`querybuilder.run.model_note` of the question)."""
     if es is not None:
-        return embed_question(es, plan, embedder)
+        return run_embed_noted(es, plan, embedder)
     if embedder is None:
         from indexer.embedder import Embedder
 
         embedder = Embedder()
-    return embedder.encode([plan.question])[0]
+    return embedder.encode([plan.question])[0], model_note(embedder, plan.question)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -172,7 +172,15 @@ _SEARCH_OPTIONS = [
         "trained heads (--heads); multisection splits the question into sections.",
     ),
     click.option("--profile", "profile", default=None, help=PROFILE_HELP),
-    click.option("--size", default=10, show_default=True, type=int, help="Hits (or papers with --papers)."),
+    click.option(
+        "--size",
+        default=10,
+        show_default=True,
+        type=int,
+        help="Hits (or papers with --papers). Across papers each paper gives at most the profile's "
+        'per_paper_cap chunks (default 5; set it with --profile FILE holding {"per_paper_cap": N}, '
+        "0 = no cap); inside one paper (a single --paper-id) the search returns SIZE chunks.",
+    ),
     click.option(
         "--from",
         "from_",

@@ -68,6 +68,10 @@ class LockedEmbedder:
         with self._lock:
             return self._inner.dims
 
+    def token_count(self, text: str) -> tuple[int, int] | None:
+        """The inner embedder's :meth:`~indexer.embedder.Embedder.token_count` (its own tokenizer)."""
+        return self._inner.token_count(text)
+
 
 @dataclass
 class ServerState:

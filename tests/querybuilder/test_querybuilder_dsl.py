@@ -7,7 +7,7 @@ import pytest
 from elasticsearch.dsl import Search
 
 from querybuilder.dsl import SATURATION_SCRIPT, SOURCE_FIELDS, as_query_vector
-from querybuilder.plan import MAX_QUERY_CHARS, Filters, clean_question
+from querybuilder.plan import MAX_CLAUSES, Filters, clean_question, term_count
 from querybuilder.profiles import DEFAULT_PROFILE, Profile, load_profile
 from querybuilder.render import dumps, template_id, to_console, to_json
 from querybuilder.results import parse_explanation
@@ -264,8 +264,13 @@ def test_clean_question_limits_and_surrogates():
     assert cleaned == "a b c d" == text
     long = "word " * 5000
     cleaned, text = clean_question(long)
-    assert len(text) <= MAX_QUERY_CHARS and text.endswith("word") and len(cleaned) > len(text)
-    assert len(clean_question("漢" * 10_000)[1]) == MAX_QUERY_CHARS
+    assert cleaned == text == long.strip()  # the text query is bounded by the plan (bound_text)
+    for question in (long, "漢" * 10_000, "a漢b " * 3000):
+        plan = make_plan(question, strategy="expanded")
+        fields = len(plan.field_boosts)
+        assert term_count(plan.text) * fields <= MAX_CLAUSES and plan.text
+        assert plan.question == " ".join(question.split()) and "the text query keeps" in plan.notes[0]
+    assert make_plan("How do they train the tagger?").notes == ()
 
 
 def test_search_types_chosen_from_question():
@@ -631,5 +636,5 @@ def test_10000_random_strings_build_valid_bodies():
         text = json.dumps(body, ensure_ascii=False)
         text.encode("utf-8")  # no lone surrogates left
         assert "query_string" not in text
-        assert len(plan.text) <= MAX_QUERY_CHARS
+        assert term_count(plan.text) * len(plan.field_boosts) <= MAX_CLAUSES
         roundtrips(body)
