@@ -68,7 +68,8 @@ def is_loopback(host: str | None) -> bool:
 
     if not host:
         return False
-    if host.lower().rstrip(".") in ("localhost", "localhost.localdomain") or host.lower().endswith(".localhost"):
+    name = host.lower().rstrip(".")
+    if name in ("localhost", "localhost.localdomain") or name.endswith(".localhost"):
         return True
     try:
         return ipaddress.ip_address(host).is_loopback

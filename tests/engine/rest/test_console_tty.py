@@ -36,9 +36,7 @@ def _read_until(fd: int, marker: bytes, buf: bytearray, timeout: float = 60.0) -
 
 def test_at_a_terminal_it_prompts_and_pretty_prints(tmp_path):
     main, child = pty.openpty()
-    proc = subprocess.Popen(
-        [*CMD, str(tmp_path)], stdin=child, stdout=child, stderr=child, env=ENV, cwd=REPO
-    )
+    proc = subprocess.Popen([*CMD, str(tmp_path)], stdin=child, stdout=child, stderr=child, env=ENV, cwd=REPO)
     os.close(child)
     buf = bytearray()
     try:
