@@ -38,13 +38,15 @@ def index_cmd(sources, fmt, target, chunking, model, batch_size, prefix, rebuild
 
     Bad records are reported with file, line and reason, counted, and skipped; the exit
     status is 1 when any record was rejected, 0 otherwise. Rerunning updates documents in
-    place (ids are deterministic), so nothing is duplicated.
+    place (ids are deterministic), so nothing is duplicated. Ctrl-C stops the run and says what
+    was kept (exit status 130): a first build publishes nothing, and the embeddings computed so
+    far stay in the cache, so a rerun reuses them.
     """
     from tqdm import tqdm
 
     from indexer.chunker import CHUNKING_MODES
     from indexer.embedder import DEFAULT_MODEL, Embedder
-    from indexer.pipeline import IndexRun, count_records
+    from indexer.pipeline import IndexInterrupted, IndexRun, count_records
     from indexer.readers import FORMATS
     from scholar_es.client import connect
     from scholar_es.errors import choices
@@ -89,7 +91,7 @@ def index_cmd(sources, fmt, target, chunking, model, batch_size, prefix, rebuild
         bar = tqdm(
             total=count_records(sources),
             unit=" papers",
-            disable=quiet,
+            disable=True if quiet else None,  # None: no bar when stderr is not a terminal (a log)
             file=sys.stderr,
             dynamic_ncols=True,
         )
@@ -108,7 +110,16 @@ def index_cmd(sources, fmt, target, chunking, model, batch_size, prefix, rebuild
         finally:
             bar.close()
 
-    summary = run_body(body)
+    try:
+        summary = run_body(body)
+    except IndexInterrupted as e:
+        click.echo(f"scholar-es index: {e}", err=True)
+        sys.exit(130)
+    except KeyboardInterrupt:
+        click.echo(
+            "scholar-es index: interrupted before any paper was indexed; nothing was written", err=True
+        )
+        sys.exit(130)
     click.echo(summary.line())
     click.echo(
         f"indices: {', '.join(f'{prefix}{k} -> {v}' for k, v in summary.indices.items())} "
