@@ -362,7 +362,7 @@ class IndexRun:
             )
         else:
             where = (
-                f"{self._written} papers were written to the existing indices (updated in place, "
+                f"{self._written} papers (at least) were written to the existing indices (updated in place, "
                 "still searchable); the rest are as they were"
             )
         cache = getattr(self.embedder, "cache_path", None)

@@ -59,9 +59,8 @@ def _corpus(path: Path, n: int) -> None:
             f.write(json.dumps(paper) + "\n")
 
 
-def test_ctrl_c_in_a_first_build_says_nothing_was_published_and_the_cache_is_kept(tmp_path):
-    src, engine, cache = tmp_path / "papers.jsonl", tmp_path / "engine", tmp_path / "cache"
-    _corpus(src, 3000)
+def _interrupted(src: Path, engine: Path, cache: Path, total: int) -> tuple[int, str, bytes]:
+    """Run `index SRC --es ENGINE`, send SIGINT at the bar's first update; (exit status, stderr, stdout)."""
     main, child = pty.openpty()  # stderr a terminal, so the bar shows progress to wait for
     fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))  # 100 columns
     proc = subprocess.Popen(
@@ -77,7 +76,7 @@ def test_ctrl_c_in_a_first_build_says_nothing_was_published_and_the_cache_is_kep
     deadline = time.monotonic() + 300
     try:
         # the bar's first update: papers are being embedded and written
-        while not re.search(rb"\b[1-9]\d*/3000\b", err):
+        while not re.search(rb"\b[1-9]\d*/%d\b" % total, err):
             assert time.monotonic() < deadline and proc.poll() is None, bytes(err)
             if select.select([main], [], [], 1)[0]:
                 err += os.read(main, 4096)
@@ -94,8 +93,14 @@ def test_ctrl_c_in_a_first_build_says_nothing_was_published_and_the_cache_is_kep
     finally:
         proc.kill()
         os.close(main)
-    text = err.decode(errors="replace")
-    assert proc.returncode == 130, text
+    return proc.returncode, err.decode(errors="replace"), out
+
+
+def test_ctrl_c_in_a_first_build_says_nothing_was_published_and_the_cache_is_kept(tmp_path):
+    src, engine, cache = tmp_path / "papers.jsonl", tmp_path / "engine", tmp_path / "cache"
+    _corpus(src, 3000)
+    returncode, text, out = _interrupted(src, engine, cache, 3000)
+    assert returncode == 130, text
     assert "Aborted!" not in text and "Traceback" not in text, text
     m = re.search(
         r"scholar-es index: interrupted after (\d+) papers \((\d+) chunks\) were read and embedded; nothing was "
@@ -111,6 +116,29 @@ def test_ctrl_c_in_a_first_build_says_nothing_was_published_and_the_cache_is_kep
     assert Path(m.group(4)) == cache / "embeddings.sqlite3"
     with sqlite3.connect(cache / "embeddings.sqlite3") as db:
         assert db.execute("SELECT count(*) FROM emb").fetchone()[0] == int(m.group(3)) > 0
+
+
+def test_ctrl_c_in_an_update_keeps_the_published_index(tmp_path):
+    small, src, engine, cache = (tmp_path / n for n in ("small.jsonl", "papers.jsonl", "engine", "cache"))
+    _corpus(small, 5)
+    _corpus(src, 3000)
+    first = subprocess.run(
+        [*CMD, str(small), "--es", str(engine), "--quiet"], capture_output=True, env=_env(cache), cwd=REPO
+    )
+    assert first.returncode == 0, first.stderr
+    returncode, text, _ = _interrupted(src, engine, cache, 3000)
+    assert returncode == 130 and "Traceback" not in text, text
+    m = re.search(
+        r"interrupted after \d+ papers \(\d+ chunks\) were read and embedded; (\d+) papers \(at least\) were written to "
+        r"the existing indices \(updated in place, still searchable\); the rest are as they were; the \d+ "
+        r"embeddings computed so far are kept in the cache",
+        " ".join(text.split()),
+    )
+    assert m, text
+    es = embedded_client(engine)
+    es.indices.refresh(index="papers")
+    # p0..p4 updated, then new ones (a bulk request in flight may have landed too)
+    assert es.count(index="papers")["count"] >= max(5, int(m.group(1)))
 
 
 def test_progress_bar_is_left_out_when_stderr_is_not_a_terminal(tmp_path):
