@@ -166,8 +166,11 @@ class Embedder:
         self._cache_dir = cache_dir or default_cache_dir()
         self._model: SentenceTransformer | None = None
         self._onnx: OnnxEncoder | None = None
-        self._cache = EmbeddingCache(self._cache_dir / "embeddings.sqlite3") if use_cache else None
+        #: the on-disk embedding cache (None with ``use_cache=False``)
+        self.cache_path: Path | None = self._cache_dir / "embeddings.sqlite3" if use_cache else None
+        self._cache = EmbeddingCache(self.cache_path) if self.cache_path else None
         self.encode_seconds = 0.0  # time spent inside the model, for the indexing benchmark
+        self.encoded = 0  # texts the model encoded (not served from the cache), stored in the cache
 
     @property
     def vector_key(self) -> str:
@@ -270,6 +273,7 @@ class Embedder:
             else:
                 vecs = self._load_onnx().encode(unique, batch_size=self.batch_size)
             self.encode_seconds += time.perf_counter() - t0
+            self.encoded += len(unique)
             by_text = dict(zip(unique, vecs, strict=True))
             for i in missing:
                 out[i] = by_text[texts[i]]

@@ -15,7 +15,7 @@ import queue
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -141,7 +141,7 @@ class _Failed:
 _DONE = object()
 
 
-def _ahead(items: Iterator[T], depth: int) -> Iterator[T]:
+def _ahead(items: Iterator[T], depth: int) -> Generator[T, None, None]:
     """``items``, produced by one background thread at most ``depth`` items ahead of the
     consumer. An exception in the producer is raised here (its traceback shows where it was
     raised in the producer); closing this generator (the bulk stopped, Ctrl-C in the consumer)
@@ -184,6 +184,10 @@ def _ahead(items: Iterator[T], depth: int) -> Iterator[T]:
     finally:
         stop.set()
         thread.join()
+
+
+class IndexInterrupted(KeyboardInterrupt):
+    """Ctrl-C stopped an indexing run; the message says what was kept (raised by :meth:`IndexRun.run`)."""
 
 
 class IndexRun:
@@ -242,7 +246,9 @@ class IndexRun:
                     self._seen[item.id] = source
                     yield item, source
 
-    def actions(self, papers: Iterable[tuple[Paper, str]], targets: dict[str, str]) -> Iterator[dict]:
+    def actions(
+        self, papers: Iterable[tuple[Paper, str]], targets: dict[str, str]
+    ) -> Generator[dict, None, None]:
         """Bulk actions in batches: every chunk embedded once, then written with a stable id.
 
         With ``embed_ahead`` > 0 one background thread reads, chunks and embeds up to that many
@@ -251,10 +257,13 @@ class IndexRun:
         batches = self._batches(papers)
         if self.embed_ahead > 0:
             batches = _ahead(batches, self.embed_ahead)
-        for batch, vectors in batches:
-            yield from self._batch_actions(batch, vectors, targets)
+        try:
+            for batch, vectors in batches:
+                yield from self._batch_actions(batch, vectors, targets)
+        finally:  # closed early (Ctrl-C, a failed write): the embedding thread stops now, not at GC
+            batches.close()
 
-    def _batches(self, papers: Iterable[tuple[Paper, str]]) -> Iterator[tuple[list, Any]]:
+    def _batches(self, papers: Iterable[tuple[Paper, str]]) -> Generator[tuple[list, Any], None, None]:
         """(papers with their chunks and source, their vectors), EMBED_BATCH chunks at a time."""
         batch: list[tuple[Paper, list[Chunk], str]] = []
         size = 0
@@ -344,6 +353,10 @@ class IndexRun:
                     "no paper was indexed (every record was rejected or the input was empty); "
                     "the aliases were left as they were"
                 )
+        except KeyboardInterrupt:
+            if self._fresh:
+                layout.discard(self.es, targets)
+            raise IndexInterrupted(self.interrupted_message()) from None
         except BaseException:
             if self._fresh:
                 layout.discard(self.es, targets)
@@ -353,10 +366,48 @@ class IndexRun:
         self.summary.encode_seconds = self.embedder.encode_seconds
         return self.summary
 
+    def interrupted_message(self) -> str:
+        """What an interrupted run leaves: the index (a first build: nothing; an update: the papers
+        the index acknowledged) and the embedding cache, which a rerun reuses."""
+        if self._fresh:
+            where = (
+                f"nothing was published: the half-built {', '.join(self.summary.indices.values())} "
+                "were deleted and the aliases are as they were"
+            )
+        else:
+            where = (
+                f"{self._written} papers (at least) were written to the existing indices (updated in place, "
+                "still searchable); the rest are as they were"
+            )
+        cache = getattr(self.embedder, "cache_path", None)
+        encoded = getattr(self.embedder, "encoded", 0)
+        kept = (
+            f"the {encoded} embeddings computed so far are kept in the cache {cache}, so rerunning the "
+            "same command reuses them and embeds only the rest"
+            if cache
+            else "no embedding cache is in use: a rerun embeds everything again"
+        )
+        return (
+            f"interrupted after {self.summary.papers} papers ({self.summary.chunks} chunks) were read and "
+            f"embedded; {where}; {kept}"
+        )
+
     def _write(self, readers, targets: dict[str, str]) -> None:
+        actions = self.actions(self.papers(readers), targets)
+        try:
+            self._bulk(actions, targets)
+        finally:  # a Ctrl-C or an error stops the reading and embedding before run() reports
+            actions.close()
+        self.on_stage(
+            f"refreshing {self.summary.chunks} chunks (the embedded engine builds the kNN graph of "
+            f"a vector field of {GRAPH_THRESHOLD:,}+ vectors here: minutes at 100k+) ..."
+        )
+        self.es.indices.refresh(index=",".join(targets.values()))
+
+    def _bulk(self, actions: Iterator[dict], targets: dict[str, str]) -> None:
         for ok, item in helpers.streaming_bulk(
             self.es,
-            self.actions(self.papers(readers), targets),
+            actions,
             chunk_size=self.bulk_size,
             raise_on_error=False,
             max_retries=5,
@@ -374,8 +425,3 @@ class IndexRun:
                 if is_disk_full(err):  # every later write would fail alike: stop, say it once
                     raise DiskFullError(f"indexing stopped at {source}: {reason}")
                 self.reject(f"{source}: document {op.get('_id')!r} refused by the index: {reason}")
-        self.on_stage(
-            f"refreshing {self.summary.chunks} chunks (the embedded engine builds the kNN graph of "
-            f"a vector field of {GRAPH_THRESHOLD:,}+ vectors here: minutes at 100k+) ..."
-        )
-        self.es.indices.refresh(index=",".join(targets.values()))

@@ -17,6 +17,11 @@ see :mod:`querybuilder.profiles`). Rules are tried in this order, the first that
 ``what_method``     a What question with method terms
 ``which_overview``  a Which question with overview terms
 ``default``         anything else
+
+Quantity questions ("How many ...", "How much ...", also "By how much ...") are evaluation
+questions: "how many" and "how much" are evaluation terms, so they take the ``evaluation`` rule
+rather than ``how`` (their QASPER train evidence is in results paragraphs twice as often as the
+average question's and in introductions a quarter as often; docs/evaluation.md).
 """
 
 from __future__ import annotations

@@ -62,6 +62,21 @@ def display_target(target: str) -> str:
     return f"{scheme}://***@{rest}"
 
 
+def is_loopback(host: str | None) -> bool:
+    """``localhost`` or a loopback address (127.0.0.0/8, ::1): traffic that never leaves the machine."""
+    import ipaddress
+
+    if not host:
+        return False
+    name = host.lower().rstrip(".")
+    if name in ("localhost", "localhost.localdomain") or name.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 def _warn_plain_http(target: str, what: str) -> None:
     global _warned_plain_http
     if not _warned_plain_http:
@@ -117,7 +132,12 @@ def connect(target: str | None = None, *, must_exist: bool = False):
         elif userinfo is not None:
             user, _, password = userinfo.partition(":")
             kwargs["basic_auth"] = (unquote(user), unquote(password))
-        if parts.scheme.lower() == "http" and ("api_key" in kwargs or "basic_auth" in kwargs):
+        # credentials over plain http to another machine; a local `scholar-es serve` is not warned about
+        if (
+            parts.scheme.lower() == "http"
+            and ("api_key" in kwargs or "basic_auth" in kwargs)
+            and not is_loopback(parts.hostname)
+        ):
             _warn_plain_http(target, "an API key" if "api_key" in kwargs else "a password")
         if os.environ.get("SCHOLAR_ES_CA_CERTS"):
             kwargs["ca_certs"] = os.environ["SCHOLAR_ES_CA_CERTS"]

@@ -53,3 +53,16 @@ def test_readme_lists_the_supported_aggregations_and_options():
     for name in (*aggregations.SUPPORTED, "fields", "docvalue_fields", "rest_total_hits_as_int", "l2_norm"):
         assert f"`{name}`" in README, name
     assert "§15" in README
+
+
+def test_readme_lists_no_supported_construct_as_refused():
+    """Issue 27: the README listed `rescore` as refused while the default hybrid query is built on it."""
+    refused = re.search(
+        r"^\* Anything outside the subset \((.*?)\) is answered with a\s+400", README, re.S | re.M
+    )
+    assert refused, "README has no list of refused constructs"
+    named = set(re.findall(r"`([^`]+)`", refused.group(1)))
+    assert named and not named & (set(search.SEARCH_KEYS) | set(aggregations.SUPPORTED)), named
+    assert "rescore" in search.SEARCH_KEYS and "rescore" not in search._UNSUPPORTED_KEYS
+    assert "the `rescore` phase (query rescorer" in README  # listed with what the engine implements
+    assert "(`rescore`)" in README  # and as what the default hybrid's second pass is

@@ -45,13 +45,15 @@ def index_cmd(sources, fmt, target, chunking, model, batch_size, prefix, rebuild
     reported once per file on stderr (a `warning:` line with the keys, the number of records
     holding them and, when the records look like another format, the --format to use); they
     do not change the exit status. Rerunning updates documents in place (ids are
-    deterministic), so nothing is duplicated.
+    deterministic), so nothing is duplicated. Ctrl-C stops the run and says what was kept (exit
+    status 130): a first build publishes nothing, and the embeddings computed so far stay in the
+    cache, so a rerun reuses them.
     """
     from tqdm import tqdm
 
     from indexer.chunker import CHUNKING_MODES
     from indexer.embedder import DEFAULT_MODEL, Embedder
-    from indexer.pipeline import IndexRun, count_records
+    from indexer.pipeline import IndexInterrupted, IndexRun, count_records
     from indexer.readers import FORMATS
     from scholar_es.client import connect
     from scholar_es.errors import choices
@@ -101,7 +103,7 @@ def index_cmd(sources, fmt, target, chunking, model, batch_size, prefix, rebuild
         bar = tqdm(
             total=count_records(sources),
             unit=" papers",
-            disable=quiet,
+            disable=True if quiet else None,  # None: no bar when stderr is not a terminal (a log)
             file=sys.stderr,
             dynamic_ncols=True,
         )
@@ -121,7 +123,16 @@ def index_cmd(sources, fmt, target, chunking, model, batch_size, prefix, rebuild
         finally:
             bar.close()
 
-    summary = run_body(body)
+    try:
+        summary = run_body(body)
+    except IndexInterrupted as e:
+        click.echo(f"scholar-es index: {e}", err=True)
+        sys.exit(130)
+    except KeyboardInterrupt:
+        click.echo(
+            "scholar-es index: interrupted before any paper was indexed; nothing was written", err=True
+        )
+        sys.exit(130)
     click.echo(summary.line())
     click.echo(
         f"indices: {', '.join(f'{prefix}{k} -> {v}' for k, v in summary.indices.items())} "

@@ -169,7 +169,7 @@ def _search_batch(queries_file: str, run_out: str | None, search: SearchArgs, ta
         base = search.request("", profile=prof, embedder=embedder, heads=None)
         start = time.perf_counter()
         lines: list[str] = []
-        for qid, text in tqdm(queries, unit=" questions", file=sys.stderr, dynamic_ncols=True):
+        for qid, text in tqdm(queries, unit=" questions", file=sys.stderr, dynamic_ncols=True, disable=None):
             result = strat.search(es, base.replace(question=text))
             lines += run_lines(qid, result, papers=search.papers, tag=search.strategy)
         if run_out:

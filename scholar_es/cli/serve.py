@@ -19,8 +19,11 @@ def console_cmd(file, target) -> None:
     Each request is a ``METHOD path`` line followed by an optional JSON body (NDJSON for
     _bulk and _msearch); it ends at a blank line, the next request line or the end of the
     input, runs at once, and its response is printed as one JSON line (errors included).
-    The same file runs against the embedded engine and a real cluster. The exit status is 1
-    when any request failed.
+    At a terminal (standard input a TTY) it shows a prompt (``scholar-es> ``, ``... `` inside a
+    request; a blank line sends it, Ctrl-D ends) and pretty-prints each response when standard
+    output is a terminal too; piped, the output stays one JSON line per request. The same file
+    runs against the embedded engine and a real cluster. The exit status is 1 when any request
+    failed.
     """
     from scholar_es.client import connect
     from scholar_es.engine.rest.console import run_console
@@ -28,7 +31,23 @@ def console_cmd(file, target) -> None:
     es = run_body(
         lambda: connect(target or default_target(), must_exist=not is_url(target or default_target()))
     )
-    sys.exit(1 if run_console(es, file, sys.stdout) else 0)
+    interactive = file.isatty()  # standard input (or a FILE) that is a terminal: a person types
+    if interactive:
+        click.echo(
+            f"scholar-es console on {display_target(target or default_target())}: a request is "
+            "'METHOD path' and an optional JSON body; a blank line sends it, Ctrl-D ends",
+            err=True,
+        )
+    failed = run_console(
+        es,
+        file,
+        sys.stdout,
+        prompt_to=sys.stderr if interactive else None,
+        pretty=interactive and sys.stdout.isatty(),
+    )
+    if interactive:
+        click.echo("", err=True)  # the last prompt's line ends
+    sys.exit(1 if failed else 0)
 
 
 def _parse_size(text: str) -> int:

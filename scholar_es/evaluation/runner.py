@@ -163,7 +163,7 @@ def ensure_index(
         total=count_records([dataset.corpus]),
         unit=" papers",
         file=sys.stderr,
-        disable=not progress,
+        disable=None if progress else True,
         dynamic_ncols=True,
     )
     run = None
@@ -245,7 +245,7 @@ def run_queries(
         desc=label or "queries",
         unit=" q",
         file=sys.stderr,
-        disable=not progress,
+        disable=None if progress else True,
         dynamic_ncols=True,
         leave=False,
     ):
@@ -274,7 +274,7 @@ def embed_questions(dataset: Dataset, embedder, progress: bool = True) -> dict[s
         desc="embedding questions",
         unit=" q",
         file=sys.stderr,
-        disable=not progress,
+        disable=None if progress else True,
         dynamic_ncols=True,
         leave=False,
     ) as bar:

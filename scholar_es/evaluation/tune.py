@@ -133,7 +133,7 @@ def collect_candidates(
         desc="collecting candidates",
         unit=" q",
         file=sys.stderr,
-        disable=not progress,
+        disable=None if progress else True,
         dynamic_ncols=True,
         leave=False,
     ):
@@ -367,7 +367,9 @@ def _score_grid(dataset, cands, points: list[tuple[str, Params]], progress: bool
     from tqdm import tqdm
 
     out = []
-    for label, p in tqdm(points, desc="grid", unit=" pt", file=sys.stderr, disable=not progress, leave=False):
+    for label, p in tqdm(
+        points, desc="grid", unit=" pt", file=sys.stderr, disable=None if progress else True, leave=False
+    ):
         per = score_rankings(dataset.qrels, simulate(dataset, cands, p))
         out.append(GridPoint(params=p, label=label, per_query=per, means=mean_scores(per)))
     return out

@@ -93,23 +93,39 @@ def test_unreachable_cluster_with_password_in_url(url):
     secrets = [SECRET, SECRET[4:]] if "/" in url.split("@")[0] or url.count("@") > 1 else [SECRET]
     out = _no_secret(proc, *secrets)
     assert '"transport_error"' in proc.stdout, out
+    assert "warning" not in proc.stderr, out  # loopback: the password never leaves the machine
+    # the same URL naming another machine warns, redacted (no request is sent: empty input)
+    remote = url.replace("127.0.0.1", "es.example.invalid").replace("[::1]", "es.example.invalid")
+    proc = run_cli("console", env={"SCHOLAR_ES_URL": remote}, stdin="")
+    out = _no_secret(proc, *secrets)
     assert proc.stderr.count("warning: a password would travel unencrypted over") == 1, out
-    assert "***@" in proc.stderr
+    assert "***@es.example.invalid" in proc.stderr
+
+
+@pytest.mark.parametrize("host", ["localhost", "127.0.0.1", "127.1.2.3", "[::1]"])
+def test_credentials_over_http_to_a_local_serve_do_not_warn(host):
+    """Issue 27: every CLI call against a local `scholar-es serve` printed the warning."""
+    proc = run_cli(
+        "console", "--es", f"http://{host}:1", env={"SCHOLAR_ES_API_KEY": API_KEY}, stdin="GET /\n"
+    )
+    _no_secret(proc, API_KEY)
+    assert '"transport_error"' in proc.stdout and "warning" not in proc.stderr, proc.stderr
 
 
 def test_api_key_and_env_password_over_http_warn_once_and_never_print():
-    proc = run_cli("console", env={"SCHOLAR_ES_URL": "http://127.0.0.1:1", "SCHOLAR_ES_API_KEY": API_KEY})
+    remote = "http://es.example.invalid:9200"
+    proc = run_cli("console", env={"SCHOLAR_ES_URL": remote, "SCHOLAR_ES_API_KEY": API_KEY}, stdin="")
     _no_secret(proc, API_KEY)
-    assert proc.stderr.count("warning: an API key would travel unencrypted over http://127.0.0.1:1") == 1
+    assert proc.stderr.count(f"warning: an API key would travel unencrypted over {remote}") == 1
     proc = run_cli(
         "console",
         "--es",
-        "http://127.0.0.1:1",
+        "http://10.1.2.3:9200",
         env={"SCHOLAR_ES_USER": "elastic", "SCHOLAR_ES_PASSWORD": SECRET},
-        stdin="GET /\n\nGET /_cat/indices\n",
+        stdin="",
     )
     _no_secret(proc, SECRET)
-    assert proc.stderr.count("warning: a password would travel unencrypted") == 1  # once, not per request
+    assert proc.stderr.count("warning: a password would travel unencrypted over http://10.1.2.3:9200") == 1
 
 
 def test_https_and_no_credentials_do_not_warn():

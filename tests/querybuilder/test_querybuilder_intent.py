@@ -29,6 +29,11 @@ from scholar_es.errors import ConfigError
         ("What metrics do they report?", "what", "evaluation"),
         ("Does it outperform the baselines?", "other", "evaluation"),
         ("What is the accuracy of the model compared to BERT?", "what", "evaluation"),
+        # quantity questions (issue 27): their evidence is in results paragraphs (docs/evaluation.md)
+        ("How many attention layers are there in their model?", "how", "evaluation"),
+        ("how much data do they train on", "how", "evaluation"),
+        ("By how much did the results improve?", "how", "evaluation"),
+        ("How are many layers stacked?", "how", "how"),  # not "how many" in a row
         # form words found in the first three words only
         ("In which corpora was it annotated?", "which", "evaluation"),
         ("So how do they encode the input?", "how", "how"),

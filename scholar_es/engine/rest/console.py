@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any
 
 METHODS = ("GET", "POST", "PUT", "DELETE", "HEAD", "PATCH")
@@ -109,10 +109,11 @@ def _loads(text: str, what: str) -> Any:
         raise ConsoleParseError(f"{what}: {e.reason}", e.type) from None
 
 
-def _dump(obj: Any) -> str:
-    """One JSON line; text that is not valid Unicode (lone surrogates) is written as \\u escapes."""
-    line = json.dumps(obj, ensure_ascii=False)
-    return json.dumps(obj) if _SURROGATES.search(line) else line
+def _dump(obj: Any, indent: int | None = None) -> str:
+    """One JSON line (``indent``: pretty-printed); text that is not valid Unicode (lone surrogates)
+    is written as \\u escapes."""
+    line = json.dumps(obj, ensure_ascii=False, indent=indent)
+    return json.dumps(obj, indent=indent) if _SURROGATES.search(line) else line
 
 
 _SURROGATES = re.compile("[\ud800-\udfff]")
@@ -168,30 +169,49 @@ class _Request:
 _NOT_UTF8 = re.compile("[\udc80-\udcff]")
 
 
-def _lines(stream_in: IO[str] | Iterable[str]) -> Iterator[str]:
-    """Lines as they arrive (readline, so a pipe is read one request at a time)."""
+def _lines(stream_in: IO[str] | Iterable[str], prompt: Callable[[], None] | None = None) -> Iterator[str]:
+    """Lines as they arrive (readline, so a pipe is read one request at a time); ``prompt`` is
+    called before each line is read."""
     readline = getattr(stream_in, "readline", None)
     if readline is None:
         yield from stream_in
         return
     while True:
+        if prompt is not None:
+            prompt()
         line = readline()
         if not line:
             return
         yield line
 
 
-def run_console(es, stream_in: IO[str] | Iterable[str], stream_out: IO[str]) -> int:
+#: the prompts of an interactive console: before a request line, and inside a request's body
+PROMPT, BODY_PROMPT = "scholar-es> ", "... "
+
+
+def run_console(
+    es,
+    stream_in: IO[str] | Iterable[str],
+    stream_out: IO[str],
+    *,
+    prompt_to: IO[str] | None = None,
+    pretty: bool = False,
+) -> int:
     """Run every request read from ``stream_in`` against ``es`` (an ``elasticsearch.Elasticsearch``),
     writing one JSON line per request (or per unparseable chunk of input) to ``stream_out``.
+
+    For a person at a terminal: ``prompt_to`` gets a prompt before each line is read
+    (:data:`PROMPT`, :data:`BODY_PROMPT` inside a request), and ``pretty`` indents each response
+    (2 spaces) instead of one line.
 
     Returns the number of requests that failed (error responses and input errors), so a CLI can
     turn it into an exit status.
     """
     failures = 0
+    indent = 2 if pretty else None
 
     def emit(obj: Any) -> None:
-        stream_out.write(_dump(obj) + "\n")
+        stream_out.write(_dump(obj, indent) + "\n")
         stream_out.flush()
 
     def finish(req: _Request | None) -> None:
@@ -217,7 +237,7 @@ def run_console(es, stream_in: IO[str] | Iterable[str], stream_out: IO[str]) -> 
             return
         try:
             out, ok = execute(es, req.method, req.path, body)
-            line = _dump(out)
+            line = _dump(out, indent)
         except Exception as e:  # noqa: BLE001 - one bad request must not end the session
             out, ok = (
                 _error_line(
@@ -249,7 +269,12 @@ def run_console(es, stream_in: IO[str] | Iterable[str], stream_out: IO[str]) -> 
             )
             stray.clear()
 
-    for n, raw in enumerate(_lines(stream_in), start=1):
+    def prompt() -> None:
+        if prompt_to is not None:
+            prompt_to.write(BODY_PROMPT if current is not None else PROMPT)
+            prompt_to.flush()
+
+    for n, raw in enumerate(_lines(stream_in, prompt if prompt_to is not None else None), start=1):
         line = raw.rstrip("\r\n")
         bad_utf8 = _NOT_UTF8.search(line) is not None
         if current is not None and current.in_triple:  # inside a triple-quoted string: take the line verbatim
