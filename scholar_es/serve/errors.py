@@ -48,7 +48,19 @@ def _json_position(body: bytes, pos: int) -> str:
     return f"character {pos} (line {line}, column {column})"
 
 
-def _validation_reason(exc: RequestValidationError, body: bytes = b"") -> str:
+def _body_fields(request: Request) -> list[str]:
+    """The JSON names of the fields the route's body model takes (aliases as sent), or []."""
+    field = getattr(request.scope.get("route"), "body_field", None)
+    model = getattr(getattr(field, "field_info", None), "annotation", None)
+    fields = getattr(model, "model_fields", None)
+    if not isinstance(fields, dict):
+        return []
+    return sorted(f.alias or name for name, f in fields.items())
+
+
+def _validation_reason(
+    exc: RequestValidationError, body: bytes = b"", fields: list[str] | None = None
+) -> str:
     parts = []
     for err in exc.errors():
         if err.get("type") == "json_invalid":  # loc: ("body", position); ctx: the parser's message
@@ -59,7 +71,12 @@ def _validation_reason(exc: RequestValidationError, body: bytes = b"") -> str:
         loc = ".".join(str(p) for p in err.get("loc", ()) if p != "body") or "body"
         value = err.get("input")
         shown = "" if isinstance(value, (dict, list)) or value is None else f" (got {value!r})"
-        parts.append(f"{loc}: {err.get('msg')}{shown}")
+        hint = ""
+        if err.get("type") == "extra_forbidden" and fields and len(err.get("loc", ())) == 2:
+            hint = f"; valid fields: {', '.join(fields)}"
+            if "filters" in fields:
+                hint += ' (filters such as year_from go inside "filters")'
+        parts.append(f"{loc}: {err.get('msg')}{shown}{hint}")
     return "; ".join(parts) or "invalid request"
 
 
@@ -67,7 +84,8 @@ def install_handlers(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError):
         body = await request.body()  # read once already: cached
-        return error_response(400, "illegal_argument_exception", _validation_reason(exc, body))
+        reason = _validation_reason(exc, body, _body_fields(request))
+        return error_response(400, "illegal_argument_exception", reason)
 
     @app.exception_handler(ScholarEsError)
     async def _ours(request: Request, exc: ScholarEsError):

@@ -255,6 +255,9 @@ def test_multisection_api_equals_the_python_api(served_demo):
         ({"question": "x", "profile": "/etc/passwd"}, "unknown profile '/etc/passwd'"),
         ({"question": "x", "filters": {"section_types": ["methods"]}}, "unknown section type 'methods'"),
         ({"question": "x", "colour": 1}, "colour: Extra inputs are not permitted"),
+        # a filter sent at the top level: the valid fields, and where filters go (issue 27)
+        ({"question": "x", "year_from": 2020}, "valid fields: explain, filters, from, heads, papers"),
+        ({"question": "x", "year_from": 2020}, 'filters such as year_from go inside "filters"'),
     ],
 )
 def test_search_api_bad_input_is_a_clear_400(served_demo, body, fragment):

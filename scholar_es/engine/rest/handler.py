@@ -209,9 +209,17 @@ def create_index(engine, params, body, index):
     return 200, engine.create_index(index, body or {})
 
 
-@route("DELETE", "/{index}", api="indices.delete")
+@route("DELETE", "/{index}", api="indices.delete", params=indices_options.PARAMS)
 def delete_index(engine, params, body, index):
-    engine.delete_index(index)
+    """``ignore_unavailable``, ``allow_no_indices``, ``expand_wildcards``: as ``IndicesOptions``
+    resolves them (``indices.delete(index="x", ignore_unavailable=True)`` of a missing index is
+    acknowledged, the usual "drop if it exists" of a setup script)."""
+    if any(p in params for p in indices_options.PARAMS):
+        names = indices_options.resolve(engine, index, params, allow_aliases=False)
+        if names:
+            engine.delete_index(",".join(names))
+    else:
+        engine.delete_index(index)
     return 200, {"acknowledged": True}
 
 

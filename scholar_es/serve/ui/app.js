@@ -137,8 +137,9 @@ async function copyConsole(col, strategy, question) {
   const pre = $(".console", col);
   const button = $(".copy-console", col);
   try {
+    // the request of the whole ranking (the API's /query takes no `from`: a page is cut from it)
     const q = await api("/query", {question, strategy, size: Number($("#size").value) || 5, papers: true,
-      from: offset, sort: $("#sort").value, filters: filters(), ...options(strategy, false)});
+      sort: $("#sort").value, filters: filters(), ...options(strategy, false)});
     pre.textContent = q.console;
     pre.hidden = false;
     try {

@@ -23,7 +23,10 @@ def _read_until(fd: int, marker: bytes, buf: bytearray, timeout: float = 60.0) -
     while marker not in buf:
         left = end - time.monotonic()
         assert left > 0, f"{marker!r} never came; got {bytes(buf)!r}"
-        if select.select([fd], [], [], left)[0]:
+        # poll, not select: in a long test run the pty's descriptor can be above select's FD_SETSIZE
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        if poller.poll(left * 1000):
             try:
                 chunk = os.read(fd, 4096)
             except OSError:  # the child closed the terminal
