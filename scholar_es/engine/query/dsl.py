@@ -68,9 +68,9 @@ SUPPORTED_QUERIES = (
     "prefix",
     "wildcard",
     "query_string",
+    "simple_query_string",
 )
 _UNSUPPORTED_KNOWN = {
-    "simple_query_string",
     "match_phrase_prefix",
     "match_bool_prefix",
     "regexp",

@@ -1,5 +1,6 @@
 """The phrase and multi-term queries: ``match_phrase``, ``prefix``, ``wildcard``, ``query_string``
-and ``simple_query_string`` (the last two through :mod:`engine.query.query_string`).
+and ``simple_query_string`` (through :mod:`engine.query.query_string` and
+:mod:`engine.query.simple_query_string`).
 
 :class:`TextQueryParser` is the engine's query parser: :class:`~engine.query.dsl.QueryParser` plus
 these clauses.
@@ -28,7 +29,7 @@ from scholar_es.engine.analysis.analyzers import get_analyzer, lowercase
 from scholar_es.engine.analysis.tokens import positions
 from scholar_es.engine.errors import EsError, illegal_argument, parsing_error, unsupported
 from scholar_es.engine.index.mapping import KEYWORD, TEXT, VECTOR
-from scholar_es.engine.query import query_string
+from scholar_es.engine.query import query_string, simple_query_string
 from scholar_es.engine.query.dsl import (
     MAX_CLAUSE_COUNT,
     QueryParser,
@@ -261,6 +262,9 @@ class TextQueryParser(QueryParser):
             return MatchNoneNode()
         boost = _float("query_string", "boost", p.get("boost", 1.0))
         return BoostNode(node, boost) if boost != 1.0 else node
+
+    def _q_simple_query_string(self, p):
+        return simple_query_string.build(self, p)
 
     def _qs_group(self, g, top: bool = False, msm=None) -> Node | None:
         occurs: dict[str, list[Node]] = {"must": [], "should": [], "must_not": []}

@@ -53,7 +53,7 @@ def bad_search(es, **body) -> BadRequestError:
 @pytest.mark.parametrize(
     "query, name",
     [
-        ({"simple_query_string": {"query": "hello"}}, "simple_query_string"),
+        ({"simple_query_string": {"query": "helo~1"}}, "simple_query_string fuzzy term [helo~1]"),
         ({"match_phrase_prefix": {"title": "hello wor"}}, "match_phrase_prefix"),
         ({"query_string": {"query": "title:helo~"}}, "query_string fuzzy term [~]"),
         (
