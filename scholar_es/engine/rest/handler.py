@@ -682,6 +682,7 @@ def _path(index: str, api: str) -> str:
 
 #: what ``_search`` implements of its URL parameters (here, in ``rest/params.py`` and ``_source_params``)
 _SEARCH_PARAMS = (
+    *indices_options.PARAMS,  # rest/indices_options.py
     "size",
     "from",
     "track_total_hits",
@@ -750,9 +751,12 @@ def _source_params(params: dict) -> bool | dict | None:
     return {"includes": includes or [], "excludes": excludes or []}
 
 
-def search_one(engine, index: str, body: dict, typed_keys: bool = False, checked: bool = False) -> dict:
-    """One index's search; ``checked``: the body already passed ``check_search_body``."""
-    names = engine.resolve(index)
+def search_one(
+    engine, index: str, body: dict, typed_keys: bool = False, checked: bool = False, names=None
+) -> dict:
+    """One index's search; ``checked``: the body already passed ``check_search_body``;
+    ``names``: ``index`` already resolved (by the request's indices options)."""
+    names = engine.resolve(index) if names is None else names
     if not names:  # a wildcard that matched nothing: an empty answer, as Elasticsearch gives
         return {
             "took": 0,
@@ -774,10 +778,13 @@ def search_one(engine, index: str, body: dict, typed_keys: bool = False, checked
 def search(engine, params, body, index=None):
     """``index`` None: the path names no index (``/_search``), as a point-in-time search must."""
     body = rest_params.prepare(params, _search_params(params, body, _path(index or "_all", "_search")))
+    names = indices_options.search_names(engine, index, body, params)
+    if names is not None and "scroll" in params:
+        index = indices_options.scroll_target(names)
     resp = rest_scroll.search(engine, index, body, params)  # a scroll or a point in time, else None
     if resp is None:
         typed_keys = rest_params.typed_keys(params)
-        resp = search_one(engine, index or "_all", body, typed_keys, checked=True)
+        resp = search_one(engine, index or "_all", body, typed_keys, checked=True, names=names)
     return 200, rest_params.shape(params, resp)
 
 
@@ -850,11 +857,11 @@ def mget_index(engine, params, body, index):
     return mget(engine, params, body, index=index)
 
 
-@route("GET|POST", "/{index}/_count", api="count", params=("q", *Q_PARAMS))
+@route("GET|POST", "/{index}/_count", api="count", params=("q", *Q_PARAMS, *indices_options.PARAMS))
 def count_route(engine, params, body, index):
     check_search_body(body)
     body = with_url_query(params, body, _path(index, "_count"), body_wins=True)
-    names = engine.resolve(index)
+    names = indices_options.resolve(engine, index, params)
     total = sum(count(engine.handle(n), body) for n in names)
     return 200, {
         "count": total,
@@ -862,7 +869,7 @@ def count_route(engine, params, body, index):
     }
 
 
-@route("GET|POST", "/_count", api="count", params=("q", *Q_PARAMS))
+@route("GET|POST", "/_count", api="count", params=("q", *Q_PARAMS, *indices_options.PARAMS))
 def count_all(engine, params, body):
     return count_route(engine, params, body, "_all")
 

@@ -1,0 +1,54 @@
+"""URL parameters of issue 26 through the official client: indices options on ``_search`` and
+``_count``, the waits of index creation, ``cluster.health``'s waits, ``q`` on the by-query APIs,
+and ``HEAD /{index}/_source/{id}``. Expected values from Elasticsearch's REST tests and handlers
+(cited per test)."""
+
+from __future__ import annotations
+
+import pytest
+from elasticsearch import ApiError, NotFoundError
+
+
+@pytest.fixture()
+def es(tmp_engine):
+    tmp_engine.indices.create(index="docs", mappings={"properties": {"t": {"type": "text"}}})
+    tmp_engine.index(index="docs", id="1", document={"t": "alpha beta"}, refresh=True)
+    tmp_engine.index(index="docs", id="2", document={"t": "gamma"}, refresh=True)
+    return tmp_engine
+
+
+# --- 1. indices options on _search and _count (IndicesOptions.fromRequest) ----------------
+
+
+def test_search_ignore_unavailable_missing_index_is_empty(es):
+    # search/10_source_filtering-style: a missing index ignored leaves nothing: no shards, no hits
+    r = es.search(index="nope", ignore_unavailable=True)
+    assert r["hits"]["total"] == {"value": 0, "relation": "eq"}
+    assert r["_shards"]["total"] == 0
+    with pytest.raises(NotFoundError) as e:
+        es.search(index="nope")
+    assert e.value.body["error"]["type"] == "index_not_found_exception"
+
+
+def test_search_options_over_an_existing_index(es):
+    r = es.search(index="docs,nope", ignore_unavailable=True, expand_wildcards="open")
+    assert r["hits"]["total"]["value"] == 2
+    r = es.search(index="doc*", expand_wildcards="closed")  # matches no open index: nothing
+    assert r["hits"]["total"]["value"] == 0
+    with pytest.raises(NotFoundError) as e:
+        es.search(index="zz*", allow_no_indices=False)
+    assert e.value.body["error"]["type"] == "index_not_found_exception"
+    with pytest.raises(ApiError) as e:
+        es.search(index="docs", expand_wildcards="bogus")
+    assert e.value.meta.status == 400
+    assert e.value.body["error"]["reason"] == "No valid expand wildcard value [bogus]"
+
+
+def test_count_indices_options(es):
+    assert es.count(index="docs,nope", ignore_unavailable=True)["count"] == 2
+    r = es.count(index="zz*", allow_no_indices=True)
+    assert r["count"] == 0 and r["_shards"]["total"] == 0
+    with pytest.raises(NotFoundError):
+        es.count(index="zz*", allow_no_indices=False)
+    with pytest.raises(NotFoundError):
+        es.count(index="nope")
