@@ -203,17 +203,24 @@ def cat_health(engine, params, body, accept):
 # --- indices ---------------------------------------------------------------------------
 
 
-@route("PUT", "/{index}", api="indices.create")
+#: the acknowledgement waits of the index APIs: one node, one copy, nothing to wait for
+#: (time values checked as TimeValue parses them, ``wait_for_active_shards`` 0, 1 or all)
+_ACK_WAITS = ("timeout", "master_timeout")
+
+
+@route("PUT", "/{index}", api="indices.create", params=(*_ACK_WAITS, "wait_for_active_shards"))
 def create_index(engine, params, body, index):
+    rest_update.check_write_waits(params, _ACK_WAITS)
     check_create_index(body)
     return 200, engine.create_index(index, body or {})
 
 
-@route("DELETE", "/{index}", api="indices.delete", params=indices_options.PARAMS)
+@route("DELETE", "/{index}", api="indices.delete", params=(*indices_options.PARAMS, *_ACK_WAITS))
 def delete_index(engine, params, body, index):
     """``ignore_unavailable``, ``allow_no_indices``, ``expand_wildcards``: as ``IndicesOptions``
     resolves them (``indices.delete(index="x", ignore_unavailable=True)`` of a missing index is
     acknowledged, the usual "drop if it exists" of a setup script)."""
+    rest_update.check_write_waits(params, _ACK_WAITS)
     if any(p in params for p in indices_options.PARAMS):
         names = indices_options.resolve(engine, index, params, allow_aliases=False)
         if names:
@@ -251,8 +258,9 @@ def get_all_mappings(engine, params, body):
     return 200, {n: {"mappings": engine.handle(n).mapping.to_body()} for n in engine.index_names()}
 
 
-@route("PUT|POST", "/{index}/_mapping", api="indices.put_mapping")
+@route("PUT|POST", "/{index}/_mapping", api="indices.put_mapping", params=_ACK_WAITS)
 def put_mapping(engine, params, body, index):
+    rest_update.check_write_waits(params, _ACK_WAITS)
     check_put_mapping(body)
     for n in engine.resolve(index):
         engine.handle(n).put_mapping(body or {})

@@ -52,3 +52,23 @@ def test_count_indices_options(es):
         es.count(index="zz*", allow_no_indices=False)
     with pytest.raises(NotFoundError):
         es.count(index="nope")
+
+
+# --- 2. acknowledgement waits of the index APIs (indices.create/10_basic.yml) --------------
+
+
+def test_create_index_waits(tmp_engine):
+    # indices.create/10_basic.yml "Create index with wait_for_active_shards set to all"
+    r = tmp_engine.indices.create(index="a", wait_for_active_shards="all", timeout="30s", master_timeout="1m")
+    assert r["acknowledged"] is True and r["shards_acknowledged"] is True
+    r = tmp_engine.indices.create(index="b", wait_for_active_shards=1)
+    assert r["shards_acknowledged"] is True
+    with pytest.raises(ApiError) as e:
+        tmp_engine.indices.create(index="c", wait_for_active_shards=2)
+    assert e.value.meta.status == 400 and "wait_for_active_shards [2]" in e.value.body["error"]["reason"]
+    with pytest.raises(ApiError) as e:  # TimeValue.parseTimeValue
+        tmp_engine.indices.create(index="c", timeout="5x")
+    assert e.value.body["error"]["type"] == "parse_exception"
+    assert not tmp_engine.indices.exists(index="c")
+    tmp_engine.indices.put_mapping(index="a", properties={"x": {"type": "keyword"}}, timeout="10s")
+    assert tmp_engine.indices.delete(index="a", timeout="10s", master_timeout="10s")["acknowledged"]
