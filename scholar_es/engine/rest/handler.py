@@ -45,6 +45,7 @@ from scholar_es.engine.rest import by_query, cat, indices_options, query_apis, s
 from scholar_es.engine.rest import mget as rest_mget
 from scholar_es.engine.rest import params as rest_params
 from scholar_es.engine.rest import scroll as rest_scroll
+from scholar_es.engine.rest import health as rest_health
 from scholar_es.engine.rest import update as rest_update
 from scholar_es.engine.rest.url_query import Q_PARAMS, with_url_query
 from scholar_es.engine.search.execute import SearchRun, count
@@ -161,15 +162,10 @@ def info(engine, params, body):
     }
 
 
-@route("GET", "/_cluster/health", api="cluster.health")
-def health(engine, params, body):
-    return 200, {
-        "cluster_name": "embedded",
-        "status": cat.health_row(engine)["status"],
-        "number_of_nodes": 1,
-        "number_of_data_nodes": 1,
-        "active_primary_shards": len(engine.index_names()),
-    }
+@route("GET", "/_cluster/health", api="cluster.health", params=rest_health.PARAMS)
+@route("GET", "/_cluster/health/{index}", api="cluster.health", params=rest_health.PARAMS)
+def health(engine, params, body, index=None):
+    return rest_health.health(engine, params, index)
 
 
 @route("GET", "/_cat/indices", api="cat.indices", params=cat.INDICES_PARAMS, text=True)

@@ -72,3 +72,45 @@ def test_create_index_waits(tmp_engine):
     assert not tmp_engine.indices.exists(index="c")
     tmp_engine.indices.put_mapping(index="a", properties={"x": {"type": "keyword"}}, timeout="10s")
     assert tmp_engine.indices.delete(index="a", timeout="10s", master_timeout="10s")["acknowledged"]
+
+
+# --- 3. cluster.health waits (cluster.health/10_basic.yml, ClusterHealthResponse#status) ---
+
+
+def test_health_waits_met_at_once(tmp_engine):
+    tmp_engine.indices.create(index="g", settings={"number_of_replicas": 0})
+    r = tmp_engine.cluster.health(
+        wait_for_status="green",
+        timeout="1s",
+        wait_for_no_relocating_shards=True,
+        wait_for_no_initializing_shards=True,
+        wait_for_active_shards="all",
+        wait_for_nodes=">=1",
+        level="cluster",
+        local=True,
+    )
+    assert r["status"] == "green" and r["timed_out"] is False
+    assert r["number_of_nodes"] == 1 and r["active_primary_shards"] == 1
+    assert r["relocating_shards"] == 0 and r["initializing_shards"] == 0
+    r = tmp_engine.cluster.health(index="g", wait_for_status="yellow")
+    assert r["status"] == "green" and r["timed_out"] is False
+
+
+def test_health_wait_never_met_times_out_408(tmp_engine):
+    tmp_engine.indices.create(index="y")  # one replica, unassigned on one node: yellow
+    with pytest.raises(ApiError) as e:
+        tmp_engine.cluster.health(wait_for_status="green", timeout="50ms")
+    assert e.value.meta.status == 408
+    assert e.value.body["status"] == "yellow" and e.value.body["timed_out"] is True
+    with pytest.raises(ApiError) as e:  # TransportClusterHealthAction: a missing index is red
+        tmp_engine.cluster.health(index="missing", timeout="10ms")
+    assert e.value.meta.status == 408 and e.value.body["status"] == "red"
+    with pytest.raises(ApiError) as e:
+        tmp_engine.cluster.health(level="nodes")
+    assert e.value.meta.status == 400
+    assert "level parameter must be one of [cluster] or [indices] or [shards] but was [nodes]" in str(
+        e.value.body
+    )
+    with pytest.raises(ApiError) as e:
+        tmp_engine.cluster.health(wait_for_status="blue")
+    assert e.value.meta.status == 400
