@@ -114,3 +114,29 @@ def test_health_wait_never_met_times_out_408(tmp_engine):
     with pytest.raises(ApiError) as e:
         tmp_engine.cluster.health(wait_for_status="blue")
     assert e.value.meta.status == 400
+
+
+# --- 4. q on _delete_by_query / _update_by_query (AbstractBulkByQueryRestHandler) -----------
+
+
+def test_delete_by_query_q(es):
+    # delete_by_query/10_basic.yml style: q selects the documents, no body needed
+    r = es.delete_by_query(index="docs", q="t:alpha", refresh=True)
+    assert r["deleted"] == 1
+    assert es.count(index="docs")["count"] == 1
+    r = es.delete_by_query(index="docs", q="gamma", df="t", default_operator="AND", refresh=True)
+    assert r["deleted"] == 1
+    with pytest.raises(ApiError) as e:  # RestActions#urlParamsToQueryBuilder
+        es.delete_by_query(index="docs", df="t", query={"match_all": {}})
+    assert e.value.meta.status == 400
+    assert "missing query string parameter 'q'" in e.value.body["error"]["reason"]
+
+
+def test_update_by_query_q(es):
+    r = es.update_by_query(
+        index="docs", q="t:gam*", analyze_wildcard=False, lenient=True, refresh=True,
+        script={"source": "ctx._source.n = 1"},
+    )  # fmt: skip
+    assert r["updated"] == 1 and r["total"] == 1
+    assert es.get(index="docs", id="2")["_source"]["n"] == 1
+    assert "n" not in es.get(index="docs", id="1")["_source"]
