@@ -490,7 +490,19 @@ def doc_exists(engine, params, body, index, doc_id):
 @route("GET", "/{index}/_source/{doc_id}", api="get_source", params=_SOURCE_PARAMS)
 def get_source(engine, params, body, index, doc_id):
     status, doc = get_doc(engine, params, body, index, doc_id)
+    if status == 200 and doc.get("_source") is None:  # RestGetSourceAction: no source stored
+        raise EsError(404, "resource_not_found_exception", f"Source not found [{index}]/[{doc_id}]")
     return status, doc.get("_source") if status == 200 else doc
+
+
+@route("HEAD", "/{index}/_source/{doc_id}", api="exists_source", params=_SOURCE_PARAMS)
+def source_exists(engine, params, body, index, doc_id):
+    """RestGetSourceAction's HEAD: the status ``GET _source`` would answer, without a body."""
+    try:
+        status, _ = get_source(engine, params, body, index, doc_id)
+    except EsError as e:
+        return e.status, None
+    return status, None
 
 
 @route("DELETE", "/{index}/_doc/{doc_id}", api="delete", params=_DELETE_PARAMS)

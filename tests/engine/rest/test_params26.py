@@ -140,3 +140,14 @@ def test_update_by_query_q(es):
     assert r["updated"] == 1 and r["total"] == 1
     assert es.get(index="docs", id="2")["_source"]["n"] == 1
     assert "n" not in es.get(index="docs", id="1")["_source"]
+
+
+# --- 5. HEAD /{index}/_source/{id} (exists_source/10_basic.yml) ---------------------------
+
+
+def test_exists_source(es):
+    assert es.exists_source(index="docs", id="1").body is True
+    assert es.exists_source(index="docs", id="9").body is False
+    assert es.exists_source(index="docs", id="1").meta.status == 200
+    assert es.exists_source(index="docs", id="9").meta.status == 404
+
