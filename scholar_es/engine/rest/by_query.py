@@ -37,8 +37,8 @@ import numpy as np
 from scholar_es.engine.errors import EsError, illegal_argument, parsing_error, unsupported
 from scholar_es.engine.index import versioning
 from scholar_es.engine.index.versioning import Condition
-from scholar_es.engine.rest.url_query import Q_PARAMS, url_query
 from scholar_es.engine.rest.update import check_write_waits, source_spec, token, unknown_field
+from scholar_es.engine.rest.url_query import Q_PARAMS, url_query
 from scholar_es.engine.script.update_script import UpdateScript, compile_update_script, run_script
 from scholar_es.engine.search.execute import SearchRun
 from scholar_es.engine.search.hits import filter_source

@@ -42,10 +42,10 @@ from scholar_es.engine.index.indices import Engine
 from scholar_es.engine.index.versioning import Condition
 from scholar_es.engine.rest import analyze as analyze_api
 from scholar_es.engine.rest import by_query, cat, indices_options, query_apis, shaping, spec
+from scholar_es.engine.rest import health as rest_health
 from scholar_es.engine.rest import mget as rest_mget
 from scholar_es.engine.rest import params as rest_params
 from scholar_es.engine.rest import scroll as rest_scroll
-from scholar_es.engine.rest import health as rest_health
 from scholar_es.engine.rest import update as rest_update
 from scholar_es.engine.rest.url_query import Q_PARAMS, with_url_query
 from scholar_es.engine.search.execute import SearchRun, count

@@ -70,13 +70,13 @@ def _nodes_met(spec_: str) -> bool:
         raise illegal_argument(f'For input string: "{spec_}"')
     op, n = m[1] or "", int(m[2])
     if op in (">=", "ge("):
-        return 1 >= n
+        return n <= 1
     if op in ("<=", "le("):
-        return 1 <= n
+        return n >= 1
     if op in (">", "gt("):
-        return 1 > n
+        return n < 1
     if op in ("<", "lt("):
-        return 1 < n
+        return n > 1
     return n == 1
 
 

@@ -150,4 +150,3 @@ def test_exists_source(es):
     assert es.exists_source(index="docs", id="9").body is False
     assert es.exists_source(index="docs", id="1").meta.status == 200
     assert es.exists_source(index="docs", id="9").meta.status == 404
-
