@@ -19,7 +19,7 @@ import time
 from scholar_es.engine.errors import EsError, illegal_argument, unsupported
 from scholar_es.engine.index.versioning import validation_error
 from scholar_es.engine.rest import indices_options, spec
-from scholar_es.engine.rest.cat import index_health
+from scholar_es.engine.rest.cat import shard_stats
 from scholar_es.engine.search.contexts import parse_time
 from scholar_es.engine.validate import check_time_value
 
@@ -38,27 +38,6 @@ PARAMS = (
 _STATUS = ("green", "yellow", "red")  # ClusterHealthStatus, best first
 _LEVELS = ("cluster", "indices", "shards")  # ClusterStatsLevel
 _NODES = re.compile(r"(>=|<=|>|<|ge\(|le\(|gt\(|lt\()?\s*(-?\d+)\)?")
-
-
-def _stats(engine, names: list[str]) -> dict:
-    settings = [engine.handle(n).describe()["settings"]["index"] for n in names]
-    status = "yellow" if any(index_health(s) == "yellow" for s in settings) else "green"
-    active = sum(int(s["number_of_shards"]) for s in settings)
-    unassigned = sum(int(s["number_of_replicas"]) * int(s["number_of_shards"]) for s in settings)
-    total = active + unassigned
-    return {
-        "status": status,
-        "active_primary_shards": active,
-        "active_shards": active,
-        "relocating_shards": 0,
-        "initializing_shards": 0,
-        "unassigned_shards": unassigned,
-        "delayed_unassigned_shards": 0,
-        "number_of_pending_tasks": 0,
-        "number_of_in_flight_fetch": 0,
-        "task_max_waiting_in_queue_millis": 0,
-        "active_shards_percent_as_number": 100.0 if total == 0 else 100.0 * active / total,
-    }
 
 
 def _nodes_met(spec_: str) -> bool:
@@ -120,12 +99,12 @@ def health(engine, params: dict, index: str | None = None) -> tuple[int, dict]:
             spec.parse_bool(name, params[name])  # none relocate or initialize: met
     met = [True]
     try:
-        stats = _stats(engine, indices_options.resolve(engine, index or "_all", params))
+        stats = shard_stats(engine, indices_options.resolve(engine, index or "_all", params))
     except EsError as e:
         if e.type != "index_not_found_exception":
             raise
         # TransportClusterHealthAction#prepareResponse: a missing index is RED, a wait never met
-        stats = {**_stats(engine, []), "status": "red"}
+        stats = {**shard_stats(engine, []), "status": "red"}
         met.append(False)
     if wanted is not None:
         met.append(_STATUS.index(stats["status"]) <= _STATUS.index(str(wanted).lower()))
