@@ -417,8 +417,6 @@ class Runner:
         fn = self.es
         for part in api.split("."):
             fn = getattr(fn, part)
-        if api == "cluster.health":
-            params = {}
         if "id" in params:
             params["id"] = str(params["id"])
         body = params.pop("body", None)
