@@ -970,9 +970,11 @@ def msearch(engine, params, body, index=None):
             elif target is None:
                 raise illegal_argument("Validation Failed: 1: no index specified;")
             else:
-                resp = search_one(
-                    engine, target, rest_params.prepare(params, sbody or {}), rest_params.typed_keys(params)
+                sbody = rest_params.prepare(params, sbody or {})
+                names = indices_options.search_names(
+                    engine, target, sbody, indices_options.from_header(header)
                 )
+                resp = search_one(engine, target, sbody, rest_params.typed_keys(params), names=names)
             resp["status"] = 200
         except Exception as exc:  # noqa: BLE001 - one item's failure is that item's answer only
             path = f"/{index}/_msearch" if index is not None else "/_msearch"

@@ -82,3 +82,14 @@ def scroll_target(names: list[str]) -> str:
     if not names:
         raise unsupported("scroll over no indices", "the indices options resolve to no index")
     return ",".join(names)
+
+
+def from_header(header: dict) -> dict:
+    """The indices options of an ``_msearch`` header line (``IndicesOptions.fromMap``: JSON
+    booleans or their strings, ``expand_wildcards`` a string or a list), as URL parameters."""
+    out = {}
+    for name in PARAMS:
+        if name in header:
+            v = header[name]
+            out[name] = str(v).lower() if isinstance(v, bool) else ",".join(v) if isinstance(v, list) else v
+    return out

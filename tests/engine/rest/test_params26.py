@@ -150,3 +150,20 @@ def test_exists_source(es):
     assert es.exists_source(index="docs", id="9").body is False
     assert es.exists_source(index="docs", id="1").meta.status == 200
     assert es.exists_source(index="docs", id="9").meta.status == 404
+
+
+def test_msearch_header_indices_options(es):
+    r = es.msearch(
+        searches=[
+            {"index": "nope", "ignore_unavailable": True},
+            {"query": {"match_all": {}}},
+            {"index": "zz*", "allow_no_indices": False},
+            {"query": {"match_all": {}}},
+            {"index": "docs,nope", "ignore_unavailable": "true", "expand_wildcards": ["open"]},
+            {"query": {"match_all": {}}},
+        ]
+    )
+    first, second, third = r["responses"]
+    assert first["hits"]["total"]["value"] == 0 and first["_shards"]["total"] == 0
+    assert second["status"] == 404 and second["error"]["type"] == "index_not_found_exception"
+    assert third["hits"]["total"]["value"] == 2
