@@ -38,6 +38,7 @@ from scholar_es.engine.errors import EsError, illegal_argument, parsing_error, u
 from scholar_es.engine.index import versioning
 from scholar_es.engine.index.versioning import Condition
 from scholar_es.engine.rest.update import check_write_waits, source_spec, token, unknown_field
+from scholar_es.engine.rest.url_query import Q_PARAMS, url_query
 from scholar_es.engine.script.update_script import UpdateScript, compile_update_script, run_script
 from scholar_es.engine.search.execute import SearchRun
 from scholar_es.engine.search.hits import filter_source
@@ -50,10 +51,11 @@ _RPS_ERROR = "[requests_per_second] must be a float greater than 0. Use -1 to di
 #: URL parameters each API reads (the rest of its spec's parameters are refused by name below)
 PARAMS = {
     "delete_by_query": ("conflicts", "max_docs", "size", "refresh", "scroll_size", "requests_per_second",
-                        "slices", "wait_for_completion", "timeout", "scroll", "wait_for_active_shards"),
+                        "slices", "wait_for_completion", "timeout", "scroll", "wait_for_active_shards",
+                        "q", *Q_PARAMS),
     "update_by_query": ("conflicts", "max_docs", "size", "refresh", "scroll_size", "requests_per_second",
                         "slices", "wait_for_completion", "timeout", "scroll", "wait_for_active_shards",
-                        "version"),
+                        "version", "q", *Q_PARAMS),
     "reindex": ("max_docs", "refresh", "requests_per_second", "slices", "wait_for_completion", "timeout",
                 "scroll", "wait_for_active_shards", "require_alias"),
 }  # fmt: skip
@@ -61,7 +63,7 @@ PARAMS = {
 #: that ``AbstractBulkByQueryRestHandler`` still accepts (and refuses beside a different max_docs)
 EXTRA = ("size",)
 #: parameters of these APIs' REST specs the engine does not implement
-REFUSED = ("q", "df", "analyzer", "analyze_wildcard", "default_operator", "lenient", "from", "sort",
+REFUSED = ("from", "sort",
            "routing", "preference", "search_type", "search_timeout", "terminate_after", "stats",
            "request_cache", "pipeline", "version_type", "_source", "_source_includes", "_source_excludes",
            "ignore_unavailable", "allow_no_indices", "expand_wildcards")  # fmt: skip
@@ -206,6 +208,10 @@ def parse_by_query(kind: str, index: str, params: dict, body: Any, stored=None) 
         script = body.pop("script")
         job.script = compile_update_script(script, stored)
     _search_part(job, body, "")
+    # RestSearchAction#parseSearchRequest: the ``q`` query replaces the body's
+    q = url_query(params, f"/{index}/_{kind}")
+    if q is not None:
+        job.query = q
     if "size" in params:
         _set_max_docs(job, _int_param("size", params["size"]))
     if "max_docs" in params:
@@ -217,7 +223,7 @@ def parse_by_query(kind: str, index: str, params: dict, body: Any, stored=None) 
     if kind == "update_by_query" and "version" in params:
         job.versions = str(params["version"]).lower() in ("", "true")
     problems: list[str] = []
-    if kind == "delete_by_query" and (body is None or "query" not in body):
+    if kind == "delete_by_query" and "query" not in body and q is None:
         problems.append("query is missing")
     remote = _remote_indices(job.indices)
     if remote:

@@ -306,28 +306,43 @@ def aliases_rows(engine, names: str | None) -> list[dict]:
     return rows
 
 
-def health_row(engine) -> dict:
-    names = engine.index_names()
+def shard_stats(engine, names: list[str]) -> dict:
+    """The shard counts of ``names`` on the one node (``ClusterHealthResponse``'s fields)."""
     settings = [engine.handle(n).describe()["settings"]["index"] for n in names]
-    status = "yellow" if any(index_health(s) == "yellow" for s in settings) else "green"
-    unassigned = sum(int(s["number_of_replicas"]) * int(s["number_of_shards"]) for s in settings)
     active = sum(int(s["number_of_shards"]) for s in settings)
+    unassigned = sum(int(s["number_of_replicas"]) * int(s["number_of_shards"]) for s in settings)
     total = active + unassigned
-    percent = 100.0 if total == 0 else 100.0 * active / total
+    return {
+        "status": "yellow" if any(index_health(s) == "yellow" for s in settings) else "green",
+        "active_primary_shards": active,
+        "active_shards": active,
+        "relocating_shards": 0,
+        "initializing_shards": 0,
+        "unassigned_shards": unassigned,
+        "delayed_unassigned_shards": 0,
+        "number_of_pending_tasks": 0,
+        "number_of_in_flight_fetch": 0,
+        "task_max_waiting_in_queue_millis": 0,
+        "active_shards_percent_as_number": 100.0 if total == 0 else 100.0 * active / total,
+    }
+
+
+def health_row(engine) -> dict:
+    st = shard_stats(engine, engine.index_names())
     return {
         "epoch": None,
         "cluster": "embedded",
-        "status": status,
+        "status": st["status"],
         "node.total": 1,
         "node.data": 1,
-        "shards": active,
-        "pri": active,
+        "shards": st["active_shards"],
+        "pri": st["active_primary_shards"],
         "relo": 0,
         "init": 0,
-        "unassign": unassigned,
+        "unassign": st["unassigned_shards"],
         "pending_tasks": 0,
         "max_task_wait_time": "-",
-        "active_shards_percent": f"{percent:.1f}%",
+        "active_shards_percent": f"{st['active_shards_percent_as_number']:.1f}%",
     }
 
 

@@ -42,6 +42,7 @@ from scholar_es.engine.index.indices import Engine
 from scholar_es.engine.index.versioning import Condition
 from scholar_es.engine.rest import analyze as analyze_api
 from scholar_es.engine.rest import by_query, cat, indices_options, query_apis, shaping, spec
+from scholar_es.engine.rest import health as rest_health
 from scholar_es.engine.rest import mget as rest_mget
 from scholar_es.engine.rest import params as rest_params
 from scholar_es.engine.rest import scroll as rest_scroll
@@ -161,15 +162,10 @@ def info(engine, params, body):
     }
 
 
-@route("GET", "/_cluster/health", api="cluster.health")
-def health(engine, params, body):
-    return 200, {
-        "cluster_name": "embedded",
-        "status": cat.health_row(engine)["status"],
-        "number_of_nodes": 1,
-        "number_of_data_nodes": 1,
-        "active_primary_shards": len(engine.index_names()),
-    }
+@route("GET", "/_cluster/health", api="cluster.health", params=rest_health.PARAMS)
+@route("GET", "/_cluster/health/{index}", api="cluster.health", params=rest_health.PARAMS)
+def health(engine, params, body, index=None):
+    return rest_health.health(engine, params, index)
 
 
 @route("GET", "/_cat/indices", api="cat.indices", params=cat.INDICES_PARAMS, text=True)
@@ -203,17 +199,24 @@ def cat_health(engine, params, body, accept):
 # --- indices ---------------------------------------------------------------------------
 
 
-@route("PUT", "/{index}", api="indices.create")
+#: the acknowledgement waits of the index APIs: one node, one copy, nothing to wait for
+#: (time values checked as TimeValue parses them, ``wait_for_active_shards`` 0, 1 or all)
+_ACK_WAITS = ("timeout", "master_timeout")
+
+
+@route("PUT", "/{index}", api="indices.create", params=(*_ACK_WAITS, "wait_for_active_shards"))
 def create_index(engine, params, body, index):
+    rest_update.check_write_waits(params, _ACK_WAITS)
     check_create_index(body)
     return 200, engine.create_index(index, body or {})
 
 
-@route("DELETE", "/{index}", api="indices.delete", params=indices_options.PARAMS)
+@route("DELETE", "/{index}", api="indices.delete", params=(*indices_options.PARAMS, *_ACK_WAITS))
 def delete_index(engine, params, body, index):
     """``ignore_unavailable``, ``allow_no_indices``, ``expand_wildcards``: as ``IndicesOptions``
     resolves them (``indices.delete(index="x", ignore_unavailable=True)`` of a missing index is
     acknowledged, the usual "drop if it exists" of a setup script)."""
+    rest_update.check_write_waits(params, _ACK_WAITS)
     if any(p in params for p in indices_options.PARAMS):
         names = indices_options.resolve(engine, index, params, allow_aliases=False)
         if names:
@@ -251,8 +254,9 @@ def get_all_mappings(engine, params, body):
     return 200, {n: {"mappings": engine.handle(n).mapping.to_body()} for n in engine.index_names()}
 
 
-@route("PUT|POST", "/{index}/_mapping", api="indices.put_mapping")
+@route("PUT|POST", "/{index}/_mapping", api="indices.put_mapping", params=_ACK_WAITS)
 def put_mapping(engine, params, body, index):
+    rest_update.check_write_waits(params, _ACK_WAITS)
     check_put_mapping(body)
     for n in engine.resolve(index):
         engine.handle(n).put_mapping(body or {})
@@ -486,7 +490,19 @@ def doc_exists(engine, params, body, index, doc_id):
 @route("GET", "/{index}/_source/{doc_id}", api="get_source", params=_SOURCE_PARAMS)
 def get_source(engine, params, body, index, doc_id):
     status, doc = get_doc(engine, params, body, index, doc_id)
+    if status == 200 and doc.get("_source") is None:  # RestGetSourceAction: no source stored
+        raise EsError(404, "resource_not_found_exception", f"Source not found [{index}]/[{doc_id}]")
     return status, doc.get("_source") if status == 200 else doc
+
+
+@route("HEAD", "/{index}/_source/{doc_id}", api="exists_source", params=_SOURCE_PARAMS)
+def source_exists(engine, params, body, index, doc_id):
+    """RestGetSourceAction's HEAD: the status ``GET _source`` would answer, without a body."""
+    try:
+        status, _ = get_source(engine, params, body, index, doc_id)
+    except EsError as e:
+        return e.status, None
+    return status, None
 
 
 @route("DELETE", "/{index}/_doc/{doc_id}", api="delete", params=_DELETE_PARAMS)
@@ -682,6 +698,7 @@ def _path(index: str, api: str) -> str:
 
 #: what ``_search`` implements of its URL parameters (here, in ``rest/params.py`` and ``_source_params``)
 _SEARCH_PARAMS = (
+    *indices_options.PARAMS,  # rest/indices_options.py
     "size",
     "from",
     "track_total_hits",
@@ -750,9 +767,12 @@ def _source_params(params: dict) -> bool | dict | None:
     return {"includes": includes or [], "excludes": excludes or []}
 
 
-def search_one(engine, index: str, body: dict, typed_keys: bool = False, checked: bool = False) -> dict:
-    """One index's search; ``checked``: the body already passed ``check_search_body``."""
-    names = engine.resolve(index)
+def search_one(
+    engine, index: str, body: dict, typed_keys: bool = False, checked: bool = False, names=None
+) -> dict:
+    """One index's search; ``checked``: the body already passed ``check_search_body``;
+    ``names``: ``index`` already resolved (by the request's indices options)."""
+    names = engine.resolve(index) if names is None else names
     if not names:  # a wildcard that matched nothing: an empty answer, as Elasticsearch gives
         return {
             "took": 0,
@@ -774,10 +794,13 @@ def search_one(engine, index: str, body: dict, typed_keys: bool = False, checked
 def search(engine, params, body, index=None):
     """``index`` None: the path names no index (``/_search``), as a point-in-time search must."""
     body = rest_params.prepare(params, _search_params(params, body, _path(index or "_all", "_search")))
+    names = indices_options.search_names(engine, index, body, params)
+    if names is not None and "scroll" in params:
+        index = indices_options.scroll_target(names)
     resp = rest_scroll.search(engine, index, body, params)  # a scroll or a point in time, else None
     if resp is None:
         typed_keys = rest_params.typed_keys(params)
-        resp = search_one(engine, index or "_all", body, typed_keys, checked=True)
+        resp = search_one(engine, index or "_all", body, typed_keys, checked=True, names=names)
     return 200, rest_params.shape(params, resp)
 
 
@@ -850,11 +873,11 @@ def mget_index(engine, params, body, index):
     return mget(engine, params, body, index=index)
 
 
-@route("GET|POST", "/{index}/_count", api="count", params=("q", *Q_PARAMS))
+@route("GET|POST", "/{index}/_count", api="count", params=("q", *Q_PARAMS, *indices_options.PARAMS))
 def count_route(engine, params, body, index):
     check_search_body(body)
     body = with_url_query(params, body, _path(index, "_count"), body_wins=True)
-    names = engine.resolve(index)
+    names = indices_options.resolve(engine, index, params)
     total = sum(count(engine.handle(n), body) for n in names)
     return 200, {
         "count": total,
@@ -862,7 +885,7 @@ def count_route(engine, params, body, index):
     }
 
 
-@route("GET|POST", "/_count", api="count", params=("q", *Q_PARAMS))
+@route("GET|POST", "/_count", api="count", params=("q", *Q_PARAMS, *indices_options.PARAMS))
 def count_all(engine, params, body):
     return count_route(engine, params, body, "_all")
 
@@ -947,9 +970,11 @@ def msearch(engine, params, body, index=None):
             elif target is None:
                 raise illegal_argument("Validation Failed: 1: no index specified;")
             else:
-                resp = search_one(
-                    engine, target, rest_params.prepare(params, sbody or {}), rest_params.typed_keys(params)
+                sbody = rest_params.prepare(params, sbody or {})
+                names = indices_options.search_names(
+                    engine, target, sbody, indices_options.from_header(header)
                 )
+                resp = search_one(engine, target, sbody, rest_params.typed_keys(params), names=names)
             resp["status"] = 200
         except Exception as exc:  # noqa: BLE001 - one item's failure is that item's answer only
             path = f"/{index}/_msearch" if index is not None else "/_msearch"

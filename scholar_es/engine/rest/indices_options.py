@@ -12,7 +12,8 @@
 
 from __future__ import annotations
 
-from scholar_es.engine.errors import illegal_argument, index_not_found
+from scholar_es.engine.errors import illegal_argument, index_not_found, unsupported
+from scholar_es.engine.index.versioning import validation_error
 from scholar_es.engine.rest.spec import parse_bool
 
 PARAMS = ("expand_wildcards", "allow_no_indices", "ignore_unavailable")
@@ -49,3 +50,46 @@ def resolve(engine, expr: str, params: dict, allow_aliases: bool = True) -> list
             found = engine.resolve(part, allow_aliases=allow_aliases, must_exist=not ignore)
         out.extend(found)
     return list(dict.fromkeys(out))
+
+
+def search_names(engine, index: str | None, body: dict, params: dict) -> list[str] | None:
+    """The indices a ``_search`` covers as its indices options resolve ``index`` (None: no option
+    given, the search resolves its index as usual). A point in time takes none
+    (``SearchRequest#validate``: "[indicesOptions] cannot be used with point in time")."""
+    if not any(p in params for p in PARAMS):
+        return None
+    if "pit" in body:
+        if _non_default(params):
+            raise validation_error(["[indicesOptions] cannot be used with point in time"])
+        return None
+    return resolve(engine, index or "_all", params)
+
+
+def _non_default(params: dict) -> bool:
+    """Whether the options differ from a search's default (``ignore_unavailable=false``,
+    ``allow_no_indices=true``, ``expand_wildcards=open``)."""
+    resolve_states = {s.strip() for s in str(params.get("expand_wildcards", "open")).split(",")}
+    return (
+        ("ignore_unavailable" in params and parse_bool("ignore_unavailable", params["ignore_unavailable"]))
+        or ("allow_no_indices" in params and not parse_bool("allow_no_indices", params["allow_no_indices"]))
+        or resolve_states != {"open"}
+    )
+
+
+def scroll_target(names: list[str]) -> str:
+    """The index a scroll opens over ``names`` (a scroll over none is refused by name: the
+    engine keeps no empty scroll context)."""
+    if not names:
+        raise unsupported("scroll over no indices", "the indices options resolve to no index")
+    return ",".join(names)
+
+
+def from_header(header: dict) -> dict:
+    """The indices options of an ``_msearch`` header line (``IndicesOptions.fromMap``: JSON
+    booleans or their strings, ``expand_wildcards`` a string or a list), as URL parameters."""
+    out = {}
+    for name in PARAMS:
+        if name in header:
+            v = header[name]
+            out[name] = str(v).lower() if isinstance(v, bool) else ",".join(v) if isinstance(v, list) else v
+    return out

@@ -259,6 +259,14 @@ OMITTED: dict[str, dict[str, str]] = {
     "search.70_response_filtering": {},
     "cat.count.10_basic": {},
     "cat.health.10_basic": {},
+    "cluster.health.20_request_timeout": {
+        "cluster health request timeout with 200 response code": "return_200_for_cluster_health_timeout "
+        "is not in the 8.15 REST specification"
+    },
+    "cluster.health.(10_basic, 30_indices_options)": {
+        "(all)": "not ported: unassigned_primary_shards (a capability after 8.15), level indices/shards "
+        "(refused), closed indices; the waits are tested in tests/engine/rest/test_params26.py"
+    },
     "cat.aliases.10_basic": {
         "Help (pre 7.4.0)": "a 7.3 node's answer",
         "Simple alias (pre 7.4.0)": "a 7.3 node's answer",
@@ -417,8 +425,6 @@ class Runner:
         fn = self.es
         for part in api.split("."):
             fn = getattr(fn, part)
-        if api == "cluster.health":
-            params = {}
         if "id" in params:
             params["id"] = str(params["id"])
         body = params.pop("body", None)
@@ -448,6 +454,9 @@ class Runner:
             else:
                 resp = fn(**params)
         except ApiError as e:
+            if catch is None and api == "cluster.health" and e.meta.status == 408:
+                self.last = e.body  # a wait that timed out: its body is the answer the test reads
+                return
             if catch is None:
                 raise AssertionError(f"{api} failed: {e.meta.status} {e.body}") from None
             self.last = e.body
