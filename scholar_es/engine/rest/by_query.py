@@ -48,7 +48,8 @@ MAX_DOCS_ALL = -1
 DEFAULT_SCROLL_SIZE = 1000
 _RPS_ERROR = "[requests_per_second] must be a float greater than 0. Use -1 to disable throttling."
 
-#: URL parameters each API reads (the rest of its spec's parameters are refused by name below)
+#: URL parameters each API reads (the routes declare them; the rest of each spec's parameters are
+#: refused by name at dispatch, engine/rest/spec.py)
 PARAMS = {
     "delete_by_query": ("conflicts", "max_docs", "size", "refresh", "scroll_size", "requests_per_second",
                         "slices", "wait_for_completion", "timeout", "scroll", "wait_for_active_shards",
@@ -62,11 +63,6 @@ PARAMS = {
 #: read although the 8.15 REST spec no longer lists it: ``size``, the pre-7.3 name of ``max_docs``
 #: that ``AbstractBulkByQueryRestHandler`` still accepts (and refuses beside a different max_docs)
 EXTRA = ("size",)
-#: parameters of these APIs' REST specs the engine does not implement
-REFUSED = ("from", "sort",
-           "routing", "preference", "search_type", "search_timeout", "terminate_after", "stats",
-           "request_cache", "pipeline", "version_type", "_source", "_source_includes", "_source_excludes",
-           "ignore_unavailable", "allow_no_indices", "expand_wildcards")  # fmt: skip
 
 
 @dataclass
@@ -150,11 +146,6 @@ def _search_part(job: Job, body: dict, where: str) -> None:
 
 def _common(job: Job, params: dict) -> tuple[int, bool]:
     """The URL parameters all three read; returns (slices, wait_for_completion)."""
-    for name in REFUSED:
-        if name in params:
-            raise unsupported(
-                f"{job.kind} parameter [{name}]", "the embedded engine selects documents by [query]"
-            )
     if "require_alias" in params and str(params["require_alias"]).lower() != "false":
         raise unsupported("require_alias", "the embedded engine writes to the index or alias named")
     if "refresh" in params:

@@ -139,48 +139,26 @@ def update_doc(engine, params, body, index, doc_id):
     return rest_update.update_request(engine, params, body, index, doc_id, _source_params(params))
 
 
-@route(
-    "POST",
-    "/{index}/_delete_by_query",
-    api="delete_by_query",
-    params=by_query.PARAMS["delete_by_query"],
-    extra=by_query.EXTRA,
-)
-def delete_by_query(engine, params, body, index):
+def _by_query_route(kind: str):
+    """``POST /{index}/_<kind>`` and ``POST /_all/_<kind>`` (``{index}`` never starts with ``_``)."""
+    params, extra = by_query.PARAMS[kind], by_query.EXTRA
+
+    def deco(fn):
+        for pattern in (f"/_all/_{kind}", f"/{{index}}/_{kind}"):
+            fn = route("POST", pattern, api=kind, params=params, extra=extra)(fn)
+        return fn
+
+    return deco
+
+
+@_by_query_route("delete_by_query")
+def delete_by_query(engine, params, body, index="_all"):
     return by_query.run(engine, by_query.parse(engine, "delete_by_query", index, params, body))
 
 
-@route(
-    "POST",
-    "/{index}/_update_by_query",
-    api="update_by_query",
-    params=by_query.PARAMS["update_by_query"],
-    extra=by_query.EXTRA,
-)
-def update_by_query(engine, params, body, index):
+@_by_query_route("update_by_query")
+def update_by_query(engine, params, body, index="_all"):
     return by_query.run(engine, by_query.parse(engine, "update_by_query", index, params, body))
-
-
-@route(
-    "POST",
-    "/_all/_delete_by_query",
-    api="delete_by_query",
-    params=by_query.PARAMS["delete_by_query"],
-    extra=by_query.EXTRA,
-)
-def delete_by_query_all(engine, params, body):
-    return delete_by_query(engine, params, body, "_all")
-
-
-@route(
-    "POST",
-    "/_all/_update_by_query",
-    api="update_by_query",
-    params=by_query.PARAMS["update_by_query"],
-    extra=by_query.EXTRA,
-)
-def update_by_query_all(engine, params, body):
-    return update_by_query(engine, params, body, "_all")
 
 
 @route("POST", "/_reindex", api="reindex", params=by_query.PARAMS["reindex"], extra=("require_alias",))
