@@ -37,12 +37,12 @@ import numpy as np
 from scholar_es.engine.errors import EsError, illegal_argument, parsing_error, unsupported
 from scholar_es.engine.index import versioning
 from scholar_es.engine.index.versioning import Condition
-from scholar_es.engine.rest.update import check_write_waits, source_spec, token, unknown_field
+from scholar_es.engine.rest.update import check_write_waits, source_spec, unknown_field
 from scholar_es.engine.rest.url_query import Q_PARAMS, url_query
 from scholar_es.engine.script.update_script import UpdateScript, compile_update_script, run_script
 from scholar_es.engine.search.execute import SearchRun
 from scholar_es.engine.search.hits import filter_source
-from scholar_es.engine.validate import check_search_body
+from scholar_es.engine.validate import check_search_body, json_token
 
 MAX_DOCS_ALL = -1
 DEFAULT_SCROLL_SIZE = 1000
@@ -141,7 +141,7 @@ def _search_part(job: Job, body: dict, where: str) -> None:
                      "terminate_after", "version", "seq_no_primary_term", "runtime_mappings", "pit"):  # fmt: skip
             raise unsupported(f"{where}.{key}" if where else key, "only [query] selects the documents")
         else:
-            raise parsing_error(f"Unknown key for a {token(value)} in [{key}].")
+            raise parsing_error(f"Unknown key for a {json_token(value)} in [{key}].")
 
 
 def _common(job: Job, params: dict) -> tuple[int, bool]:

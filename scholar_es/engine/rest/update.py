@@ -26,7 +26,7 @@ from scholar_es.engine.index import versioning
 from scholar_es.engine.index.versioning import Condition
 from scholar_es.engine.script.update_script import compile_update_script, run_script
 from scholar_es.engine.search.hits import filter_source
-from scholar_es.engine.validate import check_time_value
+from scholar_es.engine.validate import check_time_value, json_token
 
 #: the body keys of an update (UpdateRequest.PARSER)
 BODY_KEYS = ("script", "scripted_upsert", "upsert", "doc", "doc_as_upsert", "detect_noop", "_source")
@@ -93,7 +93,7 @@ def source_spec(value: Any) -> bool | dict | None:
     if isinstance(value, dict):
         for key, v in value.items():
             if key not in ("includes", "include", "excludes", "exclude"):
-                raise parsing_error(f"Unknown key for a {token(v)} in [{key}].")
+                raise parsing_error(f"Unknown key for a {json_token(v)} in [{key}].")
         return {
             "includes": _names(value.get("includes", value.get("include", []))),
             "excludes": _names(value.get("excludes", value.get("exclude", []))),
@@ -109,21 +109,6 @@ def _names(value: Any) -> list[str]:
     if isinstance(value, list) and all(isinstance(v, str) for v in value):
         return value
     raise parsing_error("Expected a string or an array of strings for [_source] includes and excludes")
-
-
-def token(value: Any) -> str:
-    """The XContent token a JSON value starts with (what parse errors name)."""
-    if isinstance(value, dict):
-        return "START_OBJECT"
-    if isinstance(value, list):
-        return "START_ARRAY"
-    if isinstance(value, str):
-        return "VALUE_STRING"
-    if isinstance(value, bool):
-        return "VALUE_BOOLEAN"
-    if value is None:
-        return "VALUE_NULL"
-    return "VALUE_NUMBER"
 
 
 def parse_update(
