@@ -62,6 +62,12 @@ SOURCE_FIELDS = (
 INNER_HITS_NAME = "best_chunks"
 #: The BM25 part of hybrid, bounded to [0, w): ``w * _score / (_score + k)``.
 SATURATION_SCRIPT = "saturation(_score, params.k) * params.w"
+#: The text part's weight in the first pass of a rescored hybrid (:func:`window_query`). That pass
+#: only picks the rescore window, and with this weight it picks both signals' best: a kNN hit scores
+#: at least ``knn_weight * (1 + cos) / 2`` there, a hit the text alone found less than this weight
+#: (times the largest section multiplier), so the kNN top k come first (for any cos > -0.99999)
+#: and the text-only hits follow in the order of their saturated BM25 score.
+WINDOW_TEXT_WEIGHT = 1e-6
 #: The vector part of hybrid for a rescored hit: ``w`` x the score a knn query gives a cosine
 #: field, ``(1 + cos) / 2`` (reference/mapping-types/dense-vector.html, ``similarity: cosine``).
 #: A chunk without a vector scores :data:`MISSING_VECTOR_SCORE` here, as it would outside kNN's
@@ -159,25 +165,27 @@ def bm25_query(plan: QueryPlan) -> Query:
     return Q("bool", must=[text], filter=filters) if filters else text
 
 
-def saturated_text(plan: QueryPlan) -> Query:
-    """The text part of hybrid: ``bm25_weight * s / (s + saturation_k)`` of the text query."""
+def saturated_text(plan: QueryPlan, weight: float | None = None) -> Query:
+    """The text part of hybrid: ``bm25_weight * s / (s + saturation_k)`` of the text query
+    (``weight`` replaces ``bm25_weight``)."""
     return Q(
         "script_score",
         query=text_query(plan),
         script={
             "source": SATURATION_SCRIPT,
-            "params": {"k": plan.saturation_k, "w": plan.bm25_weight},
+            "params": {"k": plan.saturation_k, "w": plan.bm25_weight if weight is None else weight},
         },
     )
 
 
-def hybrid_query(plan: QueryPlan, vector: list[float]) -> Query:
+def hybrid_query(plan: QueryPlan, vector: list[float], *, text_weight: float | None = None) -> Query:
     """``bool.should = [saturated BM25, knn]``; filters in ``bool.filter`` (for the text part) and
     in the knn clause (its pre-filter). minimum_should_match 1 is explicit: with a filter clause
-    Elasticsearch's default would be 0 (every filtered doc would match with score 0)."""
+    Elasticsearch's default would be 0 (every filtered doc would match with score 0).
+    ``text_weight`` replaces the profile's ``bm25_weight`` (:func:`window_query`)."""
     should: list[Query] = []
     if plan.has_text:
-        should.append(saturated_text(plan))
+        should.append(saturated_text(plan, text_weight))
     should.append(knn_clause(plan, vector, boost=plan.profile.knn_weight, with_filter=True))
     filters = filter_clauses(plan)
     return (
@@ -185,6 +193,18 @@ def hybrid_query(plan: QueryPlan, vector: list[float]) -> Query:
         if filters
         else Q("bool", should=should, minimum_should_match=1)
     )
+
+
+def window_query(plan: QueryPlan, vector: list[float]) -> Query:
+    """The first pass of a rescored hybrid, which only chooses the hits the rescore scores: the
+    :func:`hybrid_query` with the text part's weight :data:`WINDOW_TEXT_WEIGHT`, so it ranks the
+    kNN top k first and the hits only the text found after them, by their BM25 score. The window
+    of :func:`hybrid_rescore` (``knn_k + text_candidates``) then holds both signals' best: the
+    kNN top k and at least the ``text_candidates`` best hits of the text query (with
+    ``collapse``: groups). With the profile's own weights instead, a hit only BM25 found scores
+    at most ``bm25_weight`` x s/(s + k), below the (1 + cos)/2 of nearly every kNN hit, and the
+    window would hold the kNN top k alone. Section multipliers apply as in the final score."""
+    return with_section_multipliers(plan, hybrid_query(plan, vector, text_weight=WINDOW_TEXT_WEIGHT))
 
 
 def both_signals_query(plan: QueryPlan, vector: list[float]) -> Query:
@@ -204,9 +224,17 @@ def both_signals_query(plan: QueryPlan, vector: list[float]) -> Query:
     return Q("bool", should=[saturated_text(plan), vector_part])
 
 
+def rescore_window(plan: QueryPlan) -> int:
+    """How many first-pass hits (groups with ``collapse``) the hybrid rescores: the kNN top k plus
+    the profile's ``text_candidates``, at least its ``rescore_window`` and the hits asked for."""
+    window = max(plan.profile.rescore_window, plan.knn_k + plan.profile.text_candidates, plan.fetch_size)
+    return min(window, MAX_RESULT_WINDOW)
+
+
 def hybrid_rescore(plan: QueryPlan, vector: list[float]) -> dict | None:
-    """The ``rescore`` section of hybrid: the top ``rescore_window`` hits of the ``bool.should``
-    union (at least the hits asked for) are scored again by both signals,
+    """The ``rescore`` section of hybrid: the first pass's top hits (:func:`window_query`,
+    :func:`rescore_window`: the kNN top k and the text query's best) are scored again by both
+    signals,
     ``m(section) * (bm25_weight * s/(s + k) + knn_weight * (1 + cos)/2)``, which replaces their
     first-pass score (``query_weight`` 0). None when the profile's ``rescore_window`` is 0 or the
     question has no text (kNN alone already scores every candidate by its similarity), and with
@@ -216,11 +244,10 @@ def hybrid_rescore(plan: QueryPlan, vector: list[float]) -> dict | None:
     The window bounds the cost: Elasticsearch runs the rescore query on the window's hits only
     (per shard). A window at least as large as the page keeps every returned hit rescored: hits
     beyond the window would keep ``query_weight`` x their first-pass score, here 0."""
-    window = plan.profile.rescore_window
-    if window == 0 or not plan.has_text or plan.sort == "year":
+    if plan.profile.rescore_window == 0 or not plan.has_text or plan.sort == "year":
         return None
     return {
-        "window_size": min(max(window, plan.fetch_size), MAX_RESULT_WINDOW),
+        "window_size": rescore_window(plan),
         "query": {
             "rescore_query": with_section_multipliers(plan, both_signals_query(plan, vector)),
             "query_weight": 0,

@@ -195,10 +195,13 @@ class Profile(BaseModel):
     #: expand acronyms/synonyms in every text strategy (the ``expanded`` strategy always does)
     expansion: bool = False
     expansion_weight: float = Field(default=0.4, ge=0)
-    #: hybrid: how many top hits of the bool.should union are rescored with BOTH signals (BM25
-    #: and vector similarity; at least the hits asked for); 0 = no rescore (each hit keeps the
-    #: signals that found it)
+    #: hybrid: at least how many top hits of the first pass are rescored with BOTH signals (BM25
+    #: and vector similarity); 0 = no rescore (each hit keeps the signals that found it). The
+    #: window is at least knn_k + text_candidates and the hits asked for (querybuilder.dsl.rescore_window)
     rescore_window: int = Field(default=100, ge=0, le=10_000)
+    #: hybrid with the rescore: how many of the text query's best hits join the kNN top k in the
+    #: rescore window (the first pass ranks the kNN hits first, then the text-only hits by BM25)
+    text_candidates: int = Field(default=100, ge=0, le=10_000)
     knn_k: int = Field(default=50, ge=1, le=10_000)
     num_candidates: int = Field(default=100, ge=1, le=10_000)
     #: most chunks per paper in the results; 0 = no cap

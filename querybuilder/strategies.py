@@ -32,6 +32,7 @@ from querybuilder.dsl import (
     knn_clause,
     page,
     retriever_legs,
+    window_query,
     with_section_multipliers,
 )
 from querybuilder.plan import QueryPlan, plan_for
@@ -190,10 +191,13 @@ class Hybrid(PlanStrategy):
     """hybrid, sections and expanded: the plan says whether multipliers and expansions apply."""
 
     def build(self, plan, vector):
-        query = with_section_multipliers(plan, hybrid_query(plan, vector))
-        search = page(plan, Search(index=plan.index).query(query))
         rescore = hybrid_rescore(plan, vector)
-        return search.extra(rescore=rescore) if rescore is not None else search
+        if rescore is None:  # the first pass is the final score
+            return page(
+                plan,
+                Search(index=plan.index).query(with_section_multipliers(plan, hybrid_query(plan, vector))),
+            )
+        return page(plan, Search(index=plan.index).query(window_query(plan, vector))).extra(rescore=rescore)
 
 
 @dataclass(frozen=True, kw_only=True)

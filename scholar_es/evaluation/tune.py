@@ -27,14 +27,16 @@ similarity ``v`` = (1 + cos) / 2 -- and the multiplier of its section type::
 
 (the text part 0 when the chunk does not match the text; :mod:`querybuilder.dsl` builds exactly
 this). With the profile's ``rescore_window`` 0, ``v`` counts only inside the kNN top k (the
-``bool.should`` union alone); otherwise the first pass (that union) picks the top
-``max(rescore_window, 100)`` chunks and those are scored by the formula with ``v`` for every
-one of them (the rescore). :func:`collect_candidates` fetches, per query, the BM25 top 100, the
-kNN top k, the BM25 scores of the kNN-only chunks (an ``ids`` filter) and, for the rescore, the
-vector similarity of every candidate (a ``script_score`` on an ``ids`` filter), so every grid
-point is re-ranked in numpy. The result is exact for the top 100 when no multiplier exceeds 1
-(a chunk outside both lists scores below every BM25-top-100 chunk in the first pass); with
-larger multipliers only the tail of the top 100 can differ. The chosen profile is then run for real by
+``bool.should`` union alone); otherwise the first pass (:func:`querybuilder.dsl.window_query`:
+the kNN top k first, then the text-only chunks by BM25) picks the rescore window
+(:func:`querybuilder.dsl.rescore_window`: ``knn_k + text_candidates``, at least 100) and those
+chunks are scored by the formula with ``v`` for every one of them (the rescore).
+:func:`collect_candidates` fetches, per query, the BM25 top ``max(100, window)``, the kNN top k,
+the BM25 scores of the kNN-only chunks (an ``ids`` filter) and, for the rescore, the vector
+similarity of every candidate (a ``script_score`` on an ``ids`` filter), so every grid point is
+re-ranked in numpy (the evaluation's profile has no per-paper cap, so no ``collapse``). The
+result is exact for the top 100 when no multiplier exceeds 1; with larger multipliers only the
+tail of the top 100 can differ. The chosen profile is then run for real by
 :func:`evaluation.runner.evaluate` on the train split (the ``check`` numbers must agree with
 the simulated ones) before anyone looks at another split.
 
@@ -123,6 +125,7 @@ def collect_candidates(
     from elasticsearch.dsl import Q
     from tqdm import tqdm
 
+    from querybuilder.dsl import rescore_window
     from querybuilder.request import SearchRequest
     from querybuilder.strategies import build_one, make_plan
 
@@ -148,10 +151,10 @@ def collect_candidates(
         found: dict[str, dict] = {}
         bm25: dict[str, float] = {}
         knn: dict[str, float] = {}
-        if text_plan.has_text:
-            resp = es.search(
-                index=text_plan.index, body=build_one(text_plan).source(list(FIELDS)).to_dict()
-            ).body
+        window = rescore_window(hybrid_plan) if profile_window(profile) > 0 else 0
+        if text_plan.has_text:  # deep enough for every text-only hit of the rescore window
+            text_body = build_one(text_plan).source(list(FIELDS)).extra(size=max(DEPTH, window)).to_dict()
+            resp = es.search(index=text_plan.index, body=text_body).body
             for h in resp["hits"]["hits"]:
                 found[h["_id"]] = h["_source"]
                 bm25[h["_id"]] = float(h["_score"])
@@ -181,7 +184,7 @@ def collect_candidates(
             rule=hybrid_plan.intent.rule,
             order=np.arange(len(ids)),
             vec=vec,
-            rescore_window=profile_window(profile),
+            rescore_window=window,
         )
     return out
 
@@ -228,6 +231,8 @@ def _freeze(mults: dict[str, dict[str, float]]) -> tuple:
 
 def simulate(dataset: Dataset, cands: dict[str, Candidates], p: Params) -> dict[str, list[str]]:
     """Rankings (at the dataset's level) of the hybrid formula with ``p`` (see the module doc)."""
+    from querybuilder.dsl import WINDOW_TEXT_WEIGHT
+
     mults = p.multiplier_dict()
     out = {}
     for qid, c in cands.items():
@@ -236,13 +241,23 @@ def simulate(dataset: Dataset, cands: dict[str, Candidates], p: Params) -> dict[
         rule = mults.get(c.rule, {})
         m = np.array([rule.get(h.get("section_type", ""), 1.0) for h in c.hits]) if rule else 1.0
         score = score * m
-        top = np.lexsort((c.order, -score))[:DEPTH]
+        first, final, window = score, score, len(score)
         if c.vec is not None:  # the rescore: the first pass's window, scored with both signals
-            window = np.lexsort((c.order, -score))[: max(c.rescore_window, DEPTH)]
-            both = ((text + p.knn_weight * c.vec) * m)[window]
-            top = window[np.lexsort((c.order[window], -both))][:DEPTH]
+            # the first pass of a rescored hybrid (querybuilder.dsl.window_query): the text part
+            # weighted WINDOW_TEXT_WEIGHT, so the kNN top k come first, then the text-only hits
+            sat = np.where(c.matched, c.bm25 / (c.bm25 + p.saturation_k), 0.0)
+            first = (WINDOW_TEXT_WEIGHT * sat + p.knn_weight * c.knn) * m
+            final = (text + p.knn_weight * c.vec) * m
+            window = max(c.rescore_window, DEPTH)
+        top = plain_ranking(c, first, final, window)
         out[qid] = _ranking(dataset, [c.hits[i] for i in top], dataset.qrels.get(qid, {}))
     return out
+
+
+def plain_ranking(c: Candidates, first: np.ndarray, final: np.ndarray, window: int) -> np.ndarray:
+    """The top :data:`DEPTH` candidates: the first pass's top ``window`` ordered by ``final``."""
+    win = np.lexsort((c.order, -first))[:window]
+    return win[np.lexsort((c.order[win], -final[win]))][:DEPTH]
 
 
 def scale_multipliers(base: dict[str, dict[str, float]], strength: float) -> dict[str, dict[str, float]]:

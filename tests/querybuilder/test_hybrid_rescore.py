@@ -71,7 +71,8 @@ def test_rescore_follows_the_specification(strategy, filters):
     _check({k: v for k, v in query.items() if k != "score_mode"}, SPEC_RESCORE_QUERY)
     assert query.get("score_mode", "total") in SPEC_SCORE_MODES
     assert query["query_weight"] == 0 and query["rescore_query_weight"] == 1
-    assert rescore["window_size"] == DEFAULT_PROFILE.rescore_window
+    # the kNN top k (knn_k: at least the 10 hits asked for) and the text query's best
+    assert rescore["window_size"] == max(DEFAULT_PROFILE.knn_k, 10) + DEFAULT_PROFILE.text_candidates
     for script_score in _script_scores(query["rescore_query"]):
         assert set(script_score) <= SPEC_SCRIPT_SCORE and {"query", "script"} <= set(script_score)
     vector_parts = [
@@ -90,8 +91,15 @@ def test_rescore_follows_the_specification(strategy, filters):
 
 
 def test_window_is_at_least_the_page_and_zero_turns_it_off():
-    big = make_plan(QUESTION, strategy="hybrid", size=300)
-    assert build_body(big, [1.0, 0, 0, 0])["rescore"]["window_size"] == 300
+    big = make_plan(QUESTION, strategy="hybrid", size=300)  # knn_k 300 + 100 text candidates
+    assert build_body(big, [1.0, 0, 0, 0])["rescore"]["window_size"] == 400
+    few = DEFAULT_PROFILE.with_changes(text_candidates=0, rescore_window=1)
+    assert (
+        build_body(make_plan(QUESTION, strategy="hybrid", size=300, profile=few), [1.0, 0, 0, 0])["rescore"][
+            "window_size"
+        ]
+        == 300
+    )
     off = make_plan(QUESTION, strategy="hybrid", profile=DEFAULT_PROFILE.with_changes(rescore_window=0))
     assert "rescore" not in build_body(off, [1.0, 0, 0, 0])
     no_text = make_plan(QUESTION, strategy="hybrid").with_changes(text="")  # kNN alone: nothing to add
@@ -147,6 +155,34 @@ def test_every_hit_carries_both_signals(es, window):
         top = max(cos, key=cos.get)
         text_only = {d: w * bm25[d] / (bm25[d] + k) for d in bm25 if d != top}
         assert {d: s for d, s in got.items() if d != top} == pytest.approx(text_only, rel=1e-5)
+
+
+@pytest.mark.parametrize("knn_k,text_candidates", [(3, 2), (2, 4), (5, 1)])
+def test_window_holds_both_signals_best(es, knn_k, text_candidates):
+    # the rescore window is the kNN top k AND the text query's best text_candidates among the rest,
+    # however low their first-pass (BM25-only) score: every hit of it gets the formula, a hit
+    # outside it query_weight 0 x its first-pass score = 0 (reference/search/search-your-data/
+    # filter-search-results.html#rescore: hits beyond the window keep query_weight x score)
+    prof = DEFAULT_PROFILE.with_changes(
+        knn_k=knn_k, num_candidates=knn_k, text_candidates=text_candidates, rescore_window=1, per_paper_cap=0
+    )
+    vec = EMB.encode([QUESTION])[0].astype(np.float64)
+    cos = _cosines(es, vec)
+    bm25 = _scores(es, make_plan(QUESTION, strategy="bm25", profile=prof), vec)
+    knn_top = sorted(cos, key=lambda d: -cos[d])[:knn_k]
+    text_only = [d for d in sorted(bm25, key=lambda d: -bm25[d]) if d not in knn_top][:text_candidates]
+    assert text_only, "the test needs chunks only the text finds"
+    plan = make_plan(QUESTION, strategy="hybrid", profile=prof, size=1)
+    body = build_search(plan, vec).extra(size=100).to_dict()
+    body.pop("collapse", None)
+    assert body["rescore"]["window_size"] == knn_k + text_candidates
+    hits = es.search(index="chunks", body=body)["hits"]["hits"]
+    k, w = prof.saturation_k, prof.bm25_weight
+    both = {d: (w * s / (s + k) if (s := bm25.get(d, 0.0)) else 0.0) + (1 + cos[d]) / 2 for d in cos}
+    rescored = {h["_id"]: h["_score"] for h in hits if h["_score"] > 0}
+    assert set(rescored) == set(knn_top) | set(text_only)
+    assert rescored == pytest.approx({d: both[d] for d in rescored}, rel=1e-5)
+    assert all(h["_score"] == 0 for h in hits if h["_id"] not in rescored)
 
 
 def test_console_text_of_the_default_hybrid_runs(es):

@@ -31,6 +31,19 @@ KNN = {"knn": {"field": "vector", "query_vector": VEC, "k": 50, "num_candidates"
 # the filters also go into the knn clause: Elasticsearch only pre-filters kNN with the clause's own filter
 KNN_FILTERED = {"knn": {**KNN["knn"], "filter": FILTERS}}
 HYBRID = {"bool": {"should": [SATURATED, KNN_FILTERED], "filter": FILTERS, "minimum_should_match": 1}}
+
+
+def first_pass(text_part):
+    """The first pass of a rescored hybrid: the text part weighted 1e-6 (the kNN top k first, then
+    the text-only hits), so the rescore window holds both signals' best."""
+    out = json.loads(json.dumps(text_part))
+    out["script_score"]["script"]["params"]["w"] = 1e-06
+    return out
+
+
+HYBRID_WINDOW = {
+    "bool": {"should": [first_pass(SATURATED), KNN_FILTERED], "filter": FILTERS, "minimum_should_match": 1}
+}
 HOW_FUNCTIONS = [
     {"filter": {"term": {"section_type": "method"}}, "weight": 1.10},
     {"filter": {"term": {"section_type": "experiments"}}, "weight": 1.05},
@@ -63,7 +76,7 @@ def rescore_of(text_part, functions=None):
             }
         }
     return {
-        "window_size": 100,
+        "window_size": 150,  # the kNN top 50 + the text query's best 100
         "query": {"rescore_query": query, "query_weight": 0, "rescore_query_weight": 1},
     }
 
@@ -111,7 +124,7 @@ EXPECTED = {
         "_source": SRC,
     },
     "hybrid": {
-        "query": HYBRID,
+        "query": HYBRID_WINDOW,
         "collapse": COLLAPSE,
         "size": 10,
         "_source": SRC,
@@ -120,7 +133,7 @@ EXPECTED = {
     "sections": {
         "query": {
             "function_score": {
-                "query": HYBRID,
+                "query": HYBRID_WINDOW,
                 "functions": HOW_FUNCTIONS,
                 "score_mode": "max",
                 "boost_mode": "multiply",
@@ -137,7 +150,7 @@ EXPECTED = {
                 "query": {
                     "bool": {
                         "should": [
-                            EXPANDED_TEXT,
+                            first_pass(EXPANDED_TEXT),
                             KNN_FILTERED,
                         ],
                         "filter": FILTERS,
@@ -235,6 +248,9 @@ def test_build_search_returns_search_objects_and_does_not_mutate_plan():
 
 def test_no_filters_hybrid_and_plain_bm25():
     body = build_body(make_plan(Q, strategy="hybrid"), VEC)
+    assert body["query"] == {"bool": {"should": [first_pass(SATURATED), KNN], "minimum_should_match": 1}}
+    unrescored = DEFAULT_PROFILE.with_changes(rescore_window=0)  # the first pass is the final score
+    body = build_body(make_plan(Q, strategy="hybrid", profile=unrescored), VEC)
     assert body["query"] == {"bool": {"should": [SATURATED, KNN], "minimum_should_match": 1}}
     assert build_body(make_plan(Q, strategy="bm25"), None)["query"] == MM
 

@@ -116,4 +116,6 @@ def test_hybrid_inside_one_paper_uses_the_paper_scope_weights():
         body = build_body(plan, [1.0, 0.0, 0.0, 0.0])
         text = body["query"]["bool"]["should"][0]["script_score"]["script"]["params"]
         rescored = body["rescore"]["query"]["rescore_query"]["bool"]["should"][0]["script_score"]
-        assert text == params and rescored["script"]["params"] == params
+        # the first pass only picks the window (text weight 1e-6: the kNN top k, then the text's
+        # best); the rescore carries the scope's weights
+        assert text == {**params, "w": 1e-06} and rescored["script"]["params"] == params
