@@ -42,12 +42,15 @@ DEFAULT_FIELD_BOOSTS: dict[str, dict[str, float]] = {
 #: those fields rank nothing there; a paragraph under a heading that matches gains on top of its
 #: own text. Chosen on QASPER train, scope paper (docs/evaluation.md).
 DEFAULT_PAPER_SCOPE_BOOSTS: dict[str, float] = {"chunk_text": 1.0, "section_heading": 1.0}
+#: Section multipliers of a corpus-wide search (``sections``): the hand-set lifts at half their
+#: first strength (1.08 -> 1.04), chosen on QASPER train, scope corpus, over the full strength,
+#: none and learned lifts (scripts/tune_joint.py; docs/evaluation.md, "Issue 28")
 DEFAULT_SECTION_MULTIPLIERS: dict[str, dict[str, float]] = {
-    "what_method": {"method": 1.08},
-    "how": {"method": 1.10, "experiments": 1.05},
-    "evaluation": {"results": 1.10, "experiments": 1.08},
-    "which_overview": {"abstract": 1.08, "introduction": 1.05, "related_work": 1.03},
-    "default": {"introduction": 1.08, "related_work": 1.08, "abstract": 1.05},
+    "what_method": {"method": 1.04},
+    "how": {"method": 1.05, "experiments": 1.025},
+    "evaluation": {"results": 1.05, "experiments": 1.04},
+    "which_overview": {"abstract": 1.04, "introduction": 1.025, "related_work": 1.015},
+    "default": {"introduction": 1.04, "related_work": 1.04, "abstract": 1.025},
 }
 
 #: Section multipliers of a search inside one paper (``sections``): learned from the judgments of
@@ -180,8 +183,9 @@ class Profile(BaseModel):
         default_factory=lambda: DEFAULT_PAPER_SCOPE_SECTION_MULTIPLIERS
     )
     #: hybrid: final = bm25_weight * saturation(bm25, saturation_k) + knn_weight * knn_score;
-    #: 0.75 and 100 chosen on SciFact train with the rescore (docs/evaluation.md, "Issue 15")
-    bm25_weight: float = Field(default=0.75, ge=0)
+    #: 0.8, 100 (and text_candidates 100) chosen jointly on SciFact train and QASPER train, scope
+    #: corpus (scripts/tune_joint.py; docs/evaluation.md, "Issue 28")
+    bm25_weight: float = Field(default=0.8, ge=0)
     knn_weight: float = Field(default=1.0, ge=0)
     #: BM25 score at which the saturated text part reaches half of bm25_weight
     saturation_k: float = Field(default=100.0, gt=0)

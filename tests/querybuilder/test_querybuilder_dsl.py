@@ -25,7 +25,7 @@ MM = {"multi_match": {"query": TEXT, "fields": FIELDS, "type": "best_fields", "t
 FILTERS = [{"range": {"year": {"gte": 2018, "lte": 2020}}}, {"terms": {"venue": ["ACL"]}}]
 COLLAPSE = {"field": "paper_id", "inner_hits": {"name": "best_chunks", "size": 5, "_source": SRC}}
 SATURATED = {
-    "script_score": {"query": MM, "script": {"source": SATURATION_SCRIPT, "params": {"k": 100.0, "w": 0.75}}}
+    "script_score": {"query": MM, "script": {"source": SATURATION_SCRIPT, "params": {"k": 100.0, "w": 0.8}}}
 }
 KNN = {"knn": {"field": "vector", "query_vector": VEC, "k": 50, "num_candidates": 100, "boost": 1.0}}
 # the filters also go into the knn clause: Elasticsearch only pre-filters kNN with the clause's own filter
@@ -45,8 +45,8 @@ HYBRID_WINDOW = {
     "bool": {"should": [first_pass(SATURATED), KNN_FILTERED], "filter": FILTERS, "minimum_should_match": 1}
 }
 HOW_FUNCTIONS = [
-    {"filter": {"term": {"section_type": "method"}}, "weight": 1.10},
-    {"filter": {"term": {"section_type": "experiments"}}, "weight": 1.05},
+    {"filter": {"term": {"section_type": "method"}}, "weight": 1.05},
+    {"filter": {"term": {"section_type": "experiments"}}, "weight": 1.025},
 ]
 # the rescore of hybrid (reference: search-your-data/filter-search-results.html#rescore): the top 100
 # hits of the union get BOTH signals; the vector part is what a knn query scores a cosine field,
@@ -100,7 +100,7 @@ EXPANDED_TEXT = {
                 ]
             }
         },
-        "script": {"source": SATURATION_SCRIPT, "params": {"k": 100.0, "w": 0.75}},
+        "script": {"source": SATURATION_SCRIPT, "params": {"k": 100.0, "w": 0.8}},
     }
 }
 RETRIEVER_KNN = {
@@ -198,7 +198,7 @@ EXPECTED = {
         "retriever": {
             "linear": {
                 "retrievers": [
-                    {"retriever": RETRIEVER_STD, "weight": 0.75, "normalizer": "minmax"},  # bm25_weight
+                    {"retriever": RETRIEVER_STD, "weight": 0.8, "normalizer": "minmax"},  # bm25_weight
                     {"retriever": RETRIEVER_KNN, "weight": 1.0, "normalizer": "minmax"},
                 ],
                 "rank_window_size": 100,
@@ -321,11 +321,11 @@ def test_section_multipliers_follow_intent_rule():
         )
     }
     assert list(mults.values()) == [
-        {"method": 1.08},
-        {"method": 1.10, "experiments": 1.05},
-        {"results": 1.10, "experiments": 1.08},
-        {"abstract": 1.08, "introduction": 1.05, "related_work": 1.03},
-        {"introduction": 1.08, "related_work": 1.08, "abstract": 1.05},
+        {"method": 1.04},
+        {"method": 1.05, "experiments": 1.025},
+        {"results": 1.05, "experiments": 1.04},
+        {"abstract": 1.04, "introduction": 1.025, "related_work": 1.015},
+        {"introduction": 1.04, "related_work": 1.04, "abstract": 1.025},
     ]
     assert make_plan("How is it trained?", strategy="hybrid").section_multipliers == {}
 
@@ -403,8 +403,8 @@ def test_profile_json_roundtrip_and_partial_files(tmp_path):
     p.save(f)
     assert load_profile(str(f)) == p
     assert p.section_multipliers["evaluation"] == {
-        "results": 1.10,
-        "experiments": 1.08,
+        "results": 1.05,
+        "experiments": 1.04,
     }  # untouched rules kept
     f.write_text(json.dumps({"name": "tiny", "knn_weight": 0.5}))
     q = load_profile(f)

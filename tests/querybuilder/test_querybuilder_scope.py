@@ -90,8 +90,8 @@ def test_sections_inside_one_paper_use_the_paper_scope_multipliers():
         two.section_multipliers
         == DEFAULT_PROFILE.section_multipliers["how"]
         == {
-            "method": 1.10,
-            "experiments": 1.05,
+            "method": 1.05,
+            "experiments": 1.025,
         }
     )
     # the learned ones: evidence of "how" questions is less often in the abstract than its share
