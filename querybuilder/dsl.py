@@ -165,15 +165,18 @@ def bm25_query(plan: QueryPlan) -> Query:
     return Q("bool", must=[text], filter=filters) if filters else text
 
 
-def saturated_text(plan: QueryPlan, weight: float | None = None) -> Query:
+def saturated_text(plan: QueryPlan, weight: float | None = None, k: float | None = None) -> Query:
     """The text part of hybrid: ``bm25_weight * s / (s + saturation_k)`` of the text query
-    (``weight`` replaces ``bm25_weight``)."""
+    (``weight`` and ``k`` replace ``bm25_weight`` and ``saturation_k``)."""
     return Q(
         "script_score",
         query=text_query(plan),
         script={
             "source": SATURATION_SCRIPT,
-            "params": {"k": plan.saturation_k, "w": plan.bm25_weight if weight is None else weight},
+            "params": {
+                "k": plan.saturation_k if k is None else k,
+                "w": plan.bm25_weight if weight is None else weight,
+            },
         },
     )
 
@@ -207,7 +210,9 @@ def window_query(plan: QueryPlan, vector: list[float]) -> Query:
     return with_section_multipliers(plan, hybrid_query(plan, vector, text_weight=WINDOW_TEXT_WEIGHT))
 
 
-def both_signals_query(plan: QueryPlan, vector: list[float]) -> Query:
+def both_signals_query(
+    plan: QueryPlan, vector: list[float], text_weights: tuple[float, float] | None = None
+) -> Query:
     """The rescore query of hybrid: the same formula as :func:`hybrid_query`, but with the vector
     part computed for EVERY hit (``script_score`` over ``match_all``) instead of only for the kNN
     top k, so a chunk BM25 found gets its vector similarity and a chunk kNN found gets its BM25
@@ -221,7 +226,8 @@ def both_signals_query(plan: QueryPlan, vector: list[float]) -> Query:
             "params": {"query_vector": vector, "w": plan.profile.knn_weight},
         },
     )
-    return Q("bool", should=[saturated_text(plan), vector_part])
+    text = saturated_text(plan) if text_weights is None else saturated_text(plan, *text_weights)
+    return Q("bool", should=[text, vector_part])
 
 
 def rescore_window(plan: QueryPlan) -> int:
@@ -231,7 +237,20 @@ def rescore_window(plan: QueryPlan) -> int:
     return min(window, MAX_RESULT_WINDOW)
 
 
-def hybrid_rescore(plan: QueryPlan, vector: list[float]) -> dict | None:
+def top_window(plan: QueryPlan) -> int:
+    """How many hits of the window the second rescore phase orders by the main formula: the
+    profile's ``top_window``, at least the hits asked for (every returned hit has its score)."""
+    return min(max(plan.profile.top_window, plan.fetch_size), rescore_window(plan))
+
+
+def _rescorer(window: int, query: Query) -> dict:
+    return {
+        "window_size": window,
+        "query": {"rescore_query": query, "query_weight": 0, "rescore_query_weight": 1},
+    }
+
+
+def hybrid_rescore(plan: QueryPlan, vector: list[float]) -> dict | list[dict] | None:
     """The ``rescore`` section of hybrid: the first pass's top hits (:func:`window_query`,
     :func:`rescore_window`: the kNN top k and the text query's best) are scored again by both
     signals,
@@ -246,14 +265,19 @@ def hybrid_rescore(plan: QueryPlan, vector: list[float]) -> dict | None:
     beyond the window would keep ``query_weight`` x their first-pass score, here 0."""
     if plan.profile.rescore_window == 0 or not plan.has_text or plan.sort == "year":
         return None
-    return {
-        "window_size": rescore_window(plan),
-        "query": {
-            "rescore_query": with_section_multipliers(plan, both_signals_query(plan, vector)),
-            "query_weight": 0,
-            "rescore_query_weight": 1,
-        },
-    }
+    main = _rescorer(rescore_window(plan), with_section_multipliers(plan, both_signals_query(plan, vector)))
+    if plan.recall_weights is None or plan.profile.top_window == 0:
+        return main
+    # corpus-wide: two phases (Elasticsearch applies a list of rescorers in order, each on the top
+    # window_size hits of the one before; reference/search/search-your-data/filter-search-results.html
+    # #multiple-rescores). The recall formula orders the window, its top top_window hits are then
+    # scored by the main formula; query_weight 0 in both, so every returned hit (at most
+    # top_window: it is at least the hits asked for) carries the main formula's score alone.
+    recall = both_signals_query(plan, vector, plan.recall_weights)
+    return [
+        _rescorer(rescore_window(plan), with_section_multipliers(plan, recall)),
+        {**main, "window_size": top_window(plan)},
+    ]
 
 
 def with_section_multipliers(plan: QueryPlan, query: Query) -> Query:

@@ -191,6 +191,9 @@ class QueryPlan(BaseModel):
     #: paper its paper_scope_* ones (see hybrid_weights)
     bm25_weight: float = 1.0
     saturation_k: float = 10.0
+    #: the recall formula's weights (hybrid's first rescore phase, corpus-wide); None inside one
+    #: paper, where the window is the paper and one rescore by the main formula orders it
+    recall_weights: tuple[float, float] | None = None
     expansions: tuple[str, ...]
     filters: Filters
     size: int = Field(ge=1, le=MAX_RESULT_WINDOW)
@@ -392,6 +395,9 @@ def plan_for(
     parsed = Filters.parse(request.filters)
     boosts, match_type = text_fields(prof, stype, parsed)
     bm25_weight, saturation_k = hybrid_weights(prof, parsed)
+    recall_weights = (
+        None if len(parsed.paper_ids) == 1 else (prof.recall_bm25_weight, prof.recall_saturation_k)
+    )
     cap = per_paper_cap(prof, parsed)
     text, _, notes = bound_text(text, len(boosts))
     expansions = expand(text, synonyms) if expand_now else ()
@@ -406,6 +412,7 @@ def plan_for(
         match_type=match_type,
         bm25_weight=bm25_weight,
         saturation_k=saturation_k,
+        recall_weights=recall_weights,
         section_multipliers=dict(section_multipliers(prof, parsed)[intent.rule]) if strategy.sections else {},
         expansions=expansions,
         notes=notes + more if strategy.uses_text else (),

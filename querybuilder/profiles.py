@@ -206,6 +206,13 @@ class Profile(BaseModel):
     #: hybrid with the rescore: how many of the text query's best hits join the kNN top k in the
     #: rescore window (the first pass ranks the kNN hits first, then the text-only hits by BM25)
     text_candidates: int = Field(default=100, ge=0, le=10_000)
+    #: corpus-wide hybrid: the window is first ordered by a recall formula (these weights in place of
+    #: bm25_weight/saturation_k: more weight on the words), and its top ``top_window`` (at least the
+    #: hits asked for) are then scored and ordered by the main formula; 0 = one rescore by the main
+    #: formula over the whole window. Chosen on SciFact + QASPER train (docs/evaluation.md, "Issue 28")
+    recall_bm25_weight: float = Field(default=1.5, ge=0)
+    recall_saturation_k: float = Field(default=100.0, gt=0)
+    top_window: int = Field(default=100, ge=0, le=10_000)
     knn_k: int = Field(default=50, ge=1, le=10_000)
     num_candidates: int = Field(default=100, ge=1, le=10_000)
     #: most chunks per paper in the results; 0 = no cap

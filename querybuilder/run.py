@@ -256,9 +256,15 @@ def detail_pass(es, plan: QueryPlan, body: dict, ids: list[str], *, explain: boo
     detail = {k: v for k, v in body.items() if k not in ("collapse", "from", "size")}
     detail["query"] = {"bool": {"must": [body["query"]], "filter": [{"ids": {"values": ids}}]}}
     detail["size"] = len(ids)
+
+    def widened(rescorer: dict) -> dict:
+        window = max(int(rescorer.get("window_size", 10)), len(ids))
+        return {**rescorer, "window_size": min(window, MAX_RESULT_WINDOW)}
+
     if isinstance(detail.get("rescore"), dict):
-        window = max(int(detail["rescore"].get("window_size", 10)), len(ids))
-        detail["rescore"] = {**detail["rescore"], "window_size": min(window, MAX_RESULT_WINDOW)}
+        detail["rescore"] = widened(detail["rescore"])
+    elif isinstance(detail.get("rescore"), list):  # every phase covers every id: the last one scores them
+        detail["rescore"] = [widened(r) for r in detail["rescore"]]
     if explain:
         detail["explain"] = True
     resp = es.search(index=plan.index, body=detail).body

@@ -117,6 +117,10 @@ class Candidates:
     #: the vector similarity (1 + cos) / 2 of every candidate (the rescore's); None: no rescore
     vec: np.ndarray | None = None
     rescore_window: int = 0
+    #: the two-phase rescore (corpus-wide, querybuilder.dsl.hybrid_rescore): the recall formula's
+    #: (bm25_weight, saturation_k) ordering the window and the main formula's top window; None: one phase
+    recall: tuple[float, float] | None = None
+    top_window: int = 0
 
 
 def collect_candidates(
@@ -125,7 +129,7 @@ def collect_candidates(
     from elasticsearch.dsl import Q
     from tqdm import tqdm
 
-    from querybuilder.dsl import rescore_window
+    from querybuilder.dsl import hybrid_rescore, rescore_window
     from querybuilder.request import SearchRequest
     from querybuilder.strategies import build_one, make_plan
 
@@ -152,6 +156,12 @@ def collect_candidates(
         bm25: dict[str, float] = {}
         knn: dict[str, float] = {}
         window = rescore_window(hybrid_plan) if profile_window(profile) > 0 else 0
+        rescore = hybrid_rescore(hybrid_plan, [1.0]) if window else None  # its windows only
+        cascade = (
+            (hybrid_plan.recall_weights, rescore[1]["window_size"])
+            if isinstance(rescore, list) and hybrid_plan.recall_weights
+            else None
+        )
         if text_plan.has_text:  # deep enough for every text-only hit of the rescore window
             text_body = build_one(text_plan).source(list(FIELDS)).extra(size=max(DEPTH, window)).to_dict()
             resp = es.search(index=text_plan.index, body=text_body).body
@@ -185,6 +195,8 @@ def collect_candidates(
             order=np.arange(len(ids)),
             vec=vec,
             rescore_window=window,
+            recall=cascade[0] if cascade else None,
+            top_window=cascade[1] if cascade else 0,
         )
     return out
 
@@ -249,15 +261,25 @@ def simulate(dataset: Dataset, cands: dict[str, Candidates], p: Params) -> dict[
             first = (WINDOW_TEXT_WEIGHT * sat + p.knn_weight * c.knn) * m
             final = (text + p.knn_weight * c.vec) * m
             window = max(c.rescore_window, DEPTH)
+            if c.recall is not None:  # phase 1: the recall formula orders the window
+                w, k = c.recall
+                recall = (np.where(c.matched, w * c.bm25 / (c.bm25 + k), 0.0) + p.knn_weight * c.vec) * m
+                ordered = plain_ranking(c, first, recall, window, depth=window)
+                top = ordered[: c.top_window]  # phase 2: its top window by the main formula
+                top = top[np.lexsort((c.order[top], -final[top]))][:DEPTH]
+                out[qid] = _ranking(dataset, [c.hits[i] for i in top], dataset.qrels.get(qid, {}))
+                continue
         top = plain_ranking(c, first, final, window)
         out[qid] = _ranking(dataset, [c.hits[i] for i in top], dataset.qrels.get(qid, {}))
     return out
 
 
-def plain_ranking(c: Candidates, first: np.ndarray, final: np.ndarray, window: int) -> np.ndarray:
-    """The top :data:`DEPTH` candidates: the first pass's top ``window`` ordered by ``final``."""
+def plain_ranking(
+    c: Candidates, first: np.ndarray, final: np.ndarray, window: int, depth: int = DEPTH
+) -> np.ndarray:
+    """The top ``depth`` candidates: the first pass's top ``window`` ordered by ``final``."""
     win = np.lexsort((c.order, -first))[:window]
-    return win[np.lexsort((c.order[win], -final[win]))][:DEPTH]
+    return win[np.lexsort((c.order[win], -final[win]))][:depth]
 
 
 def scale_multipliers(base: dict[str, dict[str, float]], strength: float) -> dict[str, dict[str, float]]:

@@ -65,41 +65,62 @@ def _script_scores(query):
 def test_rescore_follows_the_specification(strategy, filters):
     vec = [0.5, -0.25, 0.125, 1.0]
     body = build_body(make_plan(QUESTION, strategy=strategy, filters=filters), vec)
-    rescore = body["rescore"]
-    _check(rescore, SPEC_RESCORE)
-    query = rescore["query"]
-    _check({k: v for k, v in query.items() if k != "score_mode"}, SPEC_RESCORE_QUERY)
-    assert query.get("score_mode", "total") in SPEC_SCORE_MODES
-    assert query["query_weight"] == 0 and query["rescore_query_weight"] == 1
-    # the kNN top k (knn_k: at least the 10 hits asked for) and the text query's best
-    assert rescore["window_size"] == max(DEFAULT_PROFILE.knn_k, 10) + DEFAULT_PROFILE.text_candidates
-    for script_score in _script_scores(query["rescore_query"]):
-        assert set(script_score) <= SPEC_SCRIPT_SCORE and {"query", "script"} <= set(script_score)
-    vector_parts = [
-        s for s in _script_scores(query["rescore_query"]) if s["script"]["source"] == VECTOR_SCRIPT
+    # SearchRequest.rescore?: Rescore | Rescore[]. Corpus-wide two phases (the recall formula orders
+    # the window, the main one its top top_window); one inside a paper
+    rescorers = body["rescore"] if isinstance(body["rescore"], list) else [body["rescore"]]
+    window = max(DEFAULT_PROFILE.knn_k, 10) + DEFAULT_PROFILE.text_candidates  # kNN top k + text's best
+    if filters is None:
+        assert [r["window_size"] for r in rescorers] == [window, min(DEFAULT_PROFILE.top_window, window)]
+    else:
+        assert [r["window_size"] for r in rescorers] == [window]
+    for rescore in rescorers:
+        _check(rescore, SPEC_RESCORE)
+        query = rescore["query"]
+        _check({k: v for k, v in query.items() if k != "score_mode"}, SPEC_RESCORE_QUERY)
+        assert query.get("score_mode", "total") in SPEC_SCORE_MODES
+        assert query["query_weight"] == 0 and query["rescore_query_weight"] == 1
+        for script_score in _script_scores(query["rescore_query"]):
+            assert set(script_score) <= SPEC_SCRIPT_SCORE and {"query", "script"} <= set(script_score)
+        vector_parts = [
+            s for s in _script_scores(query["rescore_query"]) if s["script"]["source"] == VECTOR_SCRIPT
+        ]
+        assert vector_parts == [
+            {
+                "query": {"match_all": {}},
+                "script": {
+                    "source": VECTOR_SCRIPT,
+                    "params": {"query_vector": vec, "w": DEFAULT_PROFILE.knn_weight},
+                },
+            }
+        ]
+    text_weights = [
+        s["script"]["params"]
+        for r in rescorers
+        for s in _script_scores(r["query"]["rescore_query"])
+        if s["script"]["source"] != VECTOR_SCRIPT
     ]
-    assert vector_parts == [
-        {
-            "query": {"match_all": {}},
-            "script": {
-                "source": VECTOR_SCRIPT,
-                "params": {"query_vector": vec, "w": DEFAULT_PROFILE.knn_weight},
-            },
-        }
-    ]
+    if filters is None:
+        assert text_weights == [
+            {"k": DEFAULT_PROFILE.recall_saturation_k, "w": DEFAULT_PROFILE.recall_bm25_weight},
+            {"k": DEFAULT_PROFILE.saturation_k, "w": DEFAULT_PROFILE.bm25_weight},
+        ]
+    else:
+        assert text_weights == [
+            {"k": DEFAULT_PROFILE.paper_scope_saturation_k, "w": DEFAULT_PROFILE.paper_scope_bm25_weight}
+        ]
     assert "sort" not in body  # Elasticsearch refuses a sort other than _score with a rescore
 
 
 def test_window_is_at_least_the_page_and_zero_turns_it_off():
     big = make_plan(QUESTION, strategy="hybrid", size=300)  # knn_k 300 + 100 text candidates
-    assert build_body(big, [1.0, 0, 0, 0])["rescore"]["window_size"] == 400
+    windows = [r["window_size"] for r in build_body(big, [1.0, 0, 0, 0])["rescore"]]
+    assert windows == [400, 300]  # the main formula scores every hit asked for
     few = DEFAULT_PROFILE.with_changes(text_candidates=0, rescore_window=1)
-    assert (
-        build_body(make_plan(QUESTION, strategy="hybrid", size=300, profile=few), [1.0, 0, 0, 0])["rescore"][
-            "window_size"
-        ]
-        == 300
-    )
+    body = build_body(make_plan(QUESTION, strategy="hybrid", size=300, profile=few), [1.0, 0, 0, 0])
+    assert [r["window_size"] for r in body["rescore"]] == [300, 300]
+    one_phase = DEFAULT_PROFILE.with_changes(top_window=0)
+    single = build_body(make_plan(QUESTION, strategy="hybrid", profile=one_phase), [1.0, 0, 0, 0])
+    assert single["rescore"]["window_size"] == 150
     off = make_plan(QUESTION, strategy="hybrid", profile=DEFAULT_PROFILE.with_changes(rescore_window=0))
     assert "rescore" not in build_body(off, [1.0, 0, 0, 0])
     no_text = make_plan(QUESTION, strategy="hybrid").with_changes(text="")  # kNN alone: nothing to add
@@ -164,7 +185,12 @@ def test_window_holds_both_signals_best(es, knn_k, text_candidates):
     # outside it query_weight 0 x its first-pass score = 0 (reference/search/search-your-data/
     # filter-search-results.html#rescore: hits beyond the window keep query_weight x score)
     prof = DEFAULT_PROFILE.with_changes(
-        knn_k=knn_k, num_candidates=knn_k, text_candidates=text_candidates, rescore_window=1, per_paper_cap=0
+        knn_k=knn_k,
+        num_candidates=knn_k,
+        text_candidates=text_candidates,
+        rescore_window=1,
+        per_paper_cap=0,
+        top_window=0,  # one rescore phase: the whole window by the main formula
     )
     vec = EMB.encode([QUESTION])[0].astype(np.float64)
     cos = _cosines(es, vec)
@@ -183,6 +209,44 @@ def test_window_holds_both_signals_best(es, knn_k, text_candidates):
     assert set(rescored) == set(knn_top) | set(text_only)
     assert rescored == pytest.approx({d: both[d] for d in rescored}, rel=1e-5)
     assert all(h["_score"] == 0 for h in hits if h["_id"] not in rescored)
+
+
+@pytest.mark.parametrize("top", [1, 2, 4])
+def test_two_phases_recall_formula_then_main_formula(es, top):
+    # corpus-wide: the recall formula (recall_bm25_weight/recall_saturation_k) orders the window
+    # (kNN top 3 + the text's best 2), the main formula scores its top `top` hits; every other
+    # hit scores 0 (query_weight 0 in both phases; reference/search/search-your-data/
+    # filter-search-results.html#multiple-rescores: each rescorer runs on the previous one's top)
+    prof = DEFAULT_PROFILE.with_changes(
+        knn_k=3,
+        num_candidates=3,
+        text_candidates=2,
+        rescore_window=1,
+        per_paper_cap=0,
+        top_window=top,
+        recall_bm25_weight=3.0,
+        recall_saturation_k=1.0,
+    )
+    vec = EMB.encode([QUESTION])[0].astype(np.float64)
+    cos = _cosines(es, vec)
+    bm25 = _scores(es, make_plan(QUESTION, strategy="bm25", profile=prof), vec)
+    knn_top = sorted(cos, key=lambda d: -cos[d])[:3]
+    text_only = [d for d in sorted(bm25, key=lambda d: -bm25[d]) if d not in knn_top][:2]
+
+    def formula(w, k):
+        return {d: (w * s / (s + k) if (s := bm25.get(d, 0.0)) else 0.0) + (1 + cos[d]) / 2 for d in cos}
+
+    recall, main = formula(3.0, 1.0), formula(prof.bm25_weight, prof.saturation_k)
+    window = sorted(knn_top + text_only, key=lambda d: -recall[d])
+    plan = make_plan(QUESTION, strategy="hybrid", profile=prof, size=1)
+    body = build_search(plan, vec).extra(size=100).to_dict()
+    body.pop("collapse", None)
+    assert [r["window_size"] for r in body["rescore"]] == [5, top]
+    hits = es.search(index="chunks", body=body)["hits"]["hits"]
+    scored = {h["_id"]: h["_score"] for h in hits if h["_score"] > 0}
+    assert set(scored) == set(window[:top])
+    assert scored == pytest.approx({d: main[d] for d in scored}, rel=1e-5)
+    assert [h["_id"] for h in hits[:top]] == sorted(scored, key=lambda d: -scored[d])
 
 
 def test_console_text_of_the_default_hybrid_runs(es):

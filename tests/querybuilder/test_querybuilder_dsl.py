@@ -64,7 +64,7 @@ VECTOR_PART = {
 }
 
 
-def rescore_of(text_part, functions=None):
+def one_rescore(text_part, functions, window):
     query = {"bool": {"should": [text_part, VECTOR_PART]}}
     if functions:
         query = {
@@ -76,9 +76,25 @@ def rescore_of(text_part, functions=None):
             }
         }
     return {
-        "window_size": 150,  # the kNN top 50 + the text query's best 100
+        "window_size": window,
         "query": {"rescore_query": query, "query_weight": 0, "rescore_query_weight": 1},
     }
+
+
+def with_weights(text_part, w, k):
+    out = json.loads(json.dumps(text_part))
+    out["script_score"]["script"]["params"] = {"k": k, "w": w}
+    return out
+
+
+def rescore_of(text_part, functions=None):
+    """Corpus-wide, two phases: the recall formula (recall_bm25_weight 1.5, recall_saturation_k 100)
+    orders the window (the kNN top 50 + the text query's best 100), the main formula scores its
+    top 100 (top_window)."""
+    return [
+        one_rescore(with_weights(text_part, 1.5, 100.0), functions, 150),
+        one_rescore(text_part, functions, 100),
+    ]
 
 
 EXPANDED_TEXT = {

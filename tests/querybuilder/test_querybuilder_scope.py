@@ -115,7 +115,8 @@ def test_hybrid_inside_one_paper_uses_the_paper_scope_weights():
     for plan, params in ((one, {"k": 20.0, "w": 1.0}), (many, {"k": 200.0, "w": 1.5})):
         body = build_body(plan, [1.0, 0.0, 0.0, 0.0])
         text = body["query"]["bool"]["should"][0]["script_score"]["script"]["params"]
-        rescored = body["rescore"]["query"]["rescore_query"]["bool"]["should"][0]["script_score"]
+        main = body["rescore"][-1] if isinstance(body["rescore"], list) else body["rescore"]  # the last phase
+        rescored = main["query"]["rescore_query"]["bool"]["should"][0]["script_score"]
         # the first pass only picks the window (text weight 1e-6: the kNN top k, then the text's
         # best); the rescore carries the scope's weights
         assert text == {**params, "w": 1e-06} and rescored["script"]["params"] == params
