@@ -39,6 +39,7 @@ SELF_ONLY = {
     "epochs": "--epochs",
     "lr": "--lr",
     "batch_size": "--batch-size",
+    "hard_batches": "--hard-batches",
 }
 
 
@@ -150,6 +151,12 @@ def _given(names: dict[str, str]) -> list[str]:
     default=ad.DEFAULT_BATCH,
     show_default=True,
     help="With --self-supervised: pairs per batch (in-batch negatives).",
+)
+@click.option(
+    "--hard-batches",
+    is_flag=True,
+    help="With --self-supervised: batches of pairs whose targets are alike (k-means), so the "
+    "in-batch negatives are hard ones.",
 )
 def heads_train_cmd(
     dataset, fmt, split, target, name, prefix, tau, threshold, alpha, tune, self_supervised, **selfsup

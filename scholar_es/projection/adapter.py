@@ -120,6 +120,25 @@ def in_batch_loss(
 
 
 # --- training ----------------------------------------------------------------------------------------
+def similar_batches(T: np.ndarray, batch_size: int, *, seed: int = 0, iterations: int = 5) -> np.ndarray:
+    """An order of the rows of ``T`` in which consecutive runs of ``batch_size`` rows hold alike
+    targets: spherical k-means (``len(T) / batch_size`` clusters, seeded from random rows,
+    ``iterations`` rounds), clusters in a random order, rows in a random order inside each."""
+    rng = np.random.default_rng(seed)
+    X = normalize(np.asarray(T, dtype=np.float64))
+    k = max(1, len(X) // max(1, batch_size))
+    centers = X[rng.choice(len(X), size=k, replace=False)]
+    labels = np.zeros(len(X), dtype=np.int64)
+    for _ in range(iterations):
+        labels = np.argmax(X @ centers.T, axis=1)
+        for c in range(k):
+            members = X[labels == c]
+            if len(members):
+                centers[c] = normalize(members.sum(axis=0))
+    keys = rng.permutation(k)[labels] * len(X) + rng.permutation(len(X))
+    return np.argsort(keys, kind="stable")
+
+
 @dataclass
 class FitReport:
     pairs: int
@@ -167,13 +186,16 @@ def fit_adapter(
     holdout: float = DEFAULT_HOLDOUT,
     patience: int = DEFAULT_PATIENCE,
     seed: int = 0,
+    hard_batches: bool = False,
     on_epoch: Callable[[int, float, float], None] | None = None,
 ) -> tuple[Adapter, FitReport]:
     """Train ``W`` on the pairs (row i of ``Q``: a query vector, of ``T``: its target's vector;
     ``target_ids[i]``: the target chunk, for masking) with the in-batch loss (module doc); Adam,
     ``epochs`` passes at most, stopping after ``patience`` epochs without a better held-out loss.
     ``rank`` None: a full d x d map, else ``W = U V`` of rank ``rank``. ``groups``: what the held-out
-    split keeps together (the papers). CPU, deterministic for ``seed``."""
+    split keeps together (the papers). ``hard_batches``: each training batch holds pairs whose
+    targets are alike (:func:`similar_batches`), so the in-batch negatives are hard ones; the
+    held-out loss keeps random batches. CPU, deterministic for ``seed``."""
     import torch
 
     Q = np.asarray(Q, dtype=np.float32)
@@ -240,7 +262,10 @@ def fit_adapter(
     stale = 0
     epoch = 0
     for epoch in range(1, epochs + 1):
-        perm = train_t[torch.randperm(len(train), generator=gen)]
+        if hard_batches:
+            perm = torch.from_numpy(train[similar_batches(T[train], batch_size, seed=seed + epoch)])
+        else:
+            perm = train_t[torch.randperm(len(train), generator=gen)]
         run = 0.0
         for s in range(0, len(perm), batch_size):
             rows = perm[s : s + batch_size]

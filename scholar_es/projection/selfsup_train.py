@@ -97,6 +97,7 @@ def train_self_supervised(
     batch_size: int = ad.DEFAULT_BATCH,
     holdout: float = ad.DEFAULT_HOLDOUT,
     patience: int = ad.DEFAULT_PATIENCE,
+    hard_batches: bool = False,
     embedder=None,
     progress: bool = True,
     save: bool = True,
@@ -168,6 +169,7 @@ def train_self_supervised(
             holdout=holdout,
             patience=patience,
             seed=seed,
+            hard_batches=hard_batches,
             on_epoch=epoch_done,
         )
     counts = count_kinds(pairs)
@@ -184,6 +186,7 @@ def train_self_supervised(
         lr=lr,
         weight_decay=weight_decay,
         batch_size=batch_size,
+        hard_batches=hard_batches,
         heldout_pairs=report.heldout_pairs,
         heldout_loss_before=round(report.heldout_loss_before, 6),
         heldout_loss_after=round(report.heldout_loss_after, 6),

@@ -25,7 +25,13 @@ from scholar_es.evaluation.datasets import load_dataset
 from scholar_es.evaluation.runner import run_evaluation
 from scholar_es.projection import adapter_store
 from scholar_es.projection.adapted import resolve_adapter
-from scholar_es.projection.adapter import Adapter, fit_adapter, holdout_split, in_batch_loss
+from scholar_es.projection.adapter import (
+    Adapter,
+    fit_adapter,
+    holdout_split,
+    in_batch_loss,
+    similar_batches,
+)
 from scholar_es.projection.routing import normalize
 from scholar_es.projection.selfsup import (
     MAX_HEADING_PAPERS,
@@ -226,13 +232,16 @@ def test_training_lowers_the_held_out_in_batch_loss(rank):
     assert np.array_equal(again.weight, adapter.weight)
 
 
-def test_no_better_epoch_keeps_the_identity():
-    Q, _, ids = _rotated_pairs(n=80)
-    adapter, report = fit_adapter(Q, Q, ids, model="m", epochs=2, lr=1e-2, batch_size=16)
-    # the question is its own target: W = 0 is already the best held-out loss there is
-    if report.best_epoch == 0:
-        assert not adapter.weight.any()
-    assert report.heldout_loss_after <= report.heldout_loss_before
+def test_the_best_epoch_is_kept_and_none_better_keeps_the_identity():
+    Q, T, ids = _rotated_pairs(n=120)
+    _, report = fit_adapter(Q, T, ids, model="m", epochs=4, lr=5e-3, batch_size=16, patience=4)
+    held = [h for _, h in report.epoch_losses]
+    assert report.heldout_loss_after == pytest.approx(min([report.heldout_loss_before, *held]))
+    assert report.best_epoch == 1 + held.index(min(held))
+    # a learning rate that only makes it worse: no epoch beats W = 0, the identity is kept
+    adapter, report = fit_adapter(Q, T, ids, model="m", epochs=2, lr=50.0, batch_size=16)
+    assert report.best_epoch == 0 and not adapter.weight.any()
+    assert report.heldout_loss_after == report.heldout_loss_before
 
 
 def test_the_held_out_split_keeps_papers_together():
@@ -364,3 +373,16 @@ def test_command_errors_name_the_wrong_option(tmp_path: Path, world):
     assert out.exit_code == 2 and "error:" in out.output  # no engine there
     out = _cli("heads", "train", "--self-supervised", "--prefix", "x-", "--pairs", "captions", "--es", engine)
     assert out.exit_code == 2
+
+
+def test_hard_batches_group_alike_targets():
+    rng = np.random.default_rng(0)
+    centers = normalize(rng.normal(size=(4, 16)))
+    T = normalize(np.repeat(centers, 8, axis=0) + 0.05 * rng.normal(size=(32, 16)))
+    order = similar_batches(T, 8, seed=1)
+    assert sorted(order.tolist()) == list(range(32))  # a permutation
+    # four tight clusters of eight: every batch of eight is one cluster
+    assert all(len({int(i) // 8 for i in order[s : s + 8]}) == 1 for s in range(0, 32, 8))
+    Q, T2, ids = _rotated_pairs(n=200)
+    _, report = fit_adapter(Q, T2, ids, model="m", epochs=3, batch_size=16, hard_batches=True)
+    assert report.heldout_loss_after < report.heldout_loss_before
