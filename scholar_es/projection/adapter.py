@@ -190,7 +190,7 @@ def fit_adapter(
     on_epoch: Callable[[int, float, float], None] | None = None,
 ) -> tuple[Adapter, FitReport]:
     """Train ``W`` on the pairs (row i of ``Q``: a query vector, of ``T``: its target's vector;
-    ``target_ids[i]``: the target chunk, for masking) with the in-batch loss (module doc); Adam,
+    ``target_ids[i]``: the target chunk, for masking) with the in-batch loss (module doc); AdamW,
     ``epochs`` passes at most, stopping after ``patience`` epochs without a better held-out loss.
     ``rank`` None: a full d x d map, else ``W = U V`` of rank ``rank``. ``groups``: what the held-out
     split keeps together (the papers). ``hard_batches``: each training batch holds pairs whose

@@ -11,7 +11,7 @@ Retrieval for Weakly Supervised Open Domain Question Answering") take them:
   "Introduction" or "Results" name nothing).
 
 The target of a pair is the chunk's vector in the index, i.e. the vector of the text the indexer
-embedded (:func:`~scholar_es.projection.train.chunk_embedding_text`; re-embedded through the
+embedded (:func:`indexer.pipeline.chunk_embedding_text`; re-embedded through the
 embedding cache, which holds it, because the index leaves vectors out of ``_source``). With
 ``remove_query`` the query's text is cut out of the target's text first (the inverse cloze task's
 "removal"; the title for ``title``, the heading for ``heading``); that target is then embedded
