@@ -300,7 +300,7 @@ def test_adapted_strategies_send_the_adapted_vector(world):
 
 
 def _query_vectors(node) -> list[list[float]]:
-    found = []
+    found: list[list[float]] = []
     if isinstance(node, dict):
         for k, v in node.items():
             found.extend([v] if k == "query_vector" else _query_vectors(v))
