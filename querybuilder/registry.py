@@ -19,7 +19,8 @@ Strategies register themselves when their module is imported; :data:`ENTRIES` na
 of each strategy that ships with scholar-es, imported on first use: the query builder's own
 (``bm25`` ... ``linear``: :mod:`querybuilder.strategies`, one
 :class:`~querybuilder.plan.QueryPlan` each), ``direct``, ``multihead``, ``multihead-hybrid``
-(``scholar_es.projection.search``) and ``multisection`` (``scholar_es.multisection.strategy``).
+(``scholar_es.projection.search``), ``adapted-dense``, ``adapted-hybrid``
+(``scholar_es.projection.adapted``) and ``multisection`` (``scholar_es.multisection.strategy``).
 The model is elasticsearch-py's ``helpers.vectorstore`` retrieval strategies: one object per
 strategy that knows its needs and builds its own request, which a runner sends. The commands,
 the evaluation harness and the Python API look strategies up here and nowhere else: error
@@ -221,6 +222,8 @@ ENTRIES: dict[str, str] = {
     "direct": "scholar_es.projection.search",
     "multihead": "scholar_es.projection.search",
     "multihead-hybrid": "scholar_es.projection.search",
+    "adapted-dense": "scholar_es.projection.adapted",
+    "adapted-hybrid": "scholar_es.projection.adapted",
     "multisection": "scholar_es.multisection.strategy",
 }
 _REGISTERED: dict[str, Strategy] = {}

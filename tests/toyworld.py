@@ -1,6 +1,7 @@
 """A tiny judged BEIR set for the strategy tests: 6 abstracts on distinct topics, 4 questions each
 citing one, indexed under ``toy-`` in an embedded engine, with heads ``toy`` trained on its
-questions for the multi-head strategies (tests/cli/test_strategies.py, tests/serve/test_serve_strategies.py).
+questions for the multi-head strategies and the self-supervised adapter of ``toy-`` trained on its
+titles for the adapted strategies (tests/cli/test_strategies.py, tests/serve/test_serve_strategies.py).
 """
 
 from __future__ import annotations
@@ -56,7 +57,9 @@ HEADS = "toy"
 
 
 def build_world(root: Path) -> tuple[Path, Path, Embedder]:
-    """(dataset dir, engine dir, embedder): the corpus indexed under toy-, heads ``toy`` trained."""
+    """(dataset dir, engine dir, embedder): the corpus indexed under toy-, heads ``toy`` and the
+    adapter of ``toy-`` trained."""
+    from scholar_es.projection.selfsup_train import train_self_supervised
     from scholar_es.projection.train import train_heads
 
     data = root / "toy"
@@ -77,6 +80,8 @@ def build_world(root: Path) -> tuple[Path, Path, Embedder]:
         summary = IndexRun(es, embedder, prefix=PREFIX).run([data], "beir")
         assert summary.papers == len(DOCS) and not summary.rejected
         train_heads(es, data, fmt="beir", split="train", name=HEADS, embedder=embedder)
+        # one-sentence abstracts: title pairs only; a third of the papers held out
+        train_self_supervised(es, PREFIX, kinds=("title",), holdout=0.34, embedder=embedder, progress=False)
     finally:
         es.close()
     return data, engine, embedder

@@ -87,13 +87,16 @@ def backend_option(fn: _F) -> _F:
     return click.option("--backend", default=None, help=BACKEND_HELP)(fn)
 
 
-def dataset_options(*, format_help: str, split_help: str, split: str | None = "train") -> Callable[[_F], _F]:
-    """DATASET (a judged dataset: a file or a BEIR directory), ``--format`` and ``--split``."""
+def dataset_options(
+    *, format_help: str, split_help: str, split: str | None = "train", required: bool = True
+) -> Callable[[_F], _F]:
+    """DATASET (a judged dataset: a file or a BEIR directory), ``--format`` and ``--split``
+    (``required`` False: DATASET may be left out; the command says when it needs one)."""
 
     def add(fn: _F) -> _F:
         fn = click.option("--split", default=split, show_default=split is not None, help=split_help)(fn)
         fn = click.option("--format", "fmt", default="auto", show_default=True, help=format_help)(fn)
-        return click.argument("dataset", type=click.Path(exists=True))(fn)
+        return click.argument("dataset", type=click.Path(exists=True), required=required)(fn)
 
     return add
 
