@@ -386,7 +386,10 @@ def test_filters_validation():
 
 
 def test_bad_options():
-    with pytest.raises(ConfigError, match="unknown strategy 'bm52'; valid strategies: 'bm25', 'dense'"):
+    with pytest.raises(
+        ConfigError,
+        match="unknown strategy 'bm52'; valid strategies: 'adapted-dense', 'adapted-hybrid', 'bm25', 'dense'",
+    ):
         make_plan("x", strategy="bm52")
     with pytest.raises(ConfigError, match="size must be an integer"):
         make_plan("x", size=0)
