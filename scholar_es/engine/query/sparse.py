@@ -157,6 +157,9 @@ def _bool(node: BoolNode, ctx: Ctx) -> Hits | None:
         return None  # filter-only / must_not-only / empty bool / optional should: bounded by N
     must = [run_sparse(q, ctx) for q in node.must]
     should = [run_sparse(q, ctx) for q in node.should]
+    dense = _bool_dense(node, ctx, must, should)
+    if dense is not None:
+        return dense
     if must:
         cand = must[0][0]
         for docs, _ in must[1:]:
@@ -186,11 +189,130 @@ def _dis_max(node: DisMaxNode, ctx: Ctx) -> Hits | None:
     if not node.queries:
         return _empty()
     results = [run_sparse(q, ctx) for q in node.queries]
+    dense = _dis_max_dense(node, results)
+    if dense is not None:
+        return dense
     cand = union_docs([docs for docs, _ in results])
     stack = np.stack([gather(r, cand)[1] for r in results])
     best = stack.max(axis=0)
     total = best + node.tie * (stack.sum(axis=0) - best)  # DisjunctionMaxScorer, as DisMaxNode
     return cand, total * node.boost
+
+
+# --- dense accumulators over a document range ----------------------------------------------------
+# A compound clause whose clauses' matches are many for the documents they span combines them in
+# arrays indexed by position within that span (``acc[docs - lo] += scores``, one pass per clause)
+# instead of sorted merges (``searchsorted`` of every clause against the union): work proportional
+# to the postings plus the span, with no log factor. Every document receives the same float
+# operations in the same order as in the merge path and the dense reference (a clause that does
+# not match a document adds 0.0 there, which changes nothing), so the scores are bit-identical.
+
+#: the dense combination is taken when the span of documents is at most this many times the
+#: matches it combines (beyond, a few scattered matches: the sorted merge reads less)
+DENSE_SPAN = 32
+
+
+def _span(parts: list[Hits]) -> tuple[int, int] | None:
+    """[lo, hi) of the documents of ``parts`` (None: no document)."""
+    live = [d for d, _ in parts if len(d)]
+    if not live:
+        return None
+    return int(min(d[0] for d in live)), int(max(d[-1] for d in live)) + 1
+
+
+def _worth_dense(lo: int, hi: int, parts: list[Hits]) -> bool:
+    return hi - lo <= DENSE_SPAN * max(1, sum(len(d) for d, _ in parts))
+
+
+def _within(hits: Hits, lo: int, hi: int) -> Hits:
+    docs, scores = hits
+    if not len(docs) or (docs[0] >= lo and docs[-1] < hi):
+        return hits
+    a, b = np.searchsorted(docs, [lo, hi])
+    return docs[a:b], scores[a:b]
+
+
+def _range_mask(docs: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    mask = np.zeros(hi - lo, dtype=bool)
+    mask[_within((docs, docs), lo, hi)[0] - lo] = True
+    return mask
+
+
+def _bool_dense(node: BoolNode, ctx: Ctx, must: list[Hits], should: list[Hits]) -> Hits | None:
+    """:func:`_bool` over dense arrays spanning the candidates' range (None: not worth it)."""
+    if must:
+        if any(not len(d) for d, _ in must):
+            return None  # no candidate: the merge path answers at once
+        lo, hi = max(int(d[0]) for d, _ in must), min(int(d[-1]) for d, _ in must) + 1
+        if lo >= hi:
+            return _empty()
+        must = [_within(h, lo, hi) for h in must]
+        should = [_within(h, lo, hi) for h in should]
+    else:
+        span = _span(should)
+        if span is None:
+            return _empty()
+        lo, hi = span
+    if not _worth_dense(lo, hi, must + should):
+        return None
+    n = hi - lo
+    # the must clauses' scores first, then the should clauses', each in clause order: bincount adds
+    # the weights in the order given, from 0.0, as ``acc[docs] += scores`` clause by clause would
+    acc = _summed(must + should, lo, n)
+    keep = np.ones(n, dtype=bool)
+    if must:
+        keep = _counts(must, lo, n) == len(must)
+    if should and (node.msm > 1 or (must and node.msm > 0)):
+        keep &= _counts(should, lo, n) >= node.msm
+    elif should and not must:
+        keep = _counts(should, lo, n) > 0  # the candidates are the should clauses' union
+    for q in node.filter:
+        keep &= _range_mask(run_sparse(q, ctx)[0], lo, hi)
+    for q in node.must_not:
+        keep &= ~_range_mask(run_sparse(q, ctx)[0], lo, hi)
+    at = np.flatnonzero(keep)
+    return at + lo, acc[at] * node.boost
+
+
+def _dis_max_dense(node: DisMaxNode, results: list[Hits]) -> Hits | None:
+    """:func:`_dis_max` over dense arrays spanning the clauses' documents (None: not worth it, or a
+    negative score, where the 0.0 of a clause that does not match would be the maximum)."""
+    span = _span(results)
+    if span is None:
+        return _empty()
+    lo, hi = span
+    if not _worth_dense(lo, hi, results) or any(len(s) and s.min() < 0 for _, s in results):
+        return None
+    n = hi - lo
+    best = np.zeros(n)
+    for docs, scores in results:
+        at = docs - lo
+        best[at] = np.maximum(best[at], scores)
+    total = _summed(results, lo, n)  # in clause order, as stack.sum(axis=0)
+    at = np.flatnonzero(_counts(results, lo, n))
+    b = best[at]
+    return at + lo, (b + node.tie * (total[at] - b)) * node.boost
+
+
+def _offsets(parts: list[Hits], lo: int) -> np.ndarray:
+    docs = [d for d, _ in parts if len(d)]
+    if not docs:
+        return np.zeros(0, dtype=np.int64)
+    return (docs[0] if len(docs) == 1 else np.concatenate(docs)) - lo
+
+
+def _summed(parts: list[Hits], lo: int, n: int) -> np.ndarray:
+    """Per position of [lo, lo + n): 0.0 plus the scores of ``parts`` there, added in part order."""
+    weights = [s for d, s in parts if len(d)]
+    if not weights:
+        return np.zeros(n)
+    w = weights[0] if len(weights) == 1 else np.concatenate(weights)
+    return np.bincount(_offsets(parts, lo), weights=w, minlength=n)
+
+
+def _counts(parts: list[Hits], lo: int, n: int) -> np.ndarray:
+    """Per position of [lo, lo + n): how many of ``parts`` match it."""
+    return np.bincount(_offsets(parts, lo), minlength=n)
 
 
 def _constant_score(node: ConstantScoreNode, ctx: Ctx) -> Hits | None:

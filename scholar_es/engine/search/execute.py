@@ -200,10 +200,13 @@ class SearchRun:
             else:
                 parts.append(sparse.run_sparse(node, self.ctx))
         # summed over the legs in order, from 0.0, as a dense ``scores += where(m, s, 0)`` sums them
-        docs = union_docs([d for d, _ in parts])
-        total = np.zeros(len(docs))
-        for d, s in parts:
-            total[np.searchsorted(docs, d)] += s
+        if len(parts) == 1:  # one leg: its documents, its scores from 0.0 (as the sum below gives them)
+            docs, total = parts[0][0], 0.0 + parts[0][1]
+        else:
+            docs = union_docs([d for d, _ in parts])
+            total = np.zeros(len(docs))
+            for d, s in parts:
+                total[np.searchsorted(docs, d)] += s
         if "min_score" in self.body:
             keep = total >= float(self.body["min_score"])
             docs, total = docs[keep], total[keep]
