@@ -213,8 +213,13 @@ def bm25_weight(boost: float, idf: np.float32, k1: float = K1) -> np.float32:
 
 def bm25_scores(weight: np.float32, freqs: np.ndarray, norm_inverse: np.ndarray) -> np.ndarray:
     """weight - weight / (1 + freq * normInverse), in float32 (BM25Scorer#score)."""
-    f = freqs.astype(np.float32)
-    return (weight - weight / (np.float32(1.0) + f * norm_inverse)).astype(np.float32)
+    w = np.float32(weight)
+    out = freqs.astype(np.float32)  # the same float32 steps, in place: f * n, 1 + _, w / _, w - _
+    np.multiply(out, norm_inverse, out=out)
+    np.add(out, np.float32(1.0), out=out)
+    np.divide(w, out, out=out)
+    np.subtract(w, out, out=out)
+    return out
 
 
 # --- kNN ---------------------------------------------------------------------------

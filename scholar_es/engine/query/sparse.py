@@ -155,8 +155,11 @@ def _bool(node: BoolNode, ctx: Ctx) -> Hits | None:
         return _empty()  # BoolNode: no optional clause can satisfy minimum_should_match
     if not node.must and (not node.should or node.msm == 0):
         return None  # filter-only / must_not-only / empty bool / optional should: bounded by N
-    must = [run_sparse(q, ctx) for q in node.must]
-    should = [run_sparse(q, ctx) for q in node.should]
+    return _bool_of(node, ctx, [run_sparse(q, ctx) for q in node.must], [run_sparse(q, ctx) for q in node.should])
+
+
+def _bool_of(node: BoolNode, ctx: Ctx, must: list[Hits], should: list[Hits]) -> Hits:
+    """``node``'s hits from its scoring clauses' hits (its filters and must_not run here)."""
     dense = _bool_dense(node, ctx, must, should)
     if dense is not None:
         return dense
@@ -188,10 +191,18 @@ def _bool(node: BoolNode, ctx: Ctx) -> Hits | None:
 def _dis_max(node: DisMaxNode, ctx: Ctx) -> Hits | None:
     if not node.queries:
         return _empty()
-    results = [run_sparse(q, ctx) for q in node.queries]
-    dense = _dis_max_dense(node, results)
+    # a clause that is a bool of optional clauses only (a field of a multi_match) hands over its
+    # clauses' hits, so that all fields are combined in one pass (:func:`_dis_max_dense`)
+    clauses: list[tuple[list[Hits], BoolNode | None]] = []
+    for q in node.queries:
+        if isinstance(q, BoolNode) and _optional_only(q):
+            clauses.append(([_leaf(c, ctx) for c in q.should], q))
+        else:
+            clauses.append(([run_sparse(q, ctx)], None))
+    dense = _dis_max_dense(node, clauses)
     if dense is not None:
         return dense
+    results = [parts[0] if q is None else _bool_of(q, ctx, [], parts) for parts, q in clauses]
     cand = union_docs([docs for docs, _ in results])
     stack = np.stack([gather(r, cand)[1] for r in results])
     best = stack.max(axis=0)
@@ -274,22 +285,52 @@ def _bool_dense(node: BoolNode, ctx: Ctx, must: list[Hits], should: list[Hits]) 
     return at + lo, acc[at] * node.boost
 
 
-def _dis_max_dense(node: DisMaxNode, results: list[Hits]) -> Hits | None:
+def _optional_only(node: BoolNode) -> bool:
+    """A bool whose hits are the union of its should clauses, scored by their sum times its boost."""
+    return bool(node.should) and not (node.must or node.filter or node.must_not) and node.msm <= 1
+
+
+def _leaf(node: Node, ctx: Ctx) -> Hits:
+    """``run_sparse(node)``; a term's postings as they are scored (int32 documents, float32 scores:
+    the dense combination reads them without converting them first)."""
+    if type(node) is TermNode:
+        scored = node.score_postings(ctx)
+        return _empty() if scored is None else scored
+    return run_sparse(node, ctx)
+
+
+def _dis_max_dense(node: DisMaxNode, clauses: list[tuple[list[Hits], BoolNode | None]]) -> Hits | None:
     """:func:`_dis_max` over dense arrays spanning the clauses' documents (None: not worth it, or a
-    negative score, where the 0.0 of a clause that does not match would be the maximum)."""
-    span = _span(results)
+    negative score or boost, where the 0.0 of a clause that does not match could be the maximum).
+
+    A clause is (its hits, None) or (the hits of a bool's should clauses, the bool): the bool's score
+    for each position is the sum of its clauses' there from 0.0 times its boost, which is 0.0 where
+    none matches, as the merge path's gather gives it."""
+    parts = [h for hits, _ in clauses for h in hits]
+    span = _span(parts)
     if span is None:
         return _empty()
     lo, hi = span
-    if not _worth_dense(lo, hi, results) or any(len(s) and s.min() < 0 for _, s in results):
+    negative = any(q is not None and not q.boost >= 0 for _, q in clauses)
+    if negative or not _worth_dense(lo, hi, parts) or any(len(s) and s.min() < 0 for _, s in parts):
         return None
     n = hi - lo
-    best = np.zeros(n)
-    for docs, scores in results:
-        at = docs - lo
-        best[at] = np.maximum(best[at], scores)
-    total = _summed(results, lo, n)  # in clause order, as stack.sum(axis=0)
-    at = np.flatnonzero(_counts(results, lo, n))
+    best: np.ndarray | None = None
+    total = np.zeros(n)
+    for hits, q in clauses:
+        if q is None:
+            docs, scores = hits[0]
+            score = np.zeros(n)
+            score[docs - lo] = scores
+        else:
+            score = _summed(hits, lo, n) * q.boost
+        if best is None:
+            best = score.copy()
+        else:
+            np.maximum(best, score, out=best)
+        total += score  # in clause order, as stack.sum(axis=0)
+    assert best is not None
+    at = np.flatnonzero(_counts(parts, lo, n))
     b = best[at]
     return at + lo, (b + node.tie * (total[at] - b)) * node.boost
 
