@@ -311,8 +311,10 @@ def _dis_max_dense(node: DisMaxNode, clauses: list[tuple[list[Hits], BoolNode | 
     if span is None:
         return _empty()
     lo, hi = span
-    negative = any(q is not None and not q.boost >= 0 for _, q in clauses)
-    if negative or not _worth_dense(lo, hi, parts) or any(len(s) and s.min() < 0 for _, s in parts):
+    if not _worth_dense(lo, hi, parts) or any(q is not None and not q.boost >= 0 for _, q in clauses):
+        return None
+    lowest = min((float(s.min()) for _, s in parts if len(s)), default=0.0)
+    if not lowest >= 0:
         return None
     n = hi - lo
     best: np.ndarray | None = None
@@ -323,14 +325,18 @@ def _dis_max_dense(node: DisMaxNode, clauses: list[tuple[list[Hits], BoolNode | 
             score = np.zeros(n)
             score[docs - lo] = scores
         else:
-            score = _summed(hits, lo, n) * q.boost
+            score = _summed(hits, lo, n)
+            if q.boost != 1.0:
+                score *= q.boost
         if best is None:
             best = score.copy()
         else:
             np.maximum(best, score, out=best)
         total += score  # in clause order, as stack.sum(axis=0)
     assert best is not None
-    at = np.flatnonzero(_counts(parts, lo, n))
+    positive = lowest > 0 and all(q is None or q.boost > 0 for _, q in clauses)
+    # every score positive: a position is matched where its best score is (no count needed)
+    at = np.flatnonzero(best > 0 if positive else _counts(parts, lo, n))
     b = best[at]
     return at + lo, (b + node.tie * (total[at] - b)) * node.boost
 

@@ -188,25 +188,51 @@ def _pattern(patterns: tuple[str, ...]) -> re.Pattern:
     return re.compile("|".join(fnmatch.translate(p) for p in patterns))
 
 
-def _matches(path: str, patterns: list) -> bool:
-    return bool(patterns) and _pattern(tuple(patterns)).match(path) is not None
+class _Names:
+    """Patterns without wildcards: a path matches when it is one of them (a set look-up)."""
+
+    def __init__(self, names: tuple[str, ...]) -> None:
+        self.names = frozenset(names)
+
+    def match(self, path: str) -> bool | None:
+        return True if path in self.names else None
+
+
+@functools.lru_cache(maxsize=256)
+def _matcher(patterns: tuple[str, ...]) -> re.Pattern | _Names:
+    if any(c in p for p in patterns for c in "*?[]\\"):
+        return _pattern(patterns)
+    return _Names(patterns)
+
+
+#: compiled patterns (None: no pattern, which includes everything / excludes nothing)
+_Rx = re.Pattern | _Names | None
+
+
+def _compiled(patterns: list) -> _Rx:
+    return _matcher(tuple(patterns)) if patterns else None
 
 
 def _filter(obj: dict, prefix: str, includes: list, excludes: list) -> dict:
     """XContentMapValues.filter: an object keeps its included (and not excluded) keys; an object
     whose own path is included keeps all of its keys but the excluded ones, even if none is left."""
+    return _filter_rx(obj, prefix, _compiled(includes), _compiled(excludes))
+
+
+def _filter_rx(obj: dict, prefix: str, inc: _Rx, exc: _Rx) -> dict:
+    """:func:`_filter` with the patterns compiled once (``inc`` None: every key is included)."""
     out: dict = {}
     for key, value in obj.items():
         path = prefix + key
-        if _matches(path, excludes):
+        if exc is not None and exc.match(path) is not None:
             continue
-        included = not includes or _matches(path, includes)
+        included = inc is None or inc.match(path) is not None
         if isinstance(value, dict):
-            sub = _filter(value, path + ".", [] if included else includes, excludes)
+            sub = _filter_rx(value, path + ".", None if included else inc, exc)
             if included or sub:
                 out[key] = sub
         elif isinstance(value, list):
-            items = _filter_list(value, path, includes, excludes, included)
+            items = _filter_list(value, path, inc, exc, included)
             if items:  # an array left empty is dropped, as Elasticsearch does
                 out[key] = items
         elif included:
@@ -214,18 +240,18 @@ def _filter(obj: dict, prefix: str, includes: list, excludes: list) -> dict:
     return out
 
 
-def _filter_list(items: list, path: str, includes: list, excludes: list, included: bool) -> list:
+def _filter_list(items: list, path: str, inc: _Rx, exc: _Rx, included: bool) -> list:
     """XContentMapValues.filter over an array: each object filtered under the array's own path
     (arrays of objects are flattened: ``lists.name`` selects ``name`` in every object of ``lists``),
     nested arrays in turn, a value kept when the array's path is included; empty results dropped."""
     out: list = []
     for value in items:
         if isinstance(value, dict):
-            sub = _filter(value, path + ".", [] if included else includes, excludes)
+            sub = _filter_rx(value, path + ".", None if included else inc, exc)
             if sub:
                 out.append(sub)
         elif isinstance(value, list):
-            sub_items = _filter_list(value, path, includes, excludes, included)
+            sub_items = _filter_list(value, path, inc, exc, included)
             if sub_items:
                 out.append(sub_items)
         elif included:
