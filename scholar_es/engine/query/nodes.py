@@ -123,7 +123,7 @@ class TermNode(Node):
             norm_inv = np.full(len(docs), cache[1], dtype=np.float32)
             freqs = np.ones(len(docs), dtype=np.int32)
         else:
-            norm_inv = cache[norm_bytes[docs]]
+            norm_inv = cache.take(norm_bytes.take(docs))  # take: a 1-D gather without fancy-index overhead
         self._stats = dict(
             docs=docs,
             freqs=freqs,

@@ -270,3 +270,50 @@ def test_rescore_window_only_equals_dense(es, index, query, rescore_query, windo
         return
     assert fast[0] == dense[0] and fast[1] == dense[1], (query, rescore)
     assert fast[2] == pytest.approx(dense[2], rel=1e-6, abs=1e-9), (query, rescore)
+
+
+def _answer_with_span(es, index, query, span):
+    saved = sparse.DENSE_SPAN
+    sparse.DENSE_SPAN = span
+    try:
+        return _answer(es, index, query)
+    finally:
+        sparse.DENSE_SPAN = saved
+
+
+multi_match_like = st.builds(
+    lambda w, t, b, fb: {
+        "dis_max": {
+            "tie_breaker": t,
+            "queries": [
+                {"bool": {"should": [{"term": {f: x}} for x in w.split()], "boost": fb}} for f in ("t", "u")
+            ]
+            + [{"match": {"t": {"query": w, "boost": b}}}],
+        }
+    },
+    words,
+    st.sampled_from([0.0, 0.3, 1.0]),
+    boosts,
+    st.sampled_from([1.0, 1.5, 0.0]),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(index=st.sampled_from(["c1", "c2"]), query=st.one_of(queries, multi_match_like))
+def test_dense_accumulators_equal_merges(es, index, query):
+    """bool and dis_max combine their clauses over dense arrays spanning the matches (issue 29) or
+    by sorted merges (a few scattered matches, ``DENSE_SPAN``): the same hits, order and scores,
+    exactly, and both equal the dense reference path."""
+    merged = _answer_with_span(es, index, query, 0)  # never dense: sorted merges only
+    accumulated = _answer_with_span(es, index, query, 10**9)  # always dense
+    assert accumulated == merged, query
+    sparse.use_sparse(False)
+    try:
+        dense = _answer(es, index, query)
+    finally:
+        sparse.use_sparse(True)
+    if dense[0] == "error":
+        assert accumulated == dense
+        return
+    assert accumulated[0] == dense[0] and accumulated[1] == dense[1], query
+    assert accumulated[2] == dense[2], query
