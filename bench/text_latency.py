@@ -173,7 +173,9 @@ def index_engine(es, corpus: RealCorpus, log) -> float:
             if i and i % 20_000 == 0:
                 log(f"  ... {i} docs sent ({time.perf_counter() - t0:.0f}s)")
 
-    _, errors = helpers.bulk(es, actions(), chunk_size=1000, max_chunk_bytes=200 * 1024 * 1024, stats_only=True)
+    _, errors = helpers.bulk(
+        es, actions(), chunk_size=1000, max_chunk_bytes=200 * 1024 * 1024, stats_only=True
+    )
     if errors:
         raise RuntimeError(f"{errors} bulk items failed")
     es.indices.refresh(index=INDEX)
@@ -200,7 +202,9 @@ def bodies(question: str, vector: np.ndarray) -> dict[str, dict]:
     }
 
 
-def run_size(corpus_name: str, n: int, base, base_vectors, queries, reps: int, engine_dir: Path | None, log) -> dict:
+def run_size(
+    corpus_name: str, n: int, base, base_vectors, queries, reps: int, engine_dir: Path | None, log
+) -> dict:
     import bm25s
     import Stemmer
 
@@ -211,14 +215,18 @@ def run_size(corpus_name: str, n: int, base, base_vectors, queries, reps: int, e
     t0 = time.perf_counter()
     retriever = bm25s.BM25(k1=1.2, b=0.75)
     retriever.index(
-        bm25s.tokenize([corpus.flat_text(i) for i in range(n)], stopwords="en", stemmer=stemmer, show_progress=False),
+        bm25s.tokenize(
+            [corpus.flat_text(i) for i in range(n)], stopwords="en", stemmer=stemmer, show_progress=False
+        ),
         show_progress=False,
     )
     bm25s_index_s = time.perf_counter() - t0
     matrix = corpus.vectors
 
     def bm25s_query(text: str):
-        tokens = bm25s.tokenize([text], stopwords="en", stemmer=stemmer, return_ids=False, show_progress=False)
+        tokens = bm25s.tokenize(
+            [text], stopwords="en", stemmer=stemmer, return_ids=False, show_progress=False
+        )
         return retriever.retrieve(tokens, k=10, show_progress=False, n_threads=1)
 
     def numpy_query(qv: np.ndarray):
@@ -299,7 +307,8 @@ def growth(sizes: list[dict]) -> list[dict]:
                     "to": b["docs"],
                     "queries": src,
                     "exponents": {
-                        m: math.log(lb[m]["cpu_p50_ms"] / la[m]["cpu_p50_ms"]) / math.log(b["docs"] / a["docs"])
+                        m: math.log(lb[m]["cpu_p50_ms"] / la[m]["cpu_p50_ms"])
+                        / math.log(b["docs"] / a["docs"])
                         for m in la
                     },
                 }
@@ -322,7 +331,9 @@ def markdown(report: dict) -> str:
                 "|---|---:|---:|---:|",
             ]
             for name, lat in r["latency"].items():
-                lines.append(f"| {name} | {lat['cpu_p50_ms']:.2f} | {lat['cpu_p95_ms']:.2f} | {lat['wall_p50_ms']:.2f} |")
+                lines.append(
+                    f"| {name} | {lat['cpu_p50_ms']:.2f} | {lat['cpu_p95_ms']:.2f} | {lat['wall_p50_ms']:.2f} |"
+                )
             lines += ["", "| ratio | median | per repetition |", "|---|---:|---|"]
             for key, label in (
                 ("text_vs_bm25s", "engine_text / bm25s"),
@@ -330,7 +341,9 @@ def markdown(report: dict) -> str:
                 ("default_vs_hybrid", "engine_default / engine_hybrid"),
             ):
                 v = r["ratios"][key]
-                lines.append(f"| {label} | {v['median']:.2f} | {', '.join(f'{x:.2f}' for x in v['per_repetition'])} |")
+                lines.append(
+                    f"| {label} | {v['median']:.2f} | {', '.join(f'{x:.2f}' for x in v['per_repetition'])} |"
+                )
             lines.append("")
     for g in report["growth"]:
         ex = ", ".join(f"{m} {e:.2f}" for m, e in g["exponents"].items())
@@ -341,8 +354,12 @@ def markdown(report: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--corpus", choices=["qasper", "scifact"], default="qasper")
-    ap.add_argument("--docs", type=int, nargs="+", default=[10_000, 100_000], help="chunk counts (default 10000 100000)")
-    ap.add_argument("--queries", type=int, default=100, help="queries per source: QASPER questions, SciFact claims (100)")
+    ap.add_argument(
+        "--docs", type=int, nargs="+", default=[10_000, 100_000], help="chunk counts (default 10000 100000)"
+    )
+    ap.add_argument(
+        "--queries", type=int, default=100, help="queries per source: QASPER questions, SciFact claims (100)"
+    )
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--engine-dir", type=Path, default=None, help="keep (and reuse) each size's index here")
     ap.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "text_latency.json")
@@ -356,7 +373,9 @@ def main(argv: list[str] | None = None) -> int:
     sizes = []
     with threadpool_limits(limits=1, user_api="blas"):
         for n in args.docs:
-            sizes.append(run_size(args.corpus, n, base, base_vectors, queries, args.reps, args.engine_dir, log))
+            sizes.append(
+                run_size(args.corpus, n, base, base_vectors, queries, args.reps, args.engine_dir, log)
+            )
     report = {
         "corpus": args.corpus,
         "base_chunks": len(base),

@@ -194,9 +194,9 @@ def bm25_norm_cache(avgdl: np.float32, k1: float = K1, b: float = B) -> np.ndarr
 @functools.lru_cache(maxsize=256)
 def _norm_cache(avgdl: float, k1: float, b: float) -> np.ndarray:
     k1f, bf = np.float32(k1), np.float32(b)
-    out = (
-        np.float32(1.0) / (k1f * ((np.float32(1.0) - bf) + bf * LENGTH_TABLE / np.float32(avgdl)))
-    ).astype(np.float32)
+    out = (np.float32(1.0) / (k1f * ((np.float32(1.0) - bf) + bf * LENGTH_TABLE / np.float32(avgdl)))).astype(
+        np.float32
+    )
     out.flags.writeable = False
     return out
 

@@ -6,7 +6,11 @@ sets*: a term yields its postings' documents and their float32 BM25 scores (the 
 :mod:`engine.query.similarity`, shared with :class:`~engine.query.nodes.TermNode`), and ``bool``, ``dis_max``,
 ``constant_score``, boosts, ``function_score`` (filter/weight functions) and ``script_score``
 combine the sorted candidate arrays of their clauses (eager sparse scoring as in bm25s; Lucene
-scorers iterate postings the same way). Every element goes through the same float operations, in
+scorers iterate postings the same way). ``bool`` and ``dis_max`` combine them over dense arrays
+spanning their matches (``np.bincount`` in clause order) when the matches are dense enough in that
+span (:data:`DENSE_SPAN`), else by sorted merges; a ``dis_max`` of should-only ``bool`` clauses (a
+``multi_match`` of type ``best_fields``) adds every field's term postings in one such pass
+(issue 29). Every element goes through the same float operations, in
 the same order, as in the dense path, so the answers are bit-identical (tests/engine/query/test_engine_sparse.py
 checks it on random corpora and queries).
 
@@ -155,7 +159,9 @@ def _bool(node: BoolNode, ctx: Ctx) -> Hits | None:
         return _empty()  # BoolNode: no optional clause can satisfy minimum_should_match
     if not node.must and (not node.should or node.msm == 0):
         return None  # filter-only / must_not-only / empty bool / optional should: bounded by N
-    return _bool_of(node, ctx, [run_sparse(q, ctx) for q in node.must], [run_sparse(q, ctx) for q in node.should])
+    return _bool_of(
+        node, ctx, [run_sparse(q, ctx) for q in node.must], [run_sparse(q, ctx) for q in node.should]
+    )
 
 
 def _bool_of(node: BoolNode, ctx: Ctx, must: list[Hits], should: list[Hits]) -> Hits:

@@ -522,37 +522,46 @@ class SearchRun:
         keys = self._collapse_keys
         inner = spec.get("inner_hits")
         inner_specs = inner if isinstance(inner, list) else ([inner] if inner else [])
+        groups: list[np.ndarray] = []
         for hit, p in zip(hits, page, strict=True):
             fields = hit.setdefault("fields", {})  # beside what `fields`/`docvalue_fields` asked for
             code = int(keys.codes[p])
             if code != NO_VALUE:
                 fields[field] = [keys.label(code)]
-            if not inner_specs:
-                continue
-            group = keys.group(code, mask)
-            hit["inner_hits"] = {}
-            for ih in inner_specs:
-                unknown = set(ih) - {"name", "size", "from", "_source", "sort"}
-                if unknown:
-                    raise unsupported(f"collapse.inner_hits.{next(iter(unknown))}")
-                name = ih.get("name", field)
-                size, from_ = int(ih.get("size", 3)), int(ih.get("from", 0))
+            if inner_specs:
+                groups.append(keys.group(code, mask))
+                hit["inner_hits"] = {}
+        if not groups:
+            return
+        for ih in inner_specs:
+            unknown = set(ih) - {"name", "size", "from", "_source", "sort"}
+            if unknown:
+                raise unsupported(f"collapse.inner_hits.{next(iter(unknown))}")
+            name = ih.get("name", field)
+            size, from_ = int(ih.get("size", 3)), int(ih.get("from", 0))
+            pages = []
+            for group in groups:
                 if "sort" in ih:
                     ordered, _ = SortSpec(ih["sort"]).order(self.seg, group, scores)
                 else:
                     ordered = order_by_score(group, scores, from_ + size)
-                sub = SearchRun.__new__(SearchRun)
-                sub.__dict__.update(self.__dict__)
-                sub.body = {**self.body, "_source": ih.get("_source", self.body.get("_source", True))}
-                sub.body.pop("explain", None)
-                inner_hits = sub.render(ordered[from_ : from_ + size], scores, None)
+                pages.append(ordered[from_ : from_ + size])
+            sub = SearchRun.__new__(SearchRun)
+            sub.__dict__.update(self.__dict__)
+            sub.body = {**self.body, "_source": ih.get("_source", self.body.get("_source", True))}
+            sub.body.pop("explain", None)
+            # every group's inner hits rendered at once: one read of their sources, not one per group
+            rendered = sub.render(np.concatenate(pages), scores, None)
+            at = 0
+            for hit, group, inner_page in zip(hits, groups, pages, strict=True):
                 hit["inner_hits"][name] = {
                     "hits": {
                         "total": {"value": len(group), "relation": "eq"},
                         "max_score": float(np.float32(scores[group].max())) if len(group) else None,
-                        "hits": inner_hits,
+                        "hits": rendered[at : at + len(inner_page)],
                     }
                 }
+                at += len(inner_page)
 
     # --- retrievers -------------------------------------------------------------------
     def retrieve(
