@@ -57,6 +57,11 @@ Hits = tuple[np.ndarray, np.ndarray]
 _ENABLED = True
 
 
+#: keep text queries' hits for the rest of the search (``Node.memo_key``); off: every run scores
+#: again (the reference the tests compare the memo with)
+MEMO = True
+
+
 def use_sparse(enabled: bool) -> None:
     """Switch the sparse path on or off (off: every query runs densely; for reference tests)."""
     global _ENABLED
@@ -76,7 +81,24 @@ def run_sparse(node: Node, ctx: Ctx) -> Hits:
 
     With ``ctx.restrict`` (a rescore's window, sorted positions) only those documents: each leaf
     scores just its postings among them (idf and avgdl still count the whole index), so a
-    compound combines window-sized sets and the rescore costs what its window holds."""
+    compound combines window-sized sets and the rescore costs what its window holds.
+
+    A node with a ``memo_key`` (a text query, see ``Node.memo_key``) run over the whole segment
+    keeps its hits in ``ctx.memo``; the same query run again in the search (a rescore's) reads them
+    -- restricted to the window -- instead of scoring again: the same numbers either way."""
+    key = node.memo_key if MEMO else None
+    if key is not None:
+        kept = ctx.memo.get(key)
+        if kept is not None:  # copies where unrestricted: a caller may work on its hits in place
+            return _restricted(kept, ctx) if ctx.restrict is not None else (kept[0].copy(), kept[1].copy())
+        out = _run_sparse(node, ctx)
+        if ctx.restrict is None:
+            ctx.memo[key] = out
+        return out
+    return _run_sparse(node, ctx)
+
+
+def _run_sparse(node: Node, ctx: Ctx) -> Hits:
     handler = _HANDLERS.get(type(node))
     if handler is not None:
         out = handler(node, ctx)
