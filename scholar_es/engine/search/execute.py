@@ -162,6 +162,9 @@ class SearchRun:
         """Search ``seg`` and read ``_source`` through ``reader``: one snapshot, one SQLite state."""
         handle = self.handle
         self.seg, self.reader = seg, reader
+        #: seq -> (id, source JSON, version) read for this search's hits: the top hits and the
+        #: collapse's inner hits (a group's head is its first inner hit) read each row once
+        self._rows: dict[int, tuple[str, str, int]] = {}
         self.ctx = Ctx(
             seg, handle.analysis, handle.name, default_k=self.size, bm25=handle.similarities, reader=reader
         )
@@ -322,6 +325,7 @@ class SearchRun:
         begin = time.perf_counter()
         assert self._kept is not None, "scroll_page after a run with scroll=True"
         ordered, scores, sort_values, show_scores, total = self._kept
+        self._rows = {}  # only this page's rows are kept
         page, hits = self._page(ordered, scores if show_scores else None, sort_values, None, start)
         self.aggregations = None
         max_score = float(np.float32(scores[page].max())) if len(page) and show_scores else None
@@ -419,21 +423,25 @@ class SearchRun:
         )
         terms_for = self._highlight_terms()
         wanted = show_source or want_fields or highlight_fields or self.body.get("version")
-        rows = self.reader.sources(seqs) if wanted else {}
+        rows = self._sources(seqs) if wanted else {}
+        body = self.body
+        version, seq_no, explain = body.get("version"), body.get("seq_no_primary_term"), body.get("explain")
+        source_spec, excludes = body.get("_source"), self.handle.mapping.source_excludes
+        named = getattr(self, "named_queries", None)
         hits = []
         for i, p in enumerate(page):
             hit: dict = {"_index": self.handle.name}
             if show_id:
                 hit["_id"] = seg.ids[p]
             hit["_score"] = float(np.float32(scores[p])) if scores is not None else None
-            if self.body.get("version"):
+            if version:
                 hit["_version"] = rows[seqs[i]][2] if seqs[i] in rows else 1
-            if self.body.get("seq_no_primary_term"):  # what if_seq_no/if_primary_term compare with
+            if seq_no:  # what if_seq_no/if_primary_term compare with
                 hit["_seq_no"] = versioning.seq_no(int(seqs[i]))
                 hit["_primary_term"] = versioning.PRIMARY_TERM
             if seqs[i] in rows:
-                src = stored_source(rows[seqs[i]][1], self.handle.mapping.source_excludes)
-                filtered = filter_source(src, self.body.get("_source")) if show_source else None
+                src = stored_source(rows[seqs[i]][1], excludes)
+                filtered = filter_source(src, source_spec) if show_source else None
                 if filtered is not None:
                     hit["_source"] = filtered
                 if want_fields is not None:
@@ -452,17 +460,25 @@ class SearchRun:
                 del hit["fields"]  # Elasticsearch leaves an empty "fields" out
             if sort_values is not None:
                 hit["sort"] = sort_values[i]
-            named = getattr(self, "named_queries", None)
             if named:
                 matched = named.matched(self.ctx, int(p))
                 if matched:
                     hit["matched_queries"] = matched
-            if self.body.get("explain"):
+            if explain:
                 hit["_shard"] = f"[{self.handle.name}][0]"
                 hit["_node"] = "embedded"
                 hit["_explanation"] = self.explain(int(p), scores)
             hits.append(hit)
         return hits
+
+    def _sources(self, seqs: list[int]) -> dict[int, tuple[str, str, int]]:
+        """``reader.sources(seqs)``, each row read once per search (:attr:`_rows`, which the
+        sub-runs rendering inner hits and top_hits share; a scroll page starts it afresh)."""
+        kept = self._rows
+        missing = [s for s in seqs if s not in kept]
+        if missing:
+            kept.update(self.reader.sources(missing))
+        return {s: kept[s] for s in seqs if s in kept}
 
     def _note_leaf(self, mask: np.ndarray) -> None:
         leaves = getattr(self, "_leaf_masks", None)
