@@ -222,11 +222,16 @@ def _filter(obj: dict, prefix: str, includes: list, excludes: list) -> dict:
 def _filter_rx(obj: dict, prefix: str, inc: _Rx, exc: _Rx) -> dict:
     """:func:`_filter` with the patterns compiled once (``inc`` None: every key is included)."""
     out: dict = {}
+    # plain names: a set look-up inline (the same answer as their ``match``)
+    inc_names = inc.names if type(inc) is _Names else None
+    exc_names = exc.names if type(exc) is _Names else None
     for key, value in obj.items():
         path = prefix + key
-        if exc is not None and exc.match(path) is not None:
+        if exc is not None and (path in exc_names if exc_names is not None else exc.match(path) is not None):
             continue
-        included = inc is None or inc.match(path) is not None
+        included = inc is None or (
+            path in inc_names if inc_names is not None else inc.match(path) is not None
+        )
         if isinstance(value, dict):
             sub = _filter_rx(value, path + ".", None if included else inc, exc)
             if included or sub:
@@ -260,8 +265,29 @@ def _filter_list(items: list, path: str, inc: _Rx, exc: _Rx, included: bool) -> 
 
 
 def stored_source(text: str, excludes: list[str]) -> dict:
+    """A stored ``_source`` (JSON text) with the mapping's ``_source.excludes`` applied."""
     source = json.loads(text)
-    return _filter(source, "", [], excludes) if excludes else source
+    if not excludes or _untouched(text, tuple(excludes)):
+        return source
+    return _filter(source, "", [], excludes)
+
+
+def _untouched(text: str, excludes: tuple[str, ...]) -> bool:
+    """Whether filtering ``text``'s object by ``excludes`` surely leaves it as it is: every pattern
+    is a plain top-level name (ASCII, no wildcard, dot, quote or backslash: written as itself
+    in JSON) that the text does not hold in quotes, and the text holds no empty array or object
+    (which the filter drops from arrays). Documents are stored with the excludes already applied
+    (``IndexHandle._stored_source``), so this is the common case."""
+    return (
+        "[]" not in text
+        and "{}" not in text
+        and all(_plain_key(p) and f'"{p}"' not in text for p in excludes)
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def _plain_key(pattern: str) -> bool:
+    return pattern.isascii() and pattern.isprintable() and not any(c in pattern for c in '*?[]\\."')
 
 
 def total_hits(count: int, track) -> dict | None:
