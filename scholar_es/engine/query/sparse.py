@@ -356,11 +356,11 @@ def _dis_max_dense(node: DisMaxNode, clauses: list[tuple[list[Hits], BoolNode | 
             score = _summed(hits, lo, n)
             if q.boost != 1.0:
                 score *= q.boost
+        total += score  # in clause order, as stack.sum(axis=0)
         if best is None:
-            best = score.copy()
+            best = score  # the first clause's array, no longer read once its score is added
         else:
             np.maximum(best, score, out=best)
-        total += score  # in clause order, as stack.sum(axis=0)
     assert best is not None
     positive = lowest > 0 and all(q is None or q.boost > 0 for _, q in clauses)
     # every score positive: a position is matched where its best score is (no count needed)
@@ -434,16 +434,16 @@ def _script_score(node: ScriptScoreNode, ctx: Ctx) -> Hits | None:
     raw = node.script.evaluate(_SubsetScriptContext(ctx, sub, docs))
     values = np.broadcast_to(np.asarray(raw, dtype=np.float64), docs.shape)
     values = values.astype(np.float32).astype(np.float64)
-    bad = (values < 0) | np.isnan(values)
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
+    if not (values >= 0).all():  # a negative score or NaN (which no comparison holds for)
+        i = int(np.flatnonzero(~(values >= 0))[0])
         raise EsError(
             400,
             "illegal_argument_exception",
             f"script_score script returned an invalid score [{values[i]}] for doc [{int(docs[i])}]. "
             "Must be a non-negative score!",
         )
-    boosted = (values * node.boost).astype(np.float32).astype(np.float64)
+    # values are floats widened to doubles: times a boost of 1 and rounded to float, they stay
+    boosted = values if node.boost == 1.0 else (values * node.boost).astype(np.float32).astype(np.float64)
     if node.min_score is not None:
         keep = boosted >= node.min_score
         docs, boosted = docs[keep], boosted[keep]

@@ -283,6 +283,20 @@ def test_script_score_query_vector_elements_must_be_numbers(es, qv):
     assert "query vector elements must be numbers" in str(e.value.body)
 
 
+@pytest.mark.parametrize("source", ["_score - 100", "Math.sqrt(-_score)"])
+def test_script_score_negative_or_nan_is_refused(es, source):
+    from elasticsearch import BadRequestError
+
+    q = {"script_score": {"query": GRAPH, "script": {"source": source}}}
+    with pytest.raises(BadRequestError) as e:
+        es.search(index="f", query=q)
+    reason = str(e.value.body)
+    assert (
+        "script_score script returned an invalid score" in reason
+        and "Must be a non-negative score!" in reason
+    )
+
+
 def test_script_score_doc_values_and_math(es):
     q = {
         "script_score": {

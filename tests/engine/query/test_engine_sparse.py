@@ -162,10 +162,11 @@ def _compound(children):
             boosts,
         ),
         st.builds(
-            lambda q, src: {
+            lambda q, src, b: {
                 "script_score": {
                     "query": q,
                     "script": {"source": src, "params": {"p": 8.0, "qv": [1.0, 0.5, 2.0]}},
+                    **({} if b == 1.0 else {"boost": b}),
                 }
             },
             children,
@@ -177,6 +178,7 @@ def _compound(children):
                     "doc['v'].size() == 0 ? _score : cosineSimilarity(params.qv, 'v') + 1.0 + _score",
                 ]
             ),
+            boosts,
         ),
     )
 
