@@ -415,8 +415,11 @@ class _SubsetScriptContext(SegmentScriptContext):
         return vals, has
 
     def doc_value_count(self, field: str) -> np.ndarray:
-        counts = super().doc_value_count(field)
         seg = self._ctx.seg
+        col = seg.vectors.get(field)
+        if col is not None and field not in seg.numeric and field not in seg.keyword:
+            return col.present[self._docs].astype(np.int64)  # the candidates' only, not all N
+        counts = super().doc_value_count(field)
         if field in seg.numeric or field in seg.keyword or field in seg.vectors:
             return counts[self._docs]
         return counts
