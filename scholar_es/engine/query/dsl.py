@@ -7,6 +7,7 @@ clause, with Elasticsearch's wording where it has one.
 from __future__ import annotations
 
 import fnmatch
+import json
 import math
 import re
 
@@ -169,6 +170,8 @@ class QueryParser:
         if name in _LEAF_QUERIES:
             self._count(1)
         node = handler(params)
+        if name in _MEMO_QUERIES:  # the same text query twice in a search is scored once (sparse.py)
+            node.memo_key = name + json.dumps(params, sort_keys=True, default=repr)
         if self.named is not None:
             qname = query_name(params)
             if qname is not None:
@@ -613,6 +616,9 @@ class QueryParser:
         return self._knn_parser(self, p)
 
 
+#: queries whose hits are a function of the segment and their own JSON alone (no script, no
+#: stored field read, no request state): :attr:`Node.memo_key` is set on them
+_MEMO_QUERIES = frozenset({"multi_match", "match", "term"})
 _LEAF_QUERIES = {"match_all", "term", "terms", "range", "exists", "ids", "knn"}  # match: per token
 
 

@@ -7,7 +7,7 @@ keeps it, so ``explain`` can later describe any one document's score from the sa
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -34,6 +34,10 @@ class Ctx:
     #: the search's store reader (``sources(seqs)``): phrase queries read candidates' ``_source``
     #: for positions (engine/query/phrase.py)
     reader: Any = None
+    #: the sparse hits of the search's text queries, by :attr:`Node.memo_key`, kept from their
+    #: first run over the whole segment, so a rescore repeating the query (the hybrid's text part)
+    #: reads its window's scores from them instead of scoring the postings again
+    memo: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def n(self) -> int:
@@ -45,6 +49,9 @@ class Node:
 
     mask: np.ndarray
     scores: np.ndarray
+    #: set by the parser on a query whose hits depend only on the segment and the query's own
+    #: JSON (``multi_match``, ``match``, ``term``): equal keys score every document alike
+    memo_key: str | None = None
 
     def run(self, ctx: Ctx) -> tuple[np.ndarray, np.ndarray]:
         self.mask, self.scores = self._run(ctx)
@@ -123,7 +130,7 @@ class TermNode(Node):
             norm_inv = np.full(len(docs), cache[1], dtype=np.float32)
             freqs = np.ones(len(docs), dtype=np.int32)
         else:
-            norm_inv = cache[norm_bytes[docs]]
+            norm_inv = cache.take(norm_bytes.take(docs))  # take: a 1-D gather without fancy-index overhead
         self._stats = dict(
             docs=docs,
             freqs=freqs,

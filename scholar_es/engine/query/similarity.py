@@ -7,6 +7,7 @@ cluster's to ~1e-6 relative.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -182,14 +183,22 @@ def bm25_avgdl(sum_total_term_freq: int, doc_count: int) -> np.float32:
 
 
 def bm25_norm_cache(avgdl: np.float32, k1: float = K1, b: float = B) -> np.ndarray:
-    """1 / (k1 * ((1 - b) + b * dl / avgdl)) for every norm byte, in float32.
+    """1 / (k1 * ((1 - b) + b * dl / avgdl)) for every norm byte, in float32 (read-only: one
+    array per (avgdl, k1, b), shared by every term of a field until its statistics change).
 
     Source: BM25Similarity#scorer, the ``cache`` array.
     """
+    return _norm_cache(float(np.float32(avgdl)), float(k1), float(b))
+
+
+@functools.lru_cache(maxsize=256)
+def _norm_cache(avgdl: float, k1: float, b: float) -> np.ndarray:
     k1f, bf = np.float32(k1), np.float32(b)
-    return (
-        np.float32(1.0) / (k1f * ((np.float32(1.0) - bf) + bf * LENGTH_TABLE / np.float32(avgdl)))
-    ).astype(np.float32)
+    out = (np.float32(1.0) / (k1f * ((np.float32(1.0) - bf) + bf * LENGTH_TABLE / np.float32(avgdl)))).astype(
+        np.float32
+    )
+    out.flags.writeable = False
+    return out
 
 
 def bm25_weight(boost: float, idf: np.float32, k1: float = K1) -> np.float32:
@@ -204,8 +213,13 @@ def bm25_weight(boost: float, idf: np.float32, k1: float = K1) -> np.float32:
 
 def bm25_scores(weight: np.float32, freqs: np.ndarray, norm_inverse: np.ndarray) -> np.ndarray:
     """weight - weight / (1 + freq * normInverse), in float32 (BM25Scorer#score)."""
-    f = freqs.astype(np.float32)
-    return (weight - weight / (np.float32(1.0) + f * norm_inverse)).astype(np.float32)
+    w = np.float32(weight)
+    out = freqs.astype(np.float32)  # the same float32 steps, in place: f * n, 1 + _, w / _, w - _
+    np.multiply(out, norm_inverse, out=out)
+    np.add(out, np.float32(1.0), out=out)
+    np.divide(w, out, out=out)
+    np.subtract(w, out, out=out)
+    return out
 
 
 # --- kNN ---------------------------------------------------------------------------

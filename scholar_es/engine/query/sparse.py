@@ -6,7 +6,11 @@ sets*: a term yields its postings' documents and their float32 BM25 scores (the 
 :mod:`engine.query.similarity`, shared with :class:`~engine.query.nodes.TermNode`), and ``bool``, ``dis_max``,
 ``constant_score``, boosts, ``function_score`` (filter/weight functions) and ``script_score``
 combine the sorted candidate arrays of their clauses (eager sparse scoring as in bm25s; Lucene
-scorers iterate postings the same way). Every element goes through the same float operations, in
+scorers iterate postings the same way). ``bool`` and ``dis_max`` combine them over dense arrays
+spanning their matches (``np.bincount`` in clause order) when the matches are dense enough in that
+span (:data:`DENSE_SPAN`), else by sorted merges; a ``dis_max`` of should-only ``bool`` clauses (a
+``multi_match`` of type ``best_fields``) adds every field's term postings in one such pass
+(issue 29). Every element goes through the same float operations, in
 the same order, as in the dense path, so the answers are bit-identical (tests/engine/query/test_engine_sparse.py
 checks it on random corpora and queries).
 
@@ -53,6 +57,11 @@ Hits = tuple[np.ndarray, np.ndarray]
 _ENABLED = True
 
 
+#: keep text queries' hits for the rest of the search (``Node.memo_key``); off: every run scores
+#: again (the reference the tests compare the memo with)
+MEMO = True
+
+
 def use_sparse(enabled: bool) -> None:
     """Switch the sparse path on or off (off: every query runs densely; for reference tests)."""
     global _ENABLED
@@ -72,7 +81,24 @@ def run_sparse(node: Node, ctx: Ctx) -> Hits:
 
     With ``ctx.restrict`` (a rescore's window, sorted positions) only those documents: each leaf
     scores just its postings among them (idf and avgdl still count the whole index), so a
-    compound combines window-sized sets and the rescore costs what its window holds."""
+    compound combines window-sized sets and the rescore costs what its window holds.
+
+    A node with a ``memo_key`` (a text query, see ``Node.memo_key``) run over the whole segment
+    keeps its hits in ``ctx.memo``; the same query run again in the search (a rescore's) reads them
+    -- restricted to the window -- instead of scoring again: the same numbers either way."""
+    key = node.memo_key if MEMO else None
+    if key is not None:
+        kept = ctx.memo.get(key)
+        if kept is not None:  # copies where unrestricted: a caller may work on its hits in place
+            return _restricted(kept, ctx) if ctx.restrict is not None else (kept[0].copy(), kept[1].copy())
+        out = _run_sparse(node, ctx)
+        if ctx.restrict is None:
+            ctx.memo[key] = out
+        return out
+    return _run_sparse(node, ctx)
+
+
+def _run_sparse(node: Node, ctx: Ctx) -> Hits:
     handler = _HANDLERS.get(type(node))
     if handler is not None:
         out = handler(node, ctx)
@@ -155,8 +181,16 @@ def _bool(node: BoolNode, ctx: Ctx) -> Hits | None:
         return _empty()  # BoolNode: no optional clause can satisfy minimum_should_match
     if not node.must and (not node.should or node.msm == 0):
         return None  # filter-only / must_not-only / empty bool / optional should: bounded by N
-    must = [run_sparse(q, ctx) for q in node.must]
-    should = [run_sparse(q, ctx) for q in node.should]
+    return _bool_of(
+        node, ctx, [run_sparse(q, ctx) for q in node.must], [run_sparse(q, ctx) for q in node.should]
+    )
+
+
+def _bool_of(node: BoolNode, ctx: Ctx, must: list[Hits], should: list[Hits]) -> Hits:
+    """``node``'s hits from its scoring clauses' hits (its filters and must_not run here)."""
+    dense = _bool_dense(node, ctx, must, should)
+    if dense is not None:
+        return dense
     if must:
         cand = must[0][0]
         for docs, _ in must[1:]:
@@ -185,12 +219,175 @@ def _bool(node: BoolNode, ctx: Ctx) -> Hits | None:
 def _dis_max(node: DisMaxNode, ctx: Ctx) -> Hits | None:
     if not node.queries:
         return _empty()
-    results = [run_sparse(q, ctx) for q in node.queries]
+    # a clause that is a bool of optional clauses only (a field of a multi_match) hands over its
+    # clauses' hits, so that all fields are combined in one pass (:func:`_dis_max_dense`)
+    clauses: list[tuple[list[Hits], BoolNode | None]] = []
+    for q in node.queries:
+        if isinstance(q, BoolNode) and _optional_only(q):
+            clauses.append(([_leaf(c, ctx) for c in q.should], q))
+        else:
+            clauses.append(([run_sparse(q, ctx)], None))
+    dense = _dis_max_dense(node, clauses)
+    if dense is not None:
+        return dense
+    results = [parts[0] if q is None else _bool_of(q, ctx, [], parts) for parts, q in clauses]
     cand = union_docs([docs for docs, _ in results])
     stack = np.stack([gather(r, cand)[1] for r in results])
     best = stack.max(axis=0)
     total = best + node.tie * (stack.sum(axis=0) - best)  # DisjunctionMaxScorer, as DisMaxNode
     return cand, total * node.boost
+
+
+# --- dense accumulators over a document range ----------------------------------------------------
+# A compound clause whose clauses' matches are many for the documents they span combines them in
+# arrays indexed by position within that span (``acc[docs - lo] += scores``, one pass per clause)
+# instead of sorted merges (``searchsorted`` of every clause against the union): work proportional
+# to the postings plus the span, with no log factor. Every document receives the same float
+# operations in the same order as in the merge path and the dense reference (a clause that does
+# not match a document adds 0.0 there, which changes nothing), so the scores are bit-identical.
+
+#: the dense combination is taken when the span of documents is at most this many times the
+#: matches it combines (beyond, a few scattered matches: the sorted merge reads less)
+DENSE_SPAN = 32
+
+
+def _span(parts: list[Hits]) -> tuple[int, int] | None:
+    """[lo, hi) of the documents of ``parts`` (None: no document)."""
+    live = [d for d, _ in parts if len(d)]
+    if not live:
+        return None
+    return int(min(d[0] for d in live)), int(max(d[-1] for d in live)) + 1
+
+
+def _worth_dense(lo: int, hi: int, parts: list[Hits]) -> bool:
+    return hi - lo <= DENSE_SPAN * max(1, sum(len(d) for d, _ in parts))
+
+
+def _within(hits: Hits, lo: int, hi: int) -> Hits:
+    docs, scores = hits
+    if not len(docs) or (docs[0] >= lo and docs[-1] < hi):
+        return hits
+    a, b = np.searchsorted(docs, [lo, hi])
+    return docs[a:b], scores[a:b]
+
+
+def _range_mask(docs: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    mask = np.zeros(hi - lo, dtype=bool)
+    mask[_within((docs, docs), lo, hi)[0] - lo] = True
+    return mask
+
+
+def _bool_dense(node: BoolNode, ctx: Ctx, must: list[Hits], should: list[Hits]) -> Hits | None:
+    """:func:`_bool` over dense arrays spanning the candidates' range (None: not worth it)."""
+    if must:
+        if any(not len(d) for d, _ in must):
+            return None  # no candidate: the merge path answers at once
+        lo, hi = max(int(d[0]) for d, _ in must), min(int(d[-1]) for d, _ in must) + 1
+        if lo >= hi:
+            return _empty()
+        must = [_within(h, lo, hi) for h in must]
+        should = [_within(h, lo, hi) for h in should]
+    else:
+        span = _span(should)
+        if span is None:
+            return _empty()
+        lo, hi = span
+    if not _worth_dense(lo, hi, must + should):
+        return None
+    n = hi - lo
+    # the must clauses' scores first, then the should clauses', each in clause order: bincount adds
+    # the weights in the order given, from 0.0, as ``acc[docs] += scores`` clause by clause would
+    acc = _summed(must + should, lo, n)
+    keep = np.ones(n, dtype=bool)
+    if must:
+        keep = _counts(must, lo, n) == len(must)
+    if should and (node.msm > 1 or (must and node.msm > 0)):
+        keep &= _counts(should, lo, n) >= node.msm
+    elif should and not must:
+        keep = _counts(should, lo, n) > 0  # the candidates are the should clauses' union
+    for q in node.filter:
+        keep &= _range_mask(run_sparse(q, ctx)[0], lo, hi)
+    for q in node.must_not:
+        keep &= ~_range_mask(run_sparse(q, ctx)[0], lo, hi)
+    at = np.flatnonzero(keep)
+    return at + lo, acc[at] * node.boost
+
+
+def _optional_only(node: BoolNode) -> bool:
+    """A bool whose hits are the union of its should clauses, scored by their sum times its boost."""
+    return bool(node.should) and not (node.must or node.filter or node.must_not) and node.msm <= 1
+
+
+def _leaf(node: Node, ctx: Ctx) -> Hits:
+    """``run_sparse(node)``; a term's postings as they are scored (int32 documents, float32 scores:
+    the dense combination reads them without converting them first)."""
+    if type(node) is TermNode:
+        scored = node.score_postings(ctx)
+        return _empty() if scored is None else scored
+    return run_sparse(node, ctx)
+
+
+def _dis_max_dense(node: DisMaxNode, clauses: list[tuple[list[Hits], BoolNode | None]]) -> Hits | None:
+    """:func:`_dis_max` over dense arrays spanning the clauses' documents (None: not worth it, or a
+    negative score or boost, where the 0.0 of a clause that does not match could be the maximum).
+
+    A clause is (its hits, None) or (the hits of a bool's should clauses, the bool): the bool's score
+    for each position is the sum of its clauses' there from 0.0 times its boost, which is 0.0 where
+    none matches, as the merge path's gather gives it."""
+    parts = [h for hits, _ in clauses for h in hits]
+    span = _span(parts)
+    if span is None:
+        return _empty()
+    lo, hi = span
+    if not _worth_dense(lo, hi, parts) or any(q is not None and not q.boost >= 0 for _, q in clauses):
+        return None
+    lowest = min((float(s.min()) for _, s in parts if len(s)), default=0.0)
+    if not lowest >= 0:
+        return None
+    n = hi - lo
+    best: np.ndarray | None = None
+    total = np.zeros(n)
+    for hits, q in clauses:
+        if q is None:
+            docs, scores = hits[0]
+            score = np.zeros(n)
+            score[docs - lo] = scores
+        else:
+            score = _summed(hits, lo, n)
+            if q.boost != 1.0:
+                score *= q.boost
+        total += score  # in clause order, as stack.sum(axis=0)
+        if best is None:
+            best = score  # the first clause's array, no longer read once its score is added
+        else:
+            np.maximum(best, score, out=best)
+    assert best is not None
+    positive = lowest > 0 and all(q is None or q.boost > 0 for _, q in clauses)
+    # every score positive: a position is matched where its best score is (no count needed)
+    at = np.flatnonzero(best > 0 if positive else _counts(parts, lo, n))
+    b = best[at]
+    return at + lo, (b + node.tie * (total[at] - b)) * node.boost
+
+
+def _offsets(parts: list[Hits], lo: int) -> np.ndarray:
+    docs = [d for d, _ in parts if len(d)]
+    if not docs:
+        return np.zeros(0, dtype=np.int64)
+    return (docs[0] if len(docs) == 1 else np.concatenate(docs)) - lo
+
+
+def _summed(parts: list[Hits], lo: int, n: int) -> np.ndarray:
+    """Per position of [lo, lo + n): 0.0 plus the scores of ``parts`` there, added in part order."""
+    weights = [s for d, s in parts if len(d)]
+    if not weights:
+        return np.zeros(n)
+    w = weights[0] if len(weights) == 1 else np.concatenate(weights)
+    return np.bincount(_offsets(parts, lo), weights=w, minlength=n)
+
+
+def _counts(parts: list[Hits], lo: int, n: int) -> np.ndarray:
+    """Per position of [lo, lo + n): how many of ``parts`` match it."""
+    return np.bincount(_offsets(parts, lo), minlength=n)
 
 
 def _constant_score(node: ConstantScoreNode, ctx: Ctx) -> Hits | None:
@@ -218,8 +415,11 @@ class _SubsetScriptContext(SegmentScriptContext):
         return vals, has
 
     def doc_value_count(self, field: str) -> np.ndarray:
-        counts = super().doc_value_count(field)
         seg = self._ctx.seg
+        col = seg.vectors.get(field)
+        if col is not None and field not in seg.numeric and field not in seg.keyword:
+            return col.present[self._docs].astype(np.int64)  # the candidates' only, not all N
+        counts = super().doc_value_count(field)
         if field in seg.numeric or field in seg.keyword or field in seg.vectors:
             return counts[self._docs]
         return counts
@@ -237,16 +437,16 @@ def _script_score(node: ScriptScoreNode, ctx: Ctx) -> Hits | None:
     raw = node.script.evaluate(_SubsetScriptContext(ctx, sub, docs))
     values = np.broadcast_to(np.asarray(raw, dtype=np.float64), docs.shape)
     values = values.astype(np.float32).astype(np.float64)
-    bad = (values < 0) | np.isnan(values)
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
+    if not (values >= 0).all():  # a negative score or NaN (which no comparison holds for)
+        i = int(np.flatnonzero(~(values >= 0))[0])
         raise EsError(
             400,
             "illegal_argument_exception",
             f"script_score script returned an invalid score [{values[i]}] for doc [{int(docs[i])}]. "
             "Must be a non-negative score!",
         )
-    boosted = (values * node.boost).astype(np.float32).astype(np.float64)
+    # values are floats widened to doubles: times a boost of 1 and rounded to float, they stay
+    boosted = values if node.boost == 1.0 else (values * node.boost).astype(np.float32).astype(np.float64)
     if node.min_score is not None:
         keep = boosted >= node.min_score
         docs, boosted = docs[keep], boosted[keep]

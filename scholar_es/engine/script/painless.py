@@ -610,7 +610,11 @@ class _Eval:
         if not mask.any():  # the binding is only built when a document reaches the call
             return np.zeros(self.n)
         vecs, has = self.vectors(node, fv.value)
-        if not all(isinstance(x, (int, float, np.number)) and not isinstance(x, bool) for x in qv.value):
+        # a list of plain floats (what a JSON body gives) is checked by its element types at once
+        floats = isinstance(qv.value, list) and set(map(type, qv.value)) <= {float}
+        if not floats and not all(
+            isinstance(x, (int, float, np.number)) and not isinstance(x, bool) for x in qv.value
+        ):
             raise self.rt(args[0], "class_cast_exception", "query vector elements must be numbers")
         if len(qv.value) != vecs.shape[1]:
             raise self.rt(
@@ -622,7 +626,9 @@ class _Eval:
         if (mask & ~has).any():
             raise self.rt(node, "illegal_argument_exception", MISSING_VECTOR)
         try:
-            q32 = np.asarray([float(x) for x in qv.value], np.float64).astype(np.float32)
+            q32 = np.asarray(qv.value if floats else [float(x) for x in qv.value], np.float64).astype(
+                np.float32
+            )
         except OverflowError:
             q32 = np.asarray([np.inf])
         bad_dims = np.flatnonzero(~np.isfinite(q32))

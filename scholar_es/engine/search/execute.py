@@ -162,6 +162,9 @@ class SearchRun:
         """Search ``seg`` and read ``_source`` through ``reader``: one snapshot, one SQLite state."""
         handle = self.handle
         self.seg, self.reader = seg, reader
+        #: seq -> (id, source JSON, version) read for this search's hits: the top hits and the
+        #: collapse's inner hits (a group's head is its first inner hit) read each row once
+        self._rows: dict[int, tuple[str, str, int]] = {}
         self.ctx = Ctx(
             seg, handle.analysis, handle.name, default_k=self.size, bm25=handle.similarities, reader=reader
         )
@@ -200,10 +203,13 @@ class SearchRun:
             else:
                 parts.append(sparse.run_sparse(node, self.ctx))
         # summed over the legs in order, from 0.0, as a dense ``scores += where(m, s, 0)`` sums them
-        docs = union_docs([d for d, _ in parts])
-        total = np.zeros(len(docs))
-        for d, s in parts:
-            total[np.searchsorted(docs, d)] += s
+        if len(parts) == 1:  # one leg: its documents, its scores from 0.0 (as the sum below gives them)
+            docs, total = parts[0][0], 0.0 + parts[0][1]
+        else:
+            docs = union_docs([d for d, _ in parts])
+            total = np.zeros(len(docs))
+            for d, s in parts:
+                total[np.searchsorted(docs, d)] += s
         if "min_score" in self.body:
             keep = total >= float(self.body["min_score"])
             docs, total = docs[keep], total[keep]
@@ -319,6 +325,7 @@ class SearchRun:
         begin = time.perf_counter()
         assert self._kept is not None, "scroll_page after a run with scroll=True"
         ordered, scores, sort_values, show_scores, total = self._kept
+        self._rows = {}  # only this page's rows are kept
         page, hits = self._page(ordered, scores if show_scores else None, sort_values, None, start)
         self.aggregations = None
         max_score = float(np.float32(scores[page].max())) if len(page) and show_scores else None
@@ -416,21 +423,25 @@ class SearchRun:
         )
         terms_for = self._highlight_terms()
         wanted = show_source or want_fields or highlight_fields or self.body.get("version")
-        rows = self.reader.sources(seqs) if wanted else {}
+        rows = self._sources(seqs) if wanted else {}
+        body = self.body
+        version, seq_no, explain = body.get("version"), body.get("seq_no_primary_term"), body.get("explain")
+        source_spec, excludes = body.get("_source"), self.handle.mapping.source_excludes
+        named = getattr(self, "named_queries", None)
         hits = []
         for i, p in enumerate(page):
             hit: dict = {"_index": self.handle.name}
             if show_id:
                 hit["_id"] = seg.ids[p]
             hit["_score"] = float(np.float32(scores[p])) if scores is not None else None
-            if self.body.get("version"):
+            if version:
                 hit["_version"] = rows[seqs[i]][2] if seqs[i] in rows else 1
-            if self.body.get("seq_no_primary_term"):  # what if_seq_no/if_primary_term compare with
+            if seq_no:  # what if_seq_no/if_primary_term compare with
                 hit["_seq_no"] = versioning.seq_no(int(seqs[i]))
                 hit["_primary_term"] = versioning.PRIMARY_TERM
             if seqs[i] in rows:
-                src = stored_source(rows[seqs[i]][1], self.handle.mapping.source_excludes)
-                filtered = filter_source(src, self.body.get("_source")) if show_source else None
+                src = stored_source(rows[seqs[i]][1], excludes)
+                filtered = filter_source(src, source_spec) if show_source else None
                 if filtered is not None:
                     hit["_source"] = filtered
                 if want_fields is not None:
@@ -449,17 +460,25 @@ class SearchRun:
                 del hit["fields"]  # Elasticsearch leaves an empty "fields" out
             if sort_values is not None:
                 hit["sort"] = sort_values[i]
-            named = getattr(self, "named_queries", None)
             if named:
                 matched = named.matched(self.ctx, int(p))
                 if matched:
                     hit["matched_queries"] = matched
-            if self.body.get("explain"):
+            if explain:
                 hit["_shard"] = f"[{self.handle.name}][0]"
                 hit["_node"] = "embedded"
                 hit["_explanation"] = self.explain(int(p), scores)
             hits.append(hit)
         return hits
+
+    def _sources(self, seqs: list[int]) -> dict[int, tuple[str, str, int]]:
+        """``reader.sources(seqs)``, each row read once per search (:attr:`_rows`, which the
+        sub-runs rendering inner hits and top_hits share; a scroll page starts it afresh)."""
+        kept = self._rows
+        missing = [s for s in seqs if s not in kept]
+        if missing:
+            kept.update(self.reader.sources(missing))
+        return {s: kept[s] for s in seqs if s in kept}
 
     def _note_leaf(self, mask: np.ndarray) -> None:
         leaves = getattr(self, "_leaf_masks", None)
@@ -519,37 +538,46 @@ class SearchRun:
         keys = self._collapse_keys
         inner = spec.get("inner_hits")
         inner_specs = inner if isinstance(inner, list) else ([inner] if inner else [])
+        groups: list[np.ndarray] = []
         for hit, p in zip(hits, page, strict=True):
             fields = hit.setdefault("fields", {})  # beside what `fields`/`docvalue_fields` asked for
             code = int(keys.codes[p])
             if code != NO_VALUE:
                 fields[field] = [keys.label(code)]
-            if not inner_specs:
-                continue
-            group = keys.group(code, mask)
-            hit["inner_hits"] = {}
-            for ih in inner_specs:
-                unknown = set(ih) - {"name", "size", "from", "_source", "sort"}
-                if unknown:
-                    raise unsupported(f"collapse.inner_hits.{next(iter(unknown))}")
-                name = ih.get("name", field)
-                size, from_ = int(ih.get("size", 3)), int(ih.get("from", 0))
+            if inner_specs:
+                groups.append(keys.group(code, mask))
+                hit["inner_hits"] = {}
+        if not groups:
+            return
+        for ih in inner_specs:
+            unknown = set(ih) - {"name", "size", "from", "_source", "sort"}
+            if unknown:
+                raise unsupported(f"collapse.inner_hits.{next(iter(unknown))}")
+            name = ih.get("name", field)
+            size, from_ = int(ih.get("size", 3)), int(ih.get("from", 0))
+            pages = []
+            for group in groups:
                 if "sort" in ih:
                     ordered, _ = SortSpec(ih["sort"]).order(self.seg, group, scores)
                 else:
                     ordered = order_by_score(group, scores, from_ + size)
-                sub = SearchRun.__new__(SearchRun)
-                sub.__dict__.update(self.__dict__)
-                sub.body = {**self.body, "_source": ih.get("_source", self.body.get("_source", True))}
-                sub.body.pop("explain", None)
-                inner_hits = sub.render(ordered[from_ : from_ + size], scores, None)
+                pages.append(ordered[from_ : from_ + size])
+            sub = SearchRun.__new__(SearchRun)
+            sub.__dict__.update(self.__dict__)
+            sub.body = {**self.body, "_source": ih.get("_source", self.body.get("_source", True))}
+            sub.body.pop("explain", None)
+            # every group's inner hits rendered at once: one read of their sources, not one per group
+            rendered = sub.render(np.concatenate(pages), scores, None)
+            at = 0
+            for hit, group, inner_page in zip(hits, groups, pages, strict=True):
                 hit["inner_hits"][name] = {
                     "hits": {
                         "total": {"value": len(group), "relation": "eq"},
                         "max_score": float(np.float32(scores[group].max())) if len(group) else None,
-                        "hits": inner_hits,
+                        "hits": rendered[at : at + len(inner_page)],
                     }
                 }
+                at += len(inner_page)
 
     # --- retrievers -------------------------------------------------------------------
     def retrieve(

@@ -188,25 +188,56 @@ def _pattern(patterns: tuple[str, ...]) -> re.Pattern:
     return re.compile("|".join(fnmatch.translate(p) for p in patterns))
 
 
-def _matches(path: str, patterns: list) -> bool:
-    return bool(patterns) and _pattern(tuple(patterns)).match(path) is not None
+class _Names:
+    """Patterns without wildcards: a path matches when it is one of them (a set look-up)."""
+
+    def __init__(self, names: tuple[str, ...]) -> None:
+        self.names = frozenset(names)
+
+    def match(self, path: str) -> bool | None:
+        return True if path in self.names else None
+
+
+@functools.lru_cache(maxsize=256)
+def _matcher(patterns: tuple[str, ...]) -> re.Pattern | _Names:
+    if any(c in p for p in patterns for c in "*?[]\\"):
+        return _pattern(patterns)
+    return _Names(patterns)
+
+
+#: compiled patterns (None: no pattern, which includes everything / excludes nothing)
+_Rx = re.Pattern | _Names | None
+
+
+def _compiled(patterns: list) -> _Rx:
+    return _matcher(tuple(patterns)) if patterns else None
 
 
 def _filter(obj: dict, prefix: str, includes: list, excludes: list) -> dict:
     """XContentMapValues.filter: an object keeps its included (and not excluded) keys; an object
     whose own path is included keeps all of its keys but the excluded ones, even if none is left."""
+    return _filter_rx(obj, prefix, _compiled(includes), _compiled(excludes))
+
+
+def _filter_rx(obj: dict, prefix: str, inc: _Rx, exc: _Rx) -> dict:
+    """:func:`_filter` with the patterns compiled once (``inc`` None: every key is included)."""
     out: dict = {}
+    # plain names: a set look-up inline (the same answer as their ``match``)
+    inc_names = inc.names if type(inc) is _Names else None
+    exc_names = exc.names if type(exc) is _Names else None
     for key, value in obj.items():
         path = prefix + key
-        if _matches(path, excludes):
+        if exc is not None and (path in exc_names if exc_names is not None else exc.match(path) is not None):
             continue
-        included = not includes or _matches(path, includes)
+        included = inc is None or (
+            path in inc_names if inc_names is not None else inc.match(path) is not None
+        )
         if isinstance(value, dict):
-            sub = _filter(value, path + ".", [] if included else includes, excludes)
+            sub = _filter_rx(value, path + ".", None if included else inc, exc)
             if included or sub:
                 out[key] = sub
         elif isinstance(value, list):
-            items = _filter_list(value, path, includes, excludes, included)
+            items = _filter_list(value, path, inc, exc, included)
             if items:  # an array left empty is dropped, as Elasticsearch does
                 out[key] = items
         elif included:
@@ -214,18 +245,18 @@ def _filter(obj: dict, prefix: str, includes: list, excludes: list) -> dict:
     return out
 
 
-def _filter_list(items: list, path: str, includes: list, excludes: list, included: bool) -> list:
+def _filter_list(items: list, path: str, inc: _Rx, exc: _Rx, included: bool) -> list:
     """XContentMapValues.filter over an array: each object filtered under the array's own path
     (arrays of objects are flattened: ``lists.name`` selects ``name`` in every object of ``lists``),
     nested arrays in turn, a value kept when the array's path is included; empty results dropped."""
     out: list = []
     for value in items:
         if isinstance(value, dict):
-            sub = _filter(value, path + ".", [] if included else includes, excludes)
+            sub = _filter_rx(value, path + ".", None if included else inc, exc)
             if sub:
                 out.append(sub)
         elif isinstance(value, list):
-            sub_items = _filter_list(value, path, includes, excludes, included)
+            sub_items = _filter_list(value, path, inc, exc, included)
             if sub_items:
                 out.append(sub_items)
         elif included:
@@ -234,8 +265,29 @@ def _filter_list(items: list, path: str, includes: list, excludes: list, include
 
 
 def stored_source(text: str, excludes: list[str]) -> dict:
+    """A stored ``_source`` (JSON text) with the mapping's ``_source.excludes`` applied."""
     source = json.loads(text)
-    return _filter(source, "", [], excludes) if excludes else source
+    if not excludes or _untouched(text, tuple(excludes)):
+        return source
+    return _filter(source, "", [], excludes)
+
+
+def _untouched(text: str, excludes: tuple[str, ...]) -> bool:
+    """Whether filtering ``text``'s object by ``excludes`` surely leaves it as it is: every pattern
+    is a plain top-level name (ASCII, no wildcard, dot, quote or backslash: written as itself
+    in JSON) that the text does not hold in quotes, and the text holds no empty array or object
+    (which the filter drops from arrays). Documents are stored with the excludes already applied
+    (``IndexHandle._stored_source``), so this is the common case."""
+    return (
+        "[]" not in text
+        and "{}" not in text
+        and all(_plain_key(p) and f'"{p}"' not in text for p in excludes)
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def _plain_key(pattern: str) -> bool:
+    return pattern.isascii() and pattern.isprintable() and not any(c in pattern for c in '*?[]\\."')
 
 
 def total_hits(count: int, track) -> dict | None:

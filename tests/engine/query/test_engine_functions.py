@@ -256,6 +256,47 @@ def test_script_score_cosine_similarity_plus_one(es):
     assert scores(es, q) == approx({"d1": 1 + r, "d2": 1 + r, "d3": 2.0, "d4": 1.0})
 
 
+@pytest.mark.parametrize("qv", [[2, 2, 0], [2.0, 2.0, 0.0], [2, 2.0, 0], [2.0, 2, 0.0]])
+def test_script_score_query_vector_of_floats_or_ints_scores_alike(es, qv):
+    q = {
+        "script_score": {
+            "query": {"match_all": {}},
+            "script": {"source": "cosineSimilarity(params.qv, 'vec') + 1.0", "params": {"qv": qv}},
+        }
+    }
+    r = 1 / math.sqrt(2)
+    assert scores(es, q) == approx({"d1": 1 + r, "d2": 1 + r, "d3": 2.0, "d4": 1.0})
+
+
+@pytest.mark.parametrize("qv", [[1.0, True, 0.0], [1.0, "2", 0.0], [1.0, None, 0.0]])
+def test_script_score_query_vector_elements_must_be_numbers(es, qv):
+    from elasticsearch import BadRequestError
+
+    q = {
+        "script_score": {
+            "query": {"match_all": {}},
+            "script": {"source": "cosineSimilarity(params.qv, 'vec')", "params": {"qv": qv}},
+        }
+    }
+    with pytest.raises(BadRequestError) as e:
+        es.search(index="f", query=q)
+    assert "query vector elements must be numbers" in str(e.value.body)
+
+
+@pytest.mark.parametrize("source", ["_score - 100", "Math.sqrt(-_score)"])
+def test_script_score_negative_or_nan_is_refused(es, source):
+    from elasticsearch import BadRequestError
+
+    q = {"script_score": {"query": GRAPH, "script": {"source": source}}}
+    with pytest.raises(BadRequestError) as e:
+        es.search(index="f", query=q)
+    reason = str(e.value.body)
+    assert (
+        "script_score script returned an invalid score" in reason
+        and "Must be a non-negative score!" in reason
+    )
+
+
 def test_script_score_doc_values_and_math(es):
     q = {
         "script_score": {

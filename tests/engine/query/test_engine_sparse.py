@@ -162,10 +162,11 @@ def _compound(children):
             boosts,
         ),
         st.builds(
-            lambda q, src: {
+            lambda q, src, b: {
                 "script_score": {
                     "query": q,
                     "script": {"source": src, "params": {"p": 8.0, "qv": [1.0, 0.5, 2.0]}},
+                    **({} if b == 1.0 else {"boost": b}),
                 }
             },
             children,
@@ -177,6 +178,7 @@ def _compound(children):
                     "doc['v'].size() == 0 ? _score : cosineSimilarity(params.qv, 'v') + 1.0 + _score",
                 ]
             ),
+            boosts,
         ),
     )
 
@@ -270,3 +272,127 @@ def test_rescore_window_only_equals_dense(es, index, query, rescore_query, windo
         return
     assert fast[0] == dense[0] and fast[1] == dense[1], (query, rescore)
     assert fast[2] == pytest.approx(dense[2], rel=1e-6, abs=1e-9), (query, rescore)
+
+
+def _answer_with_span(es, index, query, span):
+    saved = sparse.DENSE_SPAN
+    sparse.DENSE_SPAN = span
+    try:
+        return _answer(es, index, query)
+    finally:
+        sparse.DENSE_SPAN = saved
+
+
+multi_match_like = st.builds(
+    lambda w, t, b, fb: {
+        "dis_max": {
+            "tie_breaker": t,
+            "queries": [
+                {"bool": {"should": [{"term": {f: x}} for x in w.split()], "boost": fb}} for f in ("t", "u")
+            ]
+            + [{"match": {"t": {"query": w, "boost": b}}}],
+        }
+    },
+    words,
+    st.sampled_from([0.0, 0.3, 1.0]),
+    boosts,
+    st.sampled_from([1.0, 1.5, 0.0]),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(index=st.sampled_from(["c1", "c2"]), query=st.one_of(queries, multi_match_like))
+def test_dense_accumulators_equal_merges(es, index, query):
+    """bool and dis_max combine their clauses over dense arrays spanning the matches (issue 29) or
+    by sorted merges (a few scattered matches, ``DENSE_SPAN``): the same hits, order and scores,
+    exactly, and both equal the dense reference path."""
+    merged = _answer_with_span(es, index, query, 0)  # never dense: sorted merges only
+    accumulated = _answer_with_span(es, index, query, 10**9)  # always dense
+    assert accumulated == merged, query
+    sparse.use_sparse(False)
+    try:
+        dense = _answer(es, index, query)
+    finally:
+        sparse.use_sparse(True)
+    if dense[0] == "error":
+        assert accumulated == dense
+        return
+    assert accumulated[0] == dense[0] and accumulated[1] == dense[1], query
+    assert accumulated[2] == dense[2], query
+
+
+def _with_memo(es, index, query, rescore, memo: bool):
+    saved = sparse.MEMO
+    sparse.MEMO = memo
+    try:
+        return _rescored(es, index, query, rescore)
+    finally:
+        sparse.MEMO = saved
+
+
+text_leaf = st.one_of(
+    st.builds(
+        lambda w, t, ty, b: {
+            "multi_match": {"query": w, "fields": ["t^2", "u", "k"], "tie_breaker": t, "type": ty, "boost": b}
+        },
+        words,
+        st.sampled_from([0.0, 0.3]),
+        st.sampled_from(["best_fields", "most_fields"]),
+        boosts,
+    ),
+    st.builds(lambda f, w: {"match": {f: w}}, st.sampled_from(["t", "u"]), words),
+    st.builds(lambda k: {"term": {"k": k}}, st.sampled_from(KEYS)),
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    index=st.sampled_from(["c1", "c2"]),
+    text=text_leaf,
+    other=text_leaf,
+    window=st.sampled_from([1, 5, 20, 60]),
+    first_weight=st.sampled_from([1e-6, 0.75]),
+    nested=st.booleans(),
+)
+def test_rescore_reusing_first_pass_text_hits(es, index, text, other, window, first_weight, nested):
+    """The hybrid's shape (issue 29): the rescore repeats the first pass's text query, whose hits
+    the search keeps (``Ctx.memo``) and the rescore reads for its window. The same hits, order
+    and scores, exactly, as scoring the window again, and as the dense reference."""
+    saturated = {
+        "script_score": {
+            "query": text,
+            "script": {"source": "saturation(_score, params.k) * params.w", "params": {"k": 3.0, "w": 0.75}},
+        }
+    }
+    first = {
+        "bool": {
+            "should": [
+                {
+                    **saturated,
+                    "script_score": {
+                        **saturated["script_score"],
+                        "script": {
+                            "source": "saturation(_score, params.k) * params.w",
+                            "params": {"k": 3.0, "w": first_weight},
+                        },
+                    },
+                },
+                other,
+            ]
+        }
+    }
+    rescore_query = {"bool": {"should": [saturated, {"bool": {"must": [text]}} if nested else other]}}
+    rescore = {
+        "window_size": window,
+        "query": {"rescore_query": rescore_query, "query_weight": 0.0, "rescore_query_weight": 1.0},
+    }
+    kept = _with_memo(es, index, first, rescore, True)
+    again = _with_memo(es, index, first, rescore, False)
+    assert kept == again, (first, rescore)
+    sparse.use_sparse(False)
+    try:
+        dense = _rescored(es, index, first, rescore)
+    finally:
+        sparse.use_sparse(True)
+    assert kept[0] == dense[0] and kept[1] == dense[1], (first, rescore)
+    assert kept[2] == pytest.approx(dense[2], rel=1e-6, abs=1e-9), (first, rescore)

@@ -126,3 +126,39 @@ def test_inner_hits_with_the_same_name_are_a_400(es, inner_hits, key):
     assert err["reason"].startswith(f"[inner_hits] already contains an entry for key [{key}]")
     ok = es.search(index="r", collapse={"field": "k", "inner_hits": [{"name": "a"}, {"name": "b"}]})
     assert set(ok["hits"]["hits"][0]["inner_hits"]) == {"a", "b"}
+
+
+@pytest.mark.parametrize("source", [True, ["t", "k"], {"excludes": ["n"]}])
+def test_hits_and_inner_hits_show_their_documents_reading_each_row_once(es, monkeypatch, source):
+    """Every hit and inner hit shows its own document (filtered as asked); the rows are read once
+    per search, so a group's head -- also its first inner hit -- is not read twice (issue 29)."""
+    from scholar_es.engine.index.store import Reader
+    from scholar_es.engine.search.hits import filter_source
+
+    read: list[int] = []
+    plain = Reader.sources
+
+    def counting(self, seqs):
+        read.extend(int(s) for s in seqs)
+        return plain(self, seqs)
+
+    monkeypatch.setattr(Reader, "sources", counting)
+    resp = es.search(
+        index="r",
+        query={"match": {"t": "neural model gene"}},
+        size=5,
+        _source=source,
+        collapse={
+            "field": "k",
+            "inner_hits": [{"name": "a", "size": 3}, {"name": "b", "size": 2, "from": 1}],
+        },
+    )
+    shown = 0
+    for hit in resp["hits"]["hits"]:
+        assert hit["_source"] == filter_source(es.docs[hit["_id"]], source)
+        for name in ("a", "b"):
+            for inner in hit["inner_hits"][name]["hits"]["hits"]:
+                assert inner["_source"] == filter_source(es.docs[inner["_id"]], source)
+                shown += 1
+    assert shown > len(resp["hits"]["hits"])
+    assert len(read) == len(set(read))

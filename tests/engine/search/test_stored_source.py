@@ -1,0 +1,45 @@
+"""``stored_source``'s shortcut (issue 29): a stored document the mapping's ``_source.excludes``
+cannot change is returned as parsed, without filtering it; the answer is always the filter's."""
+
+from __future__ import annotations
+
+import json
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scholar_es.engine.search.hits import _filter, stored_source
+
+KEYS = ["vector", "a", "b", "a.b", "x", "", "v\u00e9", 'q"', "*"]
+scalars = st.one_of(
+    st.none(), st.booleans(), st.integers(-5, 5), st.floats(allow_nan=False), st.sampled_from(KEYS)
+)
+values = st.recursive(
+    scalars,
+    lambda kids: st.one_of(
+        st.lists(kids, max_size=3), st.dictionaries(st.sampled_from(KEYS), kids, max_size=3)
+    ),
+    max_leaves=10,
+)
+documents = st.dictionaries(st.sampled_from(KEYS), values, max_size=5)
+patterns = st.lists(
+    st.sampled_from(["vector", "a", "a.b", "a.*", "*", "b", "v\u00e9", 'q"', "x", ""]), max_size=3
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(doc=documents, excludes=patterns, ascii_only=st.booleans(), compact=st.booleans())
+def test_stored_source_is_the_filtered_document(doc, excludes, ascii_only, compact):
+    text = json.dumps(doc, ensure_ascii=ascii_only, separators=(",", ":") if compact else None)
+    expected = _filter(json.loads(text), "", [], excludes) if excludes else json.loads(text)
+    got = stored_source(text, excludes)
+    assert got == expected
+    assert list(got) == list(expected)  # key order too
+
+
+def test_a_document_without_the_excluded_field_is_returned_as_parsed():
+    text = json.dumps({"title": "t", "chunk_text": "c", "year": None, "ids": ["p#1"]})
+    assert stored_source(text, ["vector"]) == json.loads(text)
+    # the filter drops empty arrays, so a document holding one is filtered
+    assert stored_source(json.dumps({"a": [], "b": 1}), ["vector"]) == {"b": 1}
+    assert stored_source(json.dumps({"vector": [1.0], "b": 1}), ["vector"]) == {"b": 1}
