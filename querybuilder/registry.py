@@ -61,6 +61,7 @@ class Needs:
 
     vector: bool  # the question's embedding
     heads: bool = False  # heads trained with `scholar-es heads train`
+    adapter: bool = False  # the index's adapter (`scholar-es heads train --self-supervised`)
     license: License = "basic"
     min_version: str = "8.15"  # the oldest Elasticsearch that runs it
     note: str = ""  # where the version comes from

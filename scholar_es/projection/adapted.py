@@ -129,7 +129,7 @@ ADAPTED_STRATEGIES: dict[str, AdaptedStrategy] = {
             name="adapted-dense",
             description="the dense (kNN) query with the question's vector through the index's "
             "self-supervised adapter",
-            needs=Needs(vector=True),
+            needs=Needs(vector=True, adapter=True),
             base="dense",
             uses_text=False,
         ),
@@ -137,7 +137,7 @@ ADAPTED_STRATEGIES: dict[str, AdaptedStrategy] = {
             name="adapted-hybrid",
             description="the hybrid query with the question's vector through the index's "
             "self-supervised adapter",
-            needs=Needs(vector=True),
+            needs=Needs(vector=True, adapter=True),
             base="hybrid",
         ),
     )
