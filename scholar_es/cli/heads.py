@@ -216,24 +216,48 @@ def _train_self_supervised(target, prefix, *, pairs, **options) -> None:
 @target_option
 @click.option("--prefix", default="", help="Alias prefix.")
 def heads_list_cmd(target, prefix) -> None:
-    """List the heads stored in the target."""
+    """List the heads stored in the target, one name a line; then, on a line of its own,
+    ``self-supervised adapter <alias>`` when the prefix has one (``heads train --self-supervised``)."""
     from scholar_es.client import connect
+    from scholar_es.projection.adapter_store import adapter_alias
     from scholar_es.projection.store import list_heads
 
-    for name in run_body(lambda: list_heads(connect(target or default_target(), must_exist=True), prefix)):
+    def body() -> tuple[list[str], bool]:
+        es = connect(target or default_target(), must_exist=True)
+        return list_heads(es, prefix), bool(es.indices.exists_alias(name=adapter_alias(prefix)))
+
+    names, adapter = run_body(body)
+    for name in names:
         click.echo(name)
+    if adapter:
+        click.echo(f"self-supervised adapter {adapter_alias(prefix)}")
 
 
 @heads_group.command("delete")
-@click.argument("name")
+@click.argument("name", required=False)
 @target_option
 @click.option("--prefix", default="", help="Alias prefix.")
-def heads_delete_cmd(name, target, prefix) -> None:
-    """Delete the heads NAME (every stored version)."""
+@click.option(
+    "--self-supervised",
+    "self_supervised",
+    is_flag=True,
+    help="Delete the prefix's self-supervised adapter (every stored version) instead of heads NAME.",
+)
+def heads_delete_cmd(name, target, prefix, self_supervised) -> None:
+    """Delete the heads NAME (every stored version), or with --self-supervised the prefix's adapter."""
     from scholar_es.client import connect
+    from scholar_es.projection.adapter_store import delete_adapter
     from scholar_es.projection.store import delete_heads
 
-    deleted = run_body(
-        lambda: delete_heads(connect(target or default_target(), must_exist=True), name, prefix)
-    )
+    if self_supervised == (name is not None):
+        raise click.UsageError(
+            f"heads delete takes either a heads NAME or --self-supervised, not {'both' if name else 'neither'}; "
+            "e.g. `scholar-es heads delete default` or `scholar-es heads delete --self-supervised --prefix P`"
+        )
+
+    def body() -> list[str]:
+        es = connect(target or default_target(), must_exist=True)
+        return delete_adapter(es, prefix) if self_supervised else delete_heads(es, name, prefix)
+
+    deleted = run_body(body)
     click.echo(f"deleted {', '.join(deleted) if deleted else 'nothing'}")

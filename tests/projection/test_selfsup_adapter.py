@@ -386,3 +386,27 @@ def test_hard_batches_group_alike_targets():
     Q, T2, ids = _rotated_pairs(n=200)
     _, report = fit_adapter(Q, T2, ids, model="m", epochs=3, batch_size=16, hard_batches=True)
     assert report.heldout_loss_after < report.heldout_loss_before
+
+
+def test_list_and_delete_name_the_adapter(tmp_path: Path):
+    emb_dims = 4
+    from scholar_es.engine.rest.transport import embedded_client
+
+    engine = tmp_path / "engine"
+    es = embedded_client(engine)
+    try:
+        adapter_store.save_adapter(es, _known_adapter(emb_dims, "fake-model"), "p-")
+    finally:
+        es.close()
+    listed = _cli("heads", "list", "--prefix", "p-", "--es", str(engine))
+    assert listed.exit_code == 0 and listed.output.splitlines() == ["self-supervised adapter p-adapter"]
+    assert _cli("heads", "list", "--prefix", "q-", "--es", str(engine)).output == ""  # another prefix: none
+    both = _cli("heads", "delete", "default", "--self-supervised", "--prefix", "p-", "--es", str(engine))
+    assert both.exit_code == 2 and "either a heads NAME or --self-supervised, not both" in both.output
+    neither = _cli("heads", "delete", "--prefix", "p-", "--es", str(engine))
+    assert neither.exit_code == 2 and "not neither" in neither.output
+    gone = _cli("heads", "delete", "--self-supervised", "--prefix", "p-", "--es", str(engine))
+    assert gone.exit_code == 0 and gone.output.strip() == "deleted p-adapter-v1"
+    assert _cli("heads", "list", "--prefix", "p-", "--es", str(engine)).output == ""
+    again = _cli("heads", "delete", "--self-supervised", "--prefix", "p-", "--es", str(engine))
+    assert again.output.strip() == "deleted nothing"
