@@ -6,6 +6,7 @@ import fnmatch
 import functools
 import json
 import re
+from collections.abc import Callable
 
 import numpy as np
 
@@ -188,25 +189,17 @@ def _pattern(patterns: tuple[str, ...]) -> re.Pattern:
     return re.compile("|".join(fnmatch.translate(p) for p in patterns))
 
 
-class _Names:
-    """Patterns without wildcards: a path matches when it is one of them (a set look-up)."""
-
-    def __init__(self, names: tuple[str, ...]) -> None:
-        self.names = frozenset(names)
-
-    def match(self, path: str) -> bool | None:
-        return True if path in self.names else None
-
-
 @functools.lru_cache(maxsize=256)
-def _matcher(patterns: tuple[str, ...]) -> re.Pattern | _Names:
+def _matcher(patterns: tuple[str, ...]) -> Callable[[str], bool]:
+    """Whether a path matches one of ``patterns``: a set look-up when none has a wildcard."""
     if any(c in p for p in patterns for c in "*?[]\\"):
-        return _pattern(patterns)
-    return _Names(patterns)
+        rx = _pattern(patterns)
+        return lambda path: rx.match(path) is not None
+    return frozenset(patterns).__contains__
 
 
 #: compiled patterns (None: no pattern, which includes everything / excludes nothing)
-_Rx = re.Pattern | _Names | None
+_Rx = Callable[[str], bool] | None
 
 
 def _compiled(patterns: list) -> _Rx:
@@ -222,16 +215,11 @@ def _filter(obj: dict, prefix: str, includes: list, excludes: list) -> dict:
 def _filter_rx(obj: dict, prefix: str, inc: _Rx, exc: _Rx) -> dict:
     """:func:`_filter` with the patterns compiled once (``inc`` None: every key is included)."""
     out: dict = {}
-    # plain names: a set look-up inline (the same answer as their ``match``)
-    inc_names = inc.names if type(inc) is _Names else None
-    exc_names = exc.names if type(exc) is _Names else None
     for key, value in obj.items():
         path = prefix + key
-        if exc is not None and (path in exc_names if exc_names is not None else exc.match(path) is not None):
+        if exc is not None and exc(path):
             continue
-        included = inc is None or (
-            path in inc_names if inc_names is not None else inc.match(path) is not None
-        )
+        included = inc is None or inc(path)
         if isinstance(value, dict):
             sub = _filter_rx(value, path + ".", None if included else inc, exc)
             if included or sub:
