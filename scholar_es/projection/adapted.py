@@ -12,7 +12,6 @@ ConfigError naming the command that trains it, and ``dense``/``hybrid`` never re
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,9 +19,9 @@ import numpy as np
 from querybuilder.registry import EvalContext, Needs, Prepared, register
 from querybuilder.request import SearchRequest
 from querybuilder.results import SearchResult, page_of
-from querybuilder.strategies import PlanStrategy, build_body, plan_strategy
 from scholar_es.errors import ConfigError
 from scholar_es.projection.adapter import Adapter
+from scholar_es.projection.search import AliasCache, BaseVectorStrategy
 
 
 @dataclass
@@ -33,21 +32,8 @@ class AdaptedRequest:
 
 
 @dataclass(frozen=True, kw_only=True)
-class AdaptedStrategy(PlanStrategy):
+class AdaptedStrategy(BaseVectorStrategy):
     """The ``dense`` or ``hybrid`` request with the question's vector through the index's adapter."""
-
-    base: str
-    templates: bool = False  # the vector is adapted per question: nothing to store
-    year_sort: bool = False
-
-    def _base(self) -> PlanStrategy:
-        return plan_strategy(self.base)
-
-    def build(self, plan, vector):
-        return self._base().build(plan, vector)
-
-    def make_plan(self, request: SearchRequest):
-        return self._base().make_plan(request)
 
     def prepare(self, es, request: SearchRequest) -> Prepared:
         if es is None:
@@ -66,9 +52,6 @@ class AdaptedStrategy(PlanStrategy):
         q = embed_question(es, plan, embedder)  # the index's model (checked)
         vector = adapter.apply(q, model=model)
         return Prepared(self, request, AdaptedRequest(plan, vector, adapter_alias(request.prefix)))
-
-    def bodies(self, prepared: Prepared) -> dict | list[dict]:
-        return build_body(prepared.state.plan, prepared.state.vector)
 
     def execute(self, es, prepared: Prepared) -> SearchResult:
         req = prepared.state
@@ -96,29 +79,15 @@ def adapt_vectors(
     return dict(zip(keys, adapted, strict=True))
 
 
-_LOADED: dict[tuple[int, str], tuple[object, tuple[str, ...], Adapter]] = {}
-_LOADED_MAX = 16
-_LOADED_LOCK = threading.Lock()
+_ADAPTERS: AliasCache[Adapter] = AliasCache()
 
 
 def resolve_adapter(es, prefix: str = "") -> Adapter:
     """The adapter of ``prefix``, kept per client and alias while the alias points to the same index
-    (a long-running service pays one ``_alias`` request per search; a retrain is picked up)."""
-    from indexer.layout import physical_indices
+    (:class:`~scholar_es.projection.search.AliasCache`)."""
     from scholar_es.projection.adapter_store import adapter_alias, load_adapter
 
-    alias = adapter_alias(prefix)
-    indices = tuple(physical_indices(es, alias))
-    cached = _LOADED.get((id(es), alias))
-    if indices and cached is not None and cached[0] is es and cached[1] == indices:
-        return cached[2]
-    loaded = load_adapter(es, prefix)
-    if indices:
-        with _LOADED_LOCK:
-            if len(_LOADED) >= _LOADED_MAX:
-                _LOADED.pop(next(iter(_LOADED)))
-            _LOADED[(id(es), alias)] = (es, indices, loaded)
-    return loaded
+    return _ADAPTERS.get(es, adapter_alias(prefix), lambda: load_adapter(es, prefix))
 
 
 #: the adapter strategies, registered in ``querybuilder.registry``

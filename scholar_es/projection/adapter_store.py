@@ -17,16 +17,16 @@ was trained.
 from __future__ import annotations
 
 import numpy as np
-from elasticsearch import NotFoundError, helpers
+from elasticsearch import NotFoundError
 
 from indexer import layout
-from scholar_es.errors import ConfigError, ScholarEsError
+from scholar_es.errors import ConfigError
 from scholar_es.projection.adapter import Adapter
+from scholar_es.projection.store import delete_versions, read_rows, write_version
 
 SCHEMA = "scholar-es/adapter"
 SCHEMA_VERSION = 1
 KIND = "adapter"
-PAGE = 1000
 _ROW = {"type": "float", "index": False, "doc_values": False}
 TRAIN_COMMAND = "scholar-es heads train --self-supervised --prefix {prefix!r} --es TARGET"
 
@@ -55,31 +55,18 @@ def adapter_body(adapter: Adapter) -> dict:
 
 def save_adapter(es, adapter: Adapter, prefix: str = "") -> str:
     """Write ``adapter`` as a new version behind ``<prefix>adapter``; returns the index name."""
-    alias = adapter_alias(prefix)
-    if es.indices.exists(index=alias) and not layout.physical_indices(es, alias):
-        raise ConfigError(
-            f"{alias!r} is a concrete index, not an alias; delete or rename it before training the "
-            "adapter of this prefix"
-        )
-    index = layout.next_version(es, alias)
-    es.indices.create(index=index, **adapter_body(adapter))
     w = np.asarray(adapter.weight, dtype=np.float32)
-    ok, errors = helpers.bulk(
+    return write_version(
         es,
-        (
-            {"_index": index, "_id": str(k), "_source": {"seq": k, "row": [float(x) for x in w[k]]}}
-            for k in range(adapter.dims)
-        ),
-        raise_on_error=False,
+        prefix,
+        KIND,
+        adapter_body(adapter),
+        ({"seq": k, "row": [float(x) for x in w[k]]} for k in range(adapter.dims)),
+        concrete_fix=" before training the adapter of this prefix",
+        failure="storing the adapter",
+        unit="rows",
         chunk_size=100,
     )
-    assert isinstance(errors, list)  # without stats_only, bulk gives the failed items themselves
-    if errors:
-        es.indices.delete(index=index)
-        raise ScholarEsError(f"storing the adapter failed for {len(errors)} rows: {errors[0]}")
-    es.indices.refresh(index=index)
-    layout.publish(es, prefix, {KIND: index})
-    return index
 
 
 def read_meta(es, prefix: str = "") -> dict:
@@ -111,23 +98,16 @@ def load_adapter(es, prefix: str = "") -> Adapter:
     dims = int(meta["dims"])
     w = np.zeros((dims, dims), dtype=np.float32)
     seen: set[int] = set()
-    for start in range(0, dims, PAGE):
-        resp = es.search(
-            index=alias,
-            query={"range": {"seq": {"gte": start, "lt": start + PAGE}}},
-            sort=[{"seq": "asc"}],
-            size=PAGE,
-        ).body
-        for hit in resp["hits"]["hits"]:
-            src = hit["_source"]
-            k = int(src["seq"])
-            if not 0 <= k < dims or len(src["row"]) != dims:
-                raise ConfigError(
-                    f"adapter index {alias!r} is damaged: row {hit['_id']!r} does not match its _meta "
-                    f"({dims} dims); train the adapter again"
-                )
-            w[k] = src["row"]
-            seen.add(k)
+    for hit in read_rows(es, alias, dims):
+        src = hit["_source"]
+        k = int(src["seq"])
+        if not 0 <= k < dims or len(src["row"]) != dims:
+            raise ConfigError(
+                f"adapter index {alias!r} is damaged: row {hit['_id']!r} does not match its _meta "
+                f"({dims} dims); train the adapter again"
+            )
+        w[k] = src["row"]
+        seen.add(k)
     if len(seen) != dims:
         raise ConfigError(
             f"adapter index {alias!r} holds {len(seen)} rows but its _meta says {dims}; train the "
@@ -138,8 +118,4 @@ def load_adapter(es, prefix: str = "") -> Adapter:
 
 def delete_adapter(es, prefix: str = "") -> list[str]:
     """Delete every ``<prefix>adapter-v<N>`` index (the alias goes with them); returns them."""
-    alias = adapter_alias(prefix)
-    deleted = sorted(layout.versions(es, alias))
-    for index in deleted:
-        es.indices.delete(index=index)
-    return deleted
+    return delete_versions(es, adapter_alias(prefix))

@@ -17,8 +17,9 @@ the heads: a mismatch raises :class:`~scholar_es.errors.ModelMismatchError`.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import numpy as np
 
@@ -36,13 +37,13 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True, kw_only=True)
-class HeadsStrategy(PlanStrategy):
-    """The query builder's ``dense`` or ``hybrid`` request with the question's vector, projected
-    through trained heads (``projects``) or as it is (``direct``)."""
+class BaseVectorStrategy(PlanStrategy):
+    """The request of a query-builder strategy (``base``: ``dense`` or ``hybrid``) with a question
+    vector this strategy makes itself in ``prepare`` (its state has ``plan`` and ``vector``): the
+    heads' projection here, the self-supervised adapter (:mod:`scholar_es.projection.adapted`)."""
 
     base: str  # the query-builder strategy whose DSL it sends
-    projects: bool
-    templates: bool = False  # the vector is projected per question: nothing to store
+    templates: bool = False  # the vector is made per question: nothing to store
     year_sort: bool = False  # the year sort is refused by name (paging works: results.page_of)
 
     def _base(self) -> PlanStrategy:
@@ -54,6 +55,17 @@ class HeadsStrategy(PlanStrategy):
     def make_plan(self, request: SearchRequest):
         return self._base().make_plan(request)
 
+    def bodies(self, prepared: Prepared) -> dict | list[dict]:
+        return build_body(prepared.state.plan, prepared.state.vector)
+
+
+@dataclass(frozen=True, kw_only=True)
+class HeadsStrategy(BaseVectorStrategy):
+    """The query builder's ``dense`` or ``hybrid`` request with the question's vector, projected
+    through trained heads (``projects``) or as it is (``direct``)."""
+
+    projects: bool
+
     def prepare(self, es, request: SearchRequest) -> Prepared:
         if es is None:
             raise ConfigError(
@@ -61,9 +73,6 @@ class HeadsStrategy(PlanStrategy):
                 "engine or cluster: give the target (scholar-es query --es TARGET)"
             )
         return Prepared(self, request, build_request(es, request, strategy=self.name))
-
-    def bodies(self, prepared: Prepared) -> dict | list[dict]:
-        return build_body(prepared.state.plan, prepared.state.vector)
 
     def execute(self, es, prepared: Prepared) -> ProjectedSearch:
         req = prepared.state
@@ -203,11 +212,36 @@ def ranked_ids(result, level: str = "chunk") -> list[str]:
     return list(dict.fromkeys(h.paper_id for h in result.hits))
 
 
-_LOADED: dict[
-    tuple[int, str], tuple[object, tuple[str, ...], Heads]
-] = {}  # (client, alias) -> (client, indices, heads)
-_LOADED_MAX = 16
-_LOADED_LOCK = threading.Lock()
+T = TypeVar("T")
+
+
+class AliasCache(Generic[T]):
+    """What was loaded from an alias, kept per client and alias while the alias points to the same
+    index(es): a long-running service pays one ``_alias`` request per search, and a retrain (a new
+    index version) is picked up. Threads share it: evict and insert one at a time."""
+
+    def __init__(self, size: int = 16) -> None:
+        self._items: dict[tuple[int, str], tuple[object, tuple[str, ...], T]] = {}
+        self._size = size
+        self._lock = threading.Lock()
+
+    def get(self, es, alias: str, load: Callable[[], T]) -> T:
+        from indexer.layout import physical_indices
+
+        indices = tuple(physical_indices(es, alias))
+        cached = self._items.get((id(es), alias))
+        if indices and cached is not None and cached[0] is es and cached[1] == indices:
+            return cached[2]
+        loaded = load()
+        if indices:
+            with self._lock:
+                if len(self._items) >= self._size:
+                    self._items.pop(next(iter(self._items)))
+                self._items[(id(es), alias)] = (es, indices, loaded)
+        return loaded
+
+
+_HEADS: AliasCache[Heads] = AliasCache()
 
 
 def resolve_heads(es, heads: Heads | str | None, prefix: str = "") -> Heads:
@@ -216,22 +250,10 @@ def resolve_heads(es, heads: Heads | str | None, prefix: str = "") -> Heads:
     pays one ``_alias`` request per search, and a retrain (a new index version) is picked up."""
     if isinstance(heads, Heads):
         return heads
-    from indexer.layout import physical_indices
     from scholar_es.projection.store import heads_alias, load_heads
 
     name = heads or DEFAULT_NAME
-    alias = heads_alias(name, prefix)
-    indices = tuple(physical_indices(es, alias))
-    cached = _LOADED.get((id(es), alias))
-    if indices and cached is not None and cached[0] is es and cached[1] == indices:
-        return cached[2]
-    loaded = load_heads(es, name, prefix)
-    if indices:
-        with _LOADED_LOCK:  # a server's threads share the cache: evict and insert one at a time
-            if len(_LOADED) >= _LOADED_MAX:
-                _LOADED.pop(next(iter(_LOADED)))
-            _LOADED[(id(es), alias)] = (es, indices, loaded)
-    return loaded
+    return _HEADS.get(es, heads_alias(name, prefix), lambda: load_heads(es, name, prefix))
 
 
 def execute(es, plan, vector: np.ndarray, strategy_name: str, explain: bool = False):

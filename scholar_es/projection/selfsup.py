@@ -122,7 +122,7 @@ def read_chunks(
                 sort=[{"chunk_id": "asc"}],
                 size=PAGE,
                 source=fields,
-                track_total_hits=True,
+                track_total_hits=after is None,  # counted once, on the first page
                 **extra,
             ).body
         except NotFoundError:
@@ -131,7 +131,8 @@ def read_chunks(
                 f"index it first (scholar-es index ... --prefix {prefix!r}) or pass the --prefix it "
                 "was indexed under"
             ) from None
-        total = int(resp["hits"]["total"]["value"])
+        if after is None:
+            total = int(resp["hits"]["total"]["value"])
         hits = resp["hits"]["hits"]
         out.extend(IndexedChunk.of(h["_source"]) for h in hits)
         if on_progress:

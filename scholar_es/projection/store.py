@@ -20,7 +20,7 @@ Reading pages through the heads with ``range`` on ``seq`` (no scroll or search_a
 from __future__ import annotations
 
 import math
-import re
+from collections.abc import Iterator
 
 import numpy as np
 from elasticsearch import NotFoundError, helpers
@@ -87,29 +87,77 @@ def _doc(heads: Heads, k: int) -> dict:
     }
 
 
-def save_heads(es, heads: Heads, prefix: str = "") -> str:
-    """Write ``heads`` as a new version behind ``<prefix>heads-<name>``; returns the index name."""
-    alias = heads_alias(heads.name, prefix)
+def write_version(
+    es,
+    prefix: str,
+    kind: str,
+    body: dict,
+    rows: Iterator[dict],
+    *,
+    concrete_fix: str,
+    failure: str,
+    unit: str,
+    chunk_size: int,
+) -> str:
+    """Write ``rows`` (their ``seq`` is their id) into a new version ``<prefix><kind>-v<N>`` created
+    with ``body`` and move the alias ``<prefix><kind>`` to it (:func:`indexer.layout.publish`);
+    returns the index. Shared by the heads and the self-supervised adapter. A concrete index named
+    like the alias is refused (``concrete_fix``: what to do); a failed row deletes the new version."""
+    alias = layout.alias_name(prefix, kind)
     if es.indices.exists(index=alias) and not layout.physical_indices(es, alias):
-        raise ConfigError(
-            f"{alias!r} is a concrete index, not an alias; delete or rename it, or train heads with "
-            "another --name"
-        )
+        raise ConfigError(f"{alias!r} is a concrete index, not an alias; delete or rename it{concrete_fix}")
     index = layout.next_version(es, alias)
-    es.indices.create(index=index, **heads_body(heads))
+    es.indices.create(index=index, **body)
     ok, errors = helpers.bulk(
         es,
-        ({"_index": index, "_id": str(k), "_source": _doc(heads, k)} for k in range(len(heads))),
+        ({"_index": index, "_id": str(row["seq"]), "_source": row} for row in rows),
         raise_on_error=False,
-        chunk_size=200,
+        chunk_size=chunk_size,
     )
     assert isinstance(errors, list)  # without stats_only, bulk gives the failed items themselves
     if errors:
         es.indices.delete(index=index)
-        raise ScholarEsError(f"storing heads {heads.name!r} failed for {len(errors)} heads: {errors[0]}")
+        raise ScholarEsError(f"{failure} failed for {len(errors)} {unit}: {errors[0]}")
     es.indices.refresh(index=index)
-    layout.publish(es, prefix, {f"heads-{heads.name}": index})
+    layout.publish(es, prefix, {kind: index})
     return index
+
+
+def read_rows(es, alias: str, count: int) -> Iterator[dict]:
+    """The hits of rows ``seq`` 0 .. count-1 of ``alias``, in pages of :data:`PAGE` by ``range`` on
+    ``seq`` (no scroll or search_after needed)."""
+    for start in range(0, count, PAGE):
+        resp = es.search(
+            index=alias,
+            query={"range": {"seq": {"gte": start, "lt": start + PAGE}}},
+            sort=[{"seq": "asc"}],
+            size=PAGE,
+        ).body
+        yield from resp["hits"]["hits"]
+
+
+def delete_versions(es, alias: str) -> list[str]:
+    """Delete every ``<alias>-v<N>`` index (the alias goes with them); returns them, sorted."""
+    deleted = sorted(layout.versions(es, alias))
+    for index in deleted:
+        es.indices.delete(index=index)
+    return deleted
+
+
+def save_heads(es, heads: Heads, prefix: str = "") -> str:
+    """Write ``heads`` as a new version behind ``<prefix>heads-<name>``; returns the index name."""
+    check_name(heads.name)
+    return write_version(
+        es,
+        prefix,
+        f"heads-{heads.name}",
+        heads_body(heads),
+        (_doc(heads, k) for k in range(len(heads))),
+        concrete_fix=", or train heads with another --name",
+        failure=f"storing heads {heads.name!r}",
+        unit="heads",
+        chunk_size=200,
+    )
 
 
 def list_heads(es, prefix: str = "") -> list[str]:
@@ -154,26 +202,19 @@ def load_heads(es, name: str = DEFAULT_NAME, prefix: str = "") -> Heads:
     answers = np.zeros((n, dims), dtype=np.float32)
     counts = np.zeros(n, dtype=np.int64)
     seen = 0
-    for start in range(0, n, PAGE):
-        resp = es.search(
-            index=alias,
-            query={"range": {"seq": {"gte": start, "lt": start + PAGE}}},
-            sort=[{"seq": "asc"}],
-            size=PAGE,
-        ).body
-        for hit in resp["hits"]["hits"]:
-            src = hit["_source"]
-            k = int(src["seq"])
-            if not 0 <= k < n or len(src["centroid"]) != dims or len(src["answer_vector"]) != dims:
-                raise ConfigError(
-                    f"heads index {alias!r} is damaged: head {hit['_id']!r} does not match its _meta "
-                    f"({n} heads of {dims} dims); retrain the heads"
-                )
-            ids[k] = str(src["answer_id"])
-            cents[k] = src["centroid"]
-            answers[k] = src["answer_vector"]
-            counts[k] = int(src.get("n_questions") or 0)
-            seen += 1
+    for hit in read_rows(es, alias, n):
+        src = hit["_source"]
+        k = int(src["seq"])
+        if not 0 <= k < n or len(src["centroid"]) != dims or len(src["answer_vector"]) != dims:
+            raise ConfigError(
+                f"heads index {alias!r} is damaged: head {hit['_id']!r} does not match its _meta "
+                f"({n} heads of {dims} dims); retrain the heads"
+            )
+        ids[k] = str(src["answer_id"])
+        cents[k] = src["centroid"]
+        answers[k] = src["answer_vector"]
+        counts[k] = int(src.get("n_questions") or 0)
+        seen += 1
     if seen != n:
         raise ConfigError(
             f"heads index {alias!r} holds {seen} heads but its _meta says {n}; retrain the heads"
@@ -197,10 +238,4 @@ def load_heads(es, name: str = DEFAULT_NAME, prefix: str = "") -> Heads:
 def delete_heads(es, name: str = DEFAULT_NAME, prefix: str = "") -> list[str]:
     """Delete the heads ``name``: every ``<prefix>heads-<name>-v<N>`` index (the alias goes with
     them). Returns the deleted indices."""
-    alias = heads_alias(name, prefix)
-    pattern = re.compile(re.escape(alias) + r"-v\d+$")
-    existing = es.indices.get(index=f"{alias}-v*", allow_no_indices=True, expand_wildcards="all").body
-    deleted = sorted(n for n in existing if pattern.match(n))
-    for index in deleted:
-        es.indices.delete(index=index)
-    return deleted
+    return delete_versions(es, heads_alias(name, prefix))
