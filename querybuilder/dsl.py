@@ -243,6 +243,14 @@ def top_window(plan: QueryPlan) -> int:
     return min(max(plan.profile.top_window, plan.fetch_size), rescore_window(plan))
 
 
+def recall_phase(plan: QueryPlan) -> tuple[tuple[float, float], int] | None:
+    """(the recall formula's weights, :func:`top_window`) of a two-phase rescore (corpus-wide);
+    None where one phase, the main formula, orders the window (inside one paper, ``top_window`` 0)."""
+    if plan.recall_weights is None or plan.profile.top_window == 0:
+        return None
+    return plan.recall_weights, top_window(plan)
+
+
 def _rescorer(window: int, query: Query) -> dict:
     return {
         "window_size": window,
@@ -266,17 +274,19 @@ def hybrid_rescore(plan: QueryPlan, vector: list[float]) -> dict | list[dict] | 
     if plan.profile.rescore_window == 0 or not plan.has_text or plan.sort == "year":
         return None
     main = _rescorer(rescore_window(plan), with_section_multipliers(plan, both_signals_query(plan, vector)))
-    if plan.recall_weights is None or plan.profile.top_window == 0:
+    phases = recall_phase(plan)
+    if phases is None:
         return main
     # corpus-wide: two phases (Elasticsearch applies a list of rescorers in order, each on the top
     # window_size hits of the one before; reference/search/search-your-data/filter-search-results.html
     # #multiple-rescores). The recall formula orders the window, its top top_window hits are then
     # scored by the main formula; query_weight 0 in both, so every returned hit (at most
     # top_window: it is at least the hits asked for) carries the main formula's score alone.
-    recall = both_signals_query(plan, vector, plan.recall_weights)
+    weights, top = phases
+    recall = both_signals_query(plan, vector, weights)
     return [
         _rescorer(rescore_window(plan), with_section_multipliers(plan, recall)),
-        {**main, "window_size": top_window(plan)},
+        {**main, "window_size": top},
     ]
 
 

@@ -357,6 +357,14 @@ def hybrid_weights(profile: Profile, filters: Filters) -> tuple[float, float]:
     return profile.bm25_weight, profile.saturation_k
 
 
+def recall_weights(profile: Profile, filters: Filters) -> tuple[float, float] | None:
+    """(recall_bm25_weight, recall_saturation_k) of a corpus-wide search; None inside one paper (a
+    single ``paper_ids`` filter), where one rescore by the main formula orders the paper."""
+    if len(filters.paper_ids) == 1:
+        return None
+    return profile.recall_bm25_weight, profile.recall_saturation_k
+
+
 def per_paper_cap(profile: Profile, filters: Filters) -> int:
     """Most chunks a paper may give: the profile's ``per_paper_cap`` when several papers can
     answer; none (0) inside one paper (a single ``paper_ids`` filter), where a search returns
@@ -395,9 +403,6 @@ def plan_for(
     parsed = Filters.parse(request.filters)
     boosts, match_type = text_fields(prof, stype, parsed)
     bm25_weight, saturation_k = hybrid_weights(prof, parsed)
-    recall_weights = (
-        None if len(parsed.paper_ids) == 1 else (prof.recall_bm25_weight, prof.recall_saturation_k)
-    )
     cap = per_paper_cap(prof, parsed)
     text, _, notes = bound_text(text, len(boosts))
     expansions = expand(text, synonyms) if expand_now else ()
@@ -412,7 +417,7 @@ def plan_for(
         match_type=match_type,
         bm25_weight=bm25_weight,
         saturation_k=saturation_k,
-        recall_weights=recall_weights,
+        recall_weights=recall_weights(prof, parsed),
         section_multipliers=dict(section_multipliers(prof, parsed)[intent.rule]) if strategy.sections else {},
         expansions=expansions,
         notes=notes + more if strategy.uses_text else (),

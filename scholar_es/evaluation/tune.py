@@ -129,7 +129,7 @@ def collect_candidates(
     from elasticsearch.dsl import Q
     from tqdm import tqdm
 
-    from querybuilder.dsl import hybrid_rescore, rescore_window
+    from querybuilder.dsl import recall_phase, rescore_window
     from querybuilder.request import SearchRequest
     from querybuilder.strategies import build_one, make_plan
 
@@ -156,12 +156,7 @@ def collect_candidates(
         bm25: dict[str, float] = {}
         knn: dict[str, float] = {}
         window = rescore_window(hybrid_plan) if profile_window(profile) > 0 else 0
-        rescore = hybrid_rescore(hybrid_plan, [1.0]) if window else None  # its windows only
-        cascade = (
-            (hybrid_plan.recall_weights, rescore[1]["window_size"])
-            if isinstance(rescore, list) and hybrid_plan.recall_weights
-            else None
-        )
+        cascade = recall_phase(hybrid_plan) if window and hybrid_plan.has_text else None
         if text_plan.has_text:  # deep enough for every text-only hit of the rescore window
             text_body = build_one(text_plan).source(list(FIELDS)).extra(size=max(DEPTH, window)).to_dict()
             resp = es.search(index=text_plan.index, body=text_body).body
@@ -248,7 +243,7 @@ def simulate(dataset: Dataset, cands: dict[str, Candidates], p: Params) -> dict[
     mults = p.multiplier_dict()
     out = {}
     for qid, c in cands.items():
-        text = np.where(c.matched, p.bm25_weight * c.bm25 / (c.bm25 + p.saturation_k), 0.0)
+        text = _saturated(c, p.bm25_weight, p.saturation_k)
         score = text + p.knn_weight * c.knn
         rule = mults.get(c.rule, {})
         m = np.array([rule.get(h.get("section_type", ""), 1.0) for h in c.hits]) if rule else 1.0
@@ -257,21 +252,23 @@ def simulate(dataset: Dataset, cands: dict[str, Candidates], p: Params) -> dict[
         if c.vec is not None:  # the rescore: the first pass's window, scored with both signals
             # the first pass of a rescored hybrid (querybuilder.dsl.window_query): the text part
             # weighted WINDOW_TEXT_WEIGHT, so the kNN top k come first, then the text-only hits
-            sat = np.where(c.matched, c.bm25 / (c.bm25 + p.saturation_k), 0.0)
-            first = (WINDOW_TEXT_WEIGHT * sat + p.knn_weight * c.knn) * m
+            first = (_saturated(c, WINDOW_TEXT_WEIGHT, p.saturation_k) + p.knn_weight * c.knn) * m
             final = (text + p.knn_weight * c.vec) * m
             window = max(c.rescore_window, DEPTH)
-            if c.recall is not None:  # phase 1: the recall formula orders the window
-                w, k = c.recall
-                recall = (np.where(c.matched, w * c.bm25 / (c.bm25 + k), 0.0) + p.knn_weight * c.vec) * m
-                ordered = plain_ranking(c, first, recall, window, depth=window)
-                top = ordered[: c.top_window]  # phase 2: its top window by the main formula
-                top = top[np.lexsort((c.order[top], -final[top]))][:DEPTH]
-                out[qid] = _ranking(dataset, [c.hits[i] for i in top], dataset.qrels.get(qid, {}))
-                continue
-        top = plain_ranking(c, first, final, window)
+        if c.vec is not None and c.recall is not None:
+            # phase 1: the recall formula orders the window; phase 2: its top window by the main one
+            recall = (_saturated(c, *c.recall) + p.knn_weight * c.vec) * m
+            top = plain_ranking(c, first, recall, window, depth=c.top_window)
+            top = top[np.lexsort((c.order[top], -final[top]))][:DEPTH]
+        else:
+            top = plain_ranking(c, first, final, window)
         out[qid] = _ranking(dataset, [c.hits[i] for i in top], dataset.qrels.get(qid, {}))
     return out
+
+
+def _saturated(c: Candidates, weight: float, k: float) -> np.ndarray:
+    """``weight * s / (s + k)`` of each candidate's BM25 score ``s`` (0 where the text does not match)."""
+    return np.where(c.matched, weight * c.bm25 / (c.bm25 + k), 0.0)
 
 
 def plain_ranking(
