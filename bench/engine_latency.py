@@ -302,7 +302,10 @@ def time_interleaved(fns: dict, items, reps: int, warmup: int = 3) -> dict[str, 
     """Per method, per repetition: wall and CPU (``time.process_time``) samples of every item.
 
     The methods take turns on each item (engine and peers alternate query by query), so load from
-    other jobs on a shared machine hits them alike; repetitions repeat the whole pass."""
+    other jobs on a shared machine hits them alike; repetitions repeat the whole pass. The order of
+    the turns rotates from item to item (item ``i`` starts with method ``i mod M``), so no method
+    always follows the same one: a peer that streams a large matrix (``numpy_knn``) evicts the
+    caches, and whatever always ran next would always start cold."""
     for fn in fns.values():
         for item in items[:warmup]:
             fn(item)
@@ -310,8 +313,11 @@ def time_interleaved(fns: dict, items, reps: int, warmup: int = 3) -> dict[str, 
     for _ in range(reps):
         wall: dict[str, list[float]] = {name: [] for name in fns}
         cpu: dict[str, list[float]] = {name: [] for name in fns}
-        for item in items:
-            for name, fn in fns.items():
+        names = list(fns)
+        for i, item in enumerate(items):
+            shift = i % len(names)
+            for name in names[shift:] + names[:shift]:
+                fn = fns[name]
                 c0, t0 = time.process_time(), time.perf_counter()
                 fn(item)
                 wall[name].append(time.perf_counter() - t0)
