@@ -560,6 +560,8 @@ class Engine:
         self._handles: dict[str, IndexHandle] = {}
         self._meta_gen = self.store.meta_gen()
         self._lock = threading.RLock()
+        #: (meta generation, index names, aliases) as :meth:`resolve` last read them
+        self._names: tuple[int, frozenset[str], list[tuple[str, str, bool | None]]] | None = None
 
     def changed_elsewhere(self) -> bool:
         """Whether index definitions or aliases changed since the last look (any process)."""
@@ -686,8 +688,7 @@ class Engine:
 
     def resolve(self, expr: str, allow_aliases: bool = True, must_exist: bool = True) -> list[str]:
         """Concrete index names for a comma list of names, aliases and wildcards."""
-        indices = self.store.indices()
-        aliases = self.store.aliases()
+        indices, aliases = self._names_and_aliases()
         out: list[str] = []
         for part in [p.strip() for p in str(expr).split(",") if p.strip()]:
             if part in ("_all", "*"):
@@ -708,6 +709,19 @@ class Engine:
             if must_exist:
                 raise index_not_found(part)
         return list(dict.fromkeys(out))
+
+    def _names_and_aliases(self) -> tuple[frozenset[str], list[tuple[str, str, bool | None]]]:
+        """The index names and the aliases, read from SQLite again only when index definitions or
+        aliases changed (any process bumps the meta generation): one read transaction for the
+        generation and both lists, so they agree."""
+        with self.store.reading():
+            gen = self.store.meta_gen()
+            kept = self._names
+            if kept is not None and kept[0] == gen:
+                return kept[1], kept[2]
+            names, aliases = frozenset(self.store.index_names()), self.store.aliases()
+        self._names = (gen, names, aliases)
+        return names, aliases
 
     def write_index(self, name: str, create: bool = True) -> str:
         """The index a write to ``name`` goes to (through a single or write alias)."""

@@ -412,6 +412,10 @@ class Store:
             db.execute("DELETE FROM indices WHERE name = ?", (name,))
             db.execute("DELETE FROM history WHERE index_name = ?", (name,))
 
+    def index_names(self) -> list[str]:
+        """The names of the indices (without reading their settings and mappings)."""
+        return [r[0] for r in self._query("SELECT name FROM indices")]
+
     # --- aliases -------------------------------------------------------------------
     def aliases(self) -> list[tuple[str, str, bool | None]]:
         rows = self._query("SELECT alias, index_name, is_write FROM aliases ORDER BY alias, index_name")
