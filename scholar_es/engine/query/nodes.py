@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from scholar_es.engine.index.segment import Segment
+from scholar_es.engine.index.segment.runs import Runs
 from scholar_es.engine.query import similarity as sim
 
 
@@ -93,6 +94,40 @@ class TermNode(Node):
             mask[docs] = True
             scores[docs] = term_scores
         return mask, scores
+
+    def score_runs(
+        self, ctx: Ctx, runs: Runs
+    ) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]] | None:
+        """This term on a text field with runs of equal rows (engine/index/segment/runs.py):
+        ((run numbers, float32 scores) among the run heads, (documents, float32 scores) of its
+        postings past the runs); None if it has no postings. The same numbers as
+        :meth:`score_postings` gives each document (a run's documents have its head's frequency
+        and norm); idf and avgdl from the whole field, as there."""
+        col = ctx.seg.text[self.field]
+        tid = col.postings.vocab.get(self.term)
+        found = None if tid is None else col.postings.postings(self.term)
+        if tid is None or found is None or len(found[0]) == 0:
+            return None
+        docs, freqs = found
+        params = ctx.bm25.get(self.field)
+        idf = sim.bm25_idf(len(docs), col.doc_count)
+        cache = sim.bm25_norm_cache(
+            sim.bm25_avgdl(col.sum_total_term_freq, col.doc_count), params.k1, params.b
+        )
+        weight = sim.bm25_weight(self.boost, idf, params.k1)
+        norm_bytes = col.norms()
+        run_ids, run_freqs = runs.postings(tid)
+        head_norms = norm_bytes.take(runs.starts.take(run_ids))
+        at_runs = (run_ids, sim.bm25_scores(weight, run_freqs, cache.take(head_norms)))
+        # no conversion of the documents to the scalar's type (a copy of all of them)
+        past = (
+            len(docs)
+            if docs[-1] < runs.covered
+            else int(docs.searchsorted(np.asarray(runs.covered, docs.dtype)))
+        )
+        tail_docs, tail_freqs = docs[past:], freqs[past:]
+        at_tail = (tail_docs, sim.bm25_scores(weight, tail_freqs, cache.take(norm_bytes.take(tail_docs))))
+        return at_runs, at_tail
 
     def score_postings(self, ctx: Ctx) -> tuple[np.ndarray, np.ndarray] | None:
         """(documents ascending, float32 BM25 scores) of this term's postings; None if none.

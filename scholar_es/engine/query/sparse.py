@@ -22,9 +22,12 @@ into a candidate set; the combination above it stays sparse. The dense path stay
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from scholar_es.engine.errors import EsError
+from scholar_es.engine.index.segment.runs import Runs
 from scholar_es.engine.query.functions import (
     FunctionScoreNode,
     ScriptScoreNode,
@@ -220,22 +223,113 @@ def _dis_max(node: DisMaxNode, ctx: Ctx) -> Hits | None:
     if not node.queries:
         return _empty()
     # a clause that is a bool of optional clauses only (a field of a multi_match) hands over its
-    # clauses' hits, so that all fields are combined in one pass (:func:`_dis_max_dense`)
-    clauses: list[tuple[list[Hits], BoolNode | None]] = []
+    # clauses' hits, so that all fields are combined in one pass (:func:`_dis_max_dense`); on a
+    # text field whose documents repeat (runs), its terms are scored once per run (:func:`_run_sums`)
+    clauses: list[tuple[list[Hits] | RunSums, BoolNode | None]] = []
     for q in node.queries:
         if isinstance(q, BoolNode) and _optional_only(q):
-            clauses.append(([_leaf(c, ctx) for c in q.should], q))
+            per_run = _run_sums(q, ctx)
+            clauses.append((per_run if per_run is not None else [_leaf(c, ctx) for c in q.should], q))
         else:
             clauses.append(([run_sparse(q, ctx)], None))
     dense = _dis_max_dense(node, clauses)
     if dense is not None:
         return dense
-    results = [parts[0] if q is None else _bool_of(q, ctx, [], parts) for parts, q in clauses]
+    results: list[Hits] = []
+    for parts, field in clauses:
+        if field is None:
+            assert not isinstance(parts, RunSums)
+            results.append(parts[0])
+        else:  # the merge path reads every document's hits: a clause scored per run is scored per document
+            per_doc = [_leaf(c, ctx) for c in field.should] if isinstance(parts, RunSums) else parts
+            results.append(_bool_of(field, ctx, [], per_doc))
     cand = union_docs([docs for docs, _ in results])
     stack = np.stack([gather(r, cand)[1] for r in results])
     best = stack.max(axis=0)
     total = best + node.tie * (stack.sum(axis=0) - best)  # DisjunctionMaxScorer, as DisMaxNode
     return cand, total * node.boost
+
+
+# --- term queries of a field scored once per run of equal rows -------------------------------
+
+
+@dataclass
+class RunSums:
+    """A should-only ``bool`` of term queries on one text field, scored per run of documents with
+    equal rows (:mod:`engine.index.segment.runs`): per run, 0.0 plus its head's term scores in
+    clause order (what ``bincount`` gives each of its documents), whether any term matches it,
+    and each term's postings past the runs (documents appended since), in clause order."""
+
+    runs: Runs
+    sums: np.ndarray
+    matched: np.ndarray
+    tail: list[Hits]
+    #: the smallest term score (inf: none), for :func:`_dis_max_dense`'s sign check
+    lowest: float
+
+    def span(self) -> tuple[int, int] | None:
+        """[lo, hi) of the documents of the matched runs (the tail not included)."""
+        hit = np.flatnonzero(self.matched)
+        if not len(hit):
+            return None
+        return int(self.runs.starts[hit[0]]), int(self.runs.starts[hit[-1] + 1])
+
+    def matches(self) -> int:
+        """The number of documents of the matched runs."""
+        return int(self.runs.lengths[self.matched].sum())
+
+    def expand(self, values: np.ndarray, lo: int, n: int) -> np.ndarray:
+        """Per position of [lo, lo + n): the value of the run holding it (0 past the runs)."""
+        starts = self.runs.starts
+        hi = min(lo + n, self.runs.covered)
+        if hi <= lo:
+            return np.zeros(n, dtype=values.dtype)
+        a = int(np.searchsorted(starts, lo, side="right")) - 1
+        b = int(np.searchsorted(starts, hi, side="left"))
+        spread = np.repeat(values[a:b], np.diff(starts[a : b + 1]))
+        first = lo - int(starts[a])
+        if hi == lo + n:
+            return spread[first : first + n]  # the runs cover the range (the usual case): a view
+        out = np.zeros(n, dtype=values.dtype)
+        out[: hi - lo] = spread[first : first + hi - lo]
+        return out
+
+
+def _run_sums(q: BoolNode, ctx: Ctx) -> RunSums | None:
+    """``q``'s terms scored per run (None: ``q`` is not term queries on one text field with runs
+    worth it, or a restriction asks for a few documents only)."""
+    if ctx.restrict is not None or not all(type(c) is TermNode for c in q.should):
+        return None
+    fields = {c.field for c in q.should}
+    if len(fields) != 1:
+        return None
+    col = ctx.seg.text.get(next(iter(fields)))
+    if col is None:
+        return None
+    runs = col.runs()
+    if runs.view is None:
+        return None
+    ids: list[np.ndarray] = []
+    scores: list[np.ndarray] = []
+    tail: list[Hits] = []
+    for c in q.should:
+        got = c.score_runs(ctx, runs)
+        if got is None:
+            continue
+        (run_ids, run_scores), past = got
+        ids.append(run_ids)
+        scores.append(run_scores)
+        if len(past[0]):
+            tail.append(past)
+    lowest = min((float(s.min()) for s in scores + [t[1] for t in tail] if len(s)), default=np.inf)
+    if not ids:
+        zero = np.zeros(runs.count)
+        return RunSums(runs, zero, zero.astype(bool), [], lowest)
+    flat = ids[0] if len(ids) == 1 else np.concatenate(ids)
+    w = scores[0] if len(scores) == 1 else np.concatenate(scores)
+    sums = np.bincount(flat, weights=w, minlength=runs.count)
+    matched = np.bincount(flat, minlength=runs.count) > 0
+    return RunSums(runs, sums, matched, tail, lowest)
 
 
 # --- dense accumulators over a document range ----------------------------------------------------
@@ -327,46 +421,73 @@ def _leaf(node: Node, ctx: Ctx) -> Hits:
     return run_sparse(node, ctx)
 
 
-def _dis_max_dense(node: DisMaxNode, clauses: list[tuple[list[Hits], BoolNode | None]]) -> Hits | None:
+def _dis_max_dense(
+    node: DisMaxNode, clauses: list[tuple[list[Hits] | RunSums, BoolNode | None]]
+) -> Hits | None:
     """:func:`_dis_max` over dense arrays spanning the clauses' documents (None: not worth it, or a
     negative score or boost, where the 0.0 of a clause that does not match could be the maximum).
 
-    A clause is (its hits, None) or (the hits of a bool's should clauses, the bool): the bool's score
-    for each position is the sum of its clauses' there from 0.0 times its boost, which is 0.0 where
-    none matches, as the merge path's gather gives it."""
-    parts = [h for hits, _ in clauses for h in hits]
-    span = _span(parts)
-    if span is None:
+    A clause is (its hits, None), (the hits of a bool's should clauses, the bool) or (the bool's
+    terms scored per run, the bool): the bool's score for each position is the sum of its clauses'
+    there from 0.0 times its boost, which is 0.0 where none matches, as the merge path's gather
+    gives it; a run's documents get the run's sum, the same number."""
+    parts = [h for hits, _ in clauses if not isinstance(hits, RunSums) for h in hits]
+    per_run = [hits for hits, _ in clauses if isinstance(hits, RunSums)]
+    tails = [t for r in per_run for t in r.tail]
+    spans = [sp for sp in [_span(parts + tails), *(r.span() for r in per_run)] if sp is not None]
+    if not spans:
         return _empty()
-    lo, hi = span
-    if not _worth_dense(lo, hi, parts) or any(q is not None and not q.boost >= 0 for _, q in clauses):
+    lo, hi = min(a for a, _ in spans), max(b for _, b in spans)
+    matches = sum(len(d) for d, _ in parts + tails) + sum(r.matches() for r in per_run)
+    if hi - lo > DENSE_SPAN * max(1, matches) or any(q is not None and not q.boost >= 0 for _, q in clauses):
         return None
-    lowest = min((float(s.min()) for _, s in parts if len(s)), default=0.0)
+    lowest = min([float(s.min()) for _, s in parts if len(s)] + [r.lowest for r in per_run], default=0.0)
     if not lowest >= 0:
         return None
     n = hi - lo
-    best: np.ndarray | None = None
-    total = np.zeros(n)
-    for hits, q in clauses:
-        if q is None:
+    best = total = np.zeros(0)
+    for i, (hits, q) in enumerate(clauses):
+        boost = 1.0 if q is None else q.boost
+        if isinstance(hits, RunSums):
+            # a run's documents get its sum times the boost (the same product for each of them),
+            # documents past the runs their own sums times the boost; 0.0 elsewhere
+            score = hits.expand(hits.sums if boost == 1.0 else hits.sums * boost, lo, n)
+            if hits.tail:
+                past = _summed(hits.tail, lo, n)
+                if boost != 1.0:
+                    past *= boost
+                score += past  # each position has a value from one side and 0.0 from the other
+        elif q is None:
             docs, scores = hits[0]
             score = np.zeros(n)
             score[docs - lo] = scores
         else:
             score = _summed(hits, lo, n)
-            if q.boost != 1.0:
-                score *= q.boost
-        total += score  # in clause order, as stack.sum(axis=0)
-        if best is None:
+            if boost != 1.0:
+                score *= boost
+        if i == 0:
+            total = np.add(score, 0.0)  # in clause order from 0.0, as stack.sum(axis=0)
             best = score  # the first clause's array, no longer read once its score is added
         else:
+            total += score
             np.maximum(best, score, out=best)
-    assert best is not None
     positive = lowest > 0 and all(q is None or q.boost > 0 for _, q in clauses)
     # every score positive: a position is matched where its best score is (no count needed)
-    at = np.flatnonzero(best > 0 if positive else _counts(parts, lo, n))
-    b = best[at]
-    return at + lo, (b + node.tie * (total[at] - b)) * node.boost
+    if positive:
+        matched = best > 0
+    else:
+        matched = _counts(parts + tails, lo, n) > 0
+        for r in per_run:
+            matched |= r.expand(r.matched, lo, n)
+    at = np.flatnonzero(matched)
+    # best + tie * (total - best), times the boost: the same operations, over the range in place
+    # (fewer passes than gathering both arrays first when most positions match)
+    np.subtract(total, best, out=total)
+    total *= node.tie
+    total += best
+    if node.boost != 1.0:
+        total *= node.boost
+    return at + lo, total[at]
 
 
 def _offsets(parts: list[Hits], lo: int) -> np.ndarray:
@@ -437,7 +558,7 @@ def _script_score(node: ScriptScoreNode, ctx: Ctx) -> Hits | None:
     raw = node.script.evaluate(_SubsetScriptContext(ctx, sub, docs))
     values = np.broadcast_to(np.asarray(raw, dtype=np.float64), docs.shape)
     values = values.astype(np.float32).astype(np.float64)
-    if not (values >= 0).all():  # a negative score or NaN (which no comparison holds for)
+    if len(values) and not values.min() >= 0:  # a negative score or NaN (min is NaN, no comparison holds)
         i = int(np.flatnonzero(~(values >= 0))[0])
         raise EsError(
             400,

@@ -216,6 +216,7 @@ class SearchRun:
         mask, scores = np.zeros(self.ctx.n, dtype=bool), np.zeros(self.ctx.n)
         mask[docs] = True
         scores[docs] = total.astype(np.float32)
+        self.matched = docs  # the same documents as ``mask``, ascending (no second pass over it)
         return mask, scores, nodes
 
     def run(self) -> dict:
@@ -273,8 +274,9 @@ class SearchRun:
         self.aggregations = self.aggregate(mask, scores)  # aggregations ignore post_filter
         if post is not None:
             mask = mask & post
-        total = int(mask.sum())
-        cand = np.flatnonzero(mask)
+        # the scored documents as they are, unless post_filter or terminate_after took some away
+        cand = self.matched if post is None and not self.terminated_early else np.flatnonzero(mask)
+        total = len(cand)
         sort = SortSpec(body["sort"]) if "sort" in body else None
         if body.get("search_after") is not None:  # after total and aggregations: they count every match
             cand = search_after.keep_after(self.seg, sort, cand, scores, body["search_after"])

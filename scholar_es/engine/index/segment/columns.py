@@ -26,6 +26,7 @@ from scholar_es.engine.index.mapping import KEYWORD, TEXT, VECTOR, FieldSpec
 from scholar_es.engine.index.segment.buffers import Splittable, copy_bufs, grow, length, pieces, since, take
 from scholar_es.engine.index.segment.document import ParsedDoc
 from scholar_es.engine.index.segment.postings import Postings
+from scholar_es.engine.index.segment.runs import Runs, find_runs
 from scholar_es.engine.index.segment.saved import ArrayWriter, SavedArrays
 from scholar_es.engine.query import similarity as sim
 
@@ -123,6 +124,9 @@ class TextColumn(_PostingsColumn):
         # empty value, so FieldExistsQuery (exists) matches it
         self.present = np.zeros(0, dtype=bool)
         self._norms: np.ndarray | None = None
+        #: runs of equal rows (engine/index/segment/runs.py): None until computed; appends keep them
+        #: (they cover rows that do not change), a compaction drops them
+        self._runs: Runs | None = None
 
     @classmethod
     def takes(cls, fs: FieldSpec) -> bool:
@@ -148,6 +152,7 @@ class TextColumn(_PostingsColumn):
         self.lengths = self.lengths[keep]
         self.present = self.present[keep]
         self._norms = None
+        self._runs = None if self._runs is None else self._runs.compacted(keep)
 
     @property
     def doc_count(self) -> int:
@@ -163,11 +168,28 @@ class TextColumn(_PostingsColumn):
             self._norms = sim.encode_lengths(self.lengths)
         return self._norms
 
+    def runs(self) -> Runs:
+        """The runs of equal rows (:mod:`engine.index.segment.runs`), computed again when the rows
+        appended since they were found outnumber those they cover."""
+        runs = self._runs
+        if runs is None or 2 * runs.covered < len(self.lengths):
+            runs = self.all_runs()
+        return runs
+
+    def all_runs(self) -> Runs:
+        """The runs covering every row (found again if rows were appended since)."""
+        runs = self._runs
+        if runs is None or runs.covered < len(self.lengths):
+            p = self.postings
+            runs = self._runs = find_runs(p, p.indptr, self.lengths, len(p.vocab))
+        return runs
+
     def to_arrays(self, out: ArrayWriter, name: str, start: int) -> list:
         # [name, vocabulary, [indptr, term ids, freqs, lengths, present, (term -> docs view)]];
         # the vocabulary is put after the other arrays (the keyword column puts it first)
+        # a base also saves its runs of equal rows (found now if they do not cover every row)
         vocab, csr, _ = self.postings.rows_to_save(start)
-        view = self.postings.view_to_save() if not start else []
+        view = self.postings.view_to_save() + self.all_runs().to_save() if not start else []
         refs = out.put(*csr, self.lengths[start:], self.present[start:], *view)
         return [name, out.json_array(vocab), refs]
 
@@ -176,12 +198,16 @@ class TextColumn(_PostingsColumn):
         name, vocab, refs = entry
         vocab = saved.json_list(vocab)
         col = cls()
-        if len(refs) not in (5, 8):  # 8: with the term -> docs view (saved since issue 16)
+        # 8: with the term -> docs view (saved since issue 16); 9 or 12: and the runs of equal rows
+        # (issue 29: their starts, and their term -> runs view where they are worth it)
+        if len(refs) not in (5, 8, 9, 12):
             raise ValueError("text column of another layout")
         col.postings.load(vocab, saved, refs[:3], n)
-        col.postings.load_view(saved, refs[5:], refs[2], n)
+        col.postings.load_view(saved, refs[5:8], refs[2], n)
         col.lengths = saved.check(refs[3], np.int32, 1, n)
         col.present = saved.check(refs[4], np.bool_, 1, n)
+        if len(refs) > 8:
+            col._runs = Runs.load(saved, refs[8:], n, len(vocab))
         return name, col
 
 
@@ -356,6 +382,9 @@ class VectorColumn(Column):
         self.matrix = np.zeros((0, dims or 0), dtype=np.float32)
         self.present = np.zeros(0, dtype=bool)
         self._norms: np.ndarray | None = None
+        #: runs of equal rows (engine/index/segment/runs.py): None until computed; appends keep them
+        #: (they cover rows that do not change), a compaction drops them
+        self._runs: Runs | None = None
         #: the HNSW graph (engine.index.hnsw.HnswGraph) of the rows of the last base, built when that
         #: base was written; keyed by seq, so every snapshot (copies, compactions, appends) shares it
         self.graph: HnswGraph | None = None
