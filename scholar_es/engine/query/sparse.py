@@ -10,9 +10,12 @@ scorers iterate postings the same way). ``bool`` and ``dis_max`` combine them ov
 spanning their matches (``np.bincount`` in clause order) when the matches are dense enough in that
 span (:data:`DENSE_SPAN`), else by sorted merges; a ``dis_max`` of should-only ``bool`` clauses (a
 ``multi_match`` of type ``best_fields``) adds every field's term postings in one such pass
-(issue 29). Every element goes through the same float operations, in
+(issue 29). Such a bool of term queries on a text field whose consecutive documents repeat (a
+paper's title and abstract in each of its chunks) scores its terms once per run of equal rows
+(:mod:`engine.index.segment.runs`) and spreads each run's sum over its documents
+(:class:`RunSums`). Every element goes through the same float operations, in
 the same order, as in the dense path, so the answers are bit-identical (tests/engine/query/test_engine_sparse.py
-checks it on random corpora and queries).
+and tests/engine/query/test_engine_runs.py check it on random corpora and queries).
 
 A clause with no sparse form (a filter-like ``range``/``exists``/``terms`` matcher, ``match_all``,
 ``knn``, a pure-negative or filter-only ``bool``, other function kinds) runs densely and is turned
@@ -184,6 +187,10 @@ def _bool(node: BoolNode, ctx: Ctx) -> Hits | None:
         return _empty()  # BoolNode: no optional clause can satisfy minimum_should_match
     if not node.must and (not node.should or node.msm == 0):
         return None  # filter-only / must_not-only / empty bool / optional should: bounded by N
+    if _optional_only(node):  # e.g. a match on a field whose documents repeat: scored per run
+        per_run = _run_sums(node, ctx)
+        if per_run is not None:
+            return _bool_of_runs(node, per_run)
     return _bool_of(
         node, ctx, [run_sparse(q, ctx) for q in node.must], [run_sparse(q, ctx) for q in node.should]
     )
@@ -293,6 +300,24 @@ class RunSums:
         out = np.zeros(n, dtype=values.dtype)
         out[: hi - lo] = spread[first : first + hi - lo]
         return out
+
+
+def _bool_of_runs(node: BoolNode, per_run: RunSums) -> Hits:
+    """A should-only bool's hits from its terms scored per run: each document of a matched run
+    (and each matched document past the runs) with its sum times the boost, as :func:`_bool_dense`
+    gives them."""
+    spans = [sp for sp in (_span(per_run.tail), per_run.span()) if sp is not None]
+    if not spans:
+        return _empty()
+    lo, hi = min(a for a, _ in spans), max(b for _, b in spans)
+    n = hi - lo
+    score = per_run.expand(per_run.sums, lo, n)
+    matched = per_run.expand(per_run.matched, lo, n)
+    if per_run.tail:
+        score = score + _summed(per_run.tail, lo, n)  # 0.0 on one side of every position
+        matched = matched | (_counts(per_run.tail, lo, n) > 0)
+    at = np.flatnonzero(matched)
+    return at + lo, score[at] * node.boost
 
 
 def _run_sums(q: BoolNode, ctx: Ctx) -> RunSums | None:

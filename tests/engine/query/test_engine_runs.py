@@ -140,9 +140,20 @@ spelled = st.builds(
     st.sampled_from([1.0, 1.5, 0.0]),
     st.permutations([0, 1, 2]),
 )
+other_shapes = st.one_of(  # a bool of one field's terms on its own: scored per run as well
+    st.builds(
+        lambda f, w, b: {"match": {f: {"query": w, "boost": b}}},
+        st.sampled_from(["abstract", "title", "body"]),
+        words,
+        st.sampled_from([1.0, 2.0, 0.0]),
+    ),
+    multi_match.map(lambda q: {"multi_match": {**q["multi_match"], "type": "most_fields"}}),
+    st.builds(lambda w: {"match": {"abstract": {"query": w, "operator": "and"}}}, words),
+)
 queries = st.one_of(
     multi_match,
     spelled,
+    other_shapes,
     multi_match.map(
         lambda q: {
             "script_score": {
