@@ -235,6 +235,33 @@ def test_rows_are_equal_only_with_the_same_terms_frequencies_and_length():
     assert same_as_previous(p, p.indptr, lengths).tolist()[:2] == [False, False]
 
 
+@settings(max_examples=100, deadline=None)
+@given(
+    rows=st.lists(st.lists(st.sampled_from("abc"), max_size=4), max_size=30),
+    block=st.integers(1, 8),
+)
+def test_equal_rows_are_found_across_blocks(rows, block):
+    """The comparison runs over blocks of postings (``_BLOCK``); with tiny blocks every boundary
+    case happens, and the answer is the plain row-by-row comparison's."""
+    from scholar_es.engine.index.segment import runs as runs_module
+
+    rows = rows + rows[-2:] * 2  # some repeats for sure
+    p = _postings(rows)
+    lengths = np.array([len(r) for r in rows], dtype=np.int32)
+    saved = runs_module._BLOCK
+    runs_module._BLOCK = block
+    try:
+        got = same_as_previous(p, p.indptr, lengths).tolist()
+    finally:
+        runs_module._BLOCK = saved
+
+    def row(i):
+        lo, hi = int(p.indptr[i]), int(p.indptr[i + 1])
+        return list(p.indices[lo:hi]), list(p.data[lo:hi]), int(lengths[i])
+
+    assert got == [i > 0 and row(i) == row(i - 1) for i in range(len(rows))]
+
+
 def test_runs_too_short_keep_no_view():
     many = [["x", str(i)] for i in range(10)]  # no two rows equal
     p = _postings(many)

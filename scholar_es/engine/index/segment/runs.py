@@ -31,8 +31,9 @@ from scholar_es.engine.index.segment.saved import SavedArrays
 #: (else: every term scored per document, as without runs)
 MIN_RUN_LENGTH = 4
 
-#: postings compared per step when looking for equal rows (bounds the temporaries' memory)
-_BLOCK = 1 << 22
+#: postings compared per step when looking for equal rows: temporaries that stay in the caches
+#: (4M postings per step took 9x as long: 0.50 s against 0.055 s for 100k QASPER abstracts)
+_BLOCK = 1 << 16
 
 
 @dataclass(frozen=True)
