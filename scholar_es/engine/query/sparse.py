@@ -512,7 +512,7 @@ def _dis_max_dense(
     total += best
     if node.boost != 1.0:
         total *= node.boost
-    return at + lo, total[at]
+    return (at + lo if lo else at), total[at]
 
 
 def _offsets(parts: list[Hits], lo: int) -> np.ndarray:

@@ -215,8 +215,11 @@ class SearchRun:
             docs, total = docs[keep], total[keep]
         mask, scores = np.zeros(self.ctx.n, dtype=bool), np.zeros(self.ctx.n)
         mask[docs] = True
-        scores[docs] = total.astype(np.float32)
-        self.matched = docs  # the same documents as ``mask``, ascending (no second pass over it)
+        rounded = total.astype(np.float32)
+        scores[docs] = rounded
+        # the same documents as ``mask``, ascending, and their scores (``scores[docs]``): no second
+        # pass over the mask, no gather of the scores again
+        self.matched, self.matched_scores = docs, rounded
         return mask, scores, nodes
 
     def run(self) -> dict:
@@ -275,11 +278,14 @@ class SearchRun:
         if post is not None:
             mask = mask & post
         # the scored documents as they are, unless post_filter or terminate_after took some away
-        cand = self.matched if post is None and not self.terminated_early else np.flatnonzero(mask)
+        as_scored = post is None and not self.terminated_early
+        cand = self.matched if as_scored else np.flatnonzero(mask)
+        cand_scores = self.matched_scores if as_scored else None  # scores[cand], when known
         total = len(cand)
         sort = SortSpec(body["sort"]) if "sort" in body else None
         if body.get("search_after") is not None:  # after total and aggregations: they count every match
             cand = search_after.keep_after(self.seg, sort, cand, scores, body["search_after"])
+            cand_scores = None
         sort_values = None
         collapse = body.get("collapse")
         rescorers = self.rescorers if self.size > 0 else []  # RescorePhase: nothing to do for size 0
@@ -294,7 +300,7 @@ class SearchRun:
         elif collapse:
             ordered, _ = self.collapse(cand, collapse, scores, presorted=False, limit=limit)
         else:
-            ordered = order_by_score(cand, scores, limit)
+            ordered = order_by_score(cand, scores, limit, cand_scores)
         first_scores = scores
         if rescorers:
             dense = not sparse.sparse_enabled() or bool(body.get("explain"))  # explain reads dense arrays
@@ -306,7 +312,11 @@ class SearchRun:
         if collapse:
             self.add_collapse(hits, page, collapse, mask, first_scores)
         # size 0 collects no top docs: Elasticsearch answers "max_score": null
-        max_score = float(np.float32(scores[cand].max())) if len(cand) and show_scores and self.size else None
+        if len(cand) and show_scores and self.size:
+            known = cand_scores if scores is first_scores else None  # not rescored since
+            max_score = float(np.float32((scores[cand] if known is None else known).max()))
+        else:
+            max_score = None
         if rescorers and len(ordered) and max_score is not None:
             max_score = float(np.float32(scores[ordered[0]]))
         return self.response(hits, total, max_score, start)

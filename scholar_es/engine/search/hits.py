@@ -35,13 +35,16 @@ def union_docs(parts: list[np.ndarray]) -> np.ndarray:
     return a[keep]
 
 
-def order_by_score(cand: np.ndarray, scores: np.ndarray, limit: int | None = None) -> np.ndarray:
+def order_by_score(
+    cand: np.ndarray, scores: np.ndarray, limit: int | None = None, cand_scores: np.ndarray | None = None
+) -> np.ndarray:
     """Candidates by descending score, ties by ascending doc position (Lucene's order).
 
     With ``limit``, only the first ``limit`` are ordered (argpartition, then an exact sort
-    of everything that ties with the cut-off so the result is deterministic).
+    of everything that ties with the cut-off so the result is deterministic). ``cand_scores``:
+    ``scores[cand]`` when the caller has it already (one pass over the candidates less).
     """
-    s = scores[cand]
+    s = scores[cand] if cand_scores is None else cand_scores
     if limit is not None and limit < len(cand):
         if limit <= 0:
             return cand[:0]
