@@ -25,8 +25,9 @@ official client (``elasticsearch.helpers.bulk``), and times, one query at a time
 * ``engine_api_hybrid`` -- the search API's request: the hybrid + ``collapse`` on ``paper_id`` with
   ``inner_hits`` (3 chunks per paper), as querybuilder/dsl.py sends it
 
-The methods take turns query by query (so load from other jobs on a shared machine hits engine and
-peers alike), the pass is repeated ``--reps`` times (3), and each sample records wall time
+The methods take turns query by query, in an order that rotates from query to query (so load from
+other jobs on a shared machine hits engine and peers alike, and no method always runs right after
+the one that evicts the caches), the pass is repeated ``--reps`` times (3), and each sample records wall time
 (``time.perf_counter``) and CPU time (``time.process_time``). Reported: p50/p95 per method (median
 over the repetitions) and the issue-16 ratios per repetition: ``engine_hybrid / (bm25s + numpy_knn)``
 (target <= 1.0 at 100k and 1M), ``engine_bm25 / bm25s`` and ``engine_api_hybrid / engine_hybrid``

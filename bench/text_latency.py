@@ -27,7 +27,9 @@ Queries are real: QASPER questions (train + validation) and SciFact claims, ``--
   (english stop words + Snowball stemming, k1 1.2, b 0.75), top 10, one thread
 * ``numpy_knn``      -- exact kNN: ``matrix @ q`` + ``argpartition``, top 10 (BLAS 1 thread)
 
-Methods take turns query by query, the pass is repeated ``--reps`` times (3); each sample is CPU
+Methods take turns query by query (the order rotates from query to query: ``numpy_knn`` streams
+its whole matrix and evicts the caches, so whatever always followed it would always start cold),
+the pass is repeated ``--reps`` times (3); each sample is CPU
 time (``time.process_time``) and wall time. Reported: CPU p50 per method (median over repetitions)
 and per repetition the ratios ``engine_text / bm25s``, ``engine_hybrid / (bm25s + numpy_knn)`` and
 ``engine_default / engine_hybrid``. Several ``--docs`` values in one run give growth exponents
