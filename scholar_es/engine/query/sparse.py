@@ -189,8 +189,9 @@ def _bool(node: BoolNode, ctx: Ctx) -> Hits | None:
         return None  # filter-only / must_not-only / empty bool / optional should: bounded by N
     if _optional_only(node):  # e.g. a match on a field whose documents repeat: scored per run
         per_run = _run_sums(node, ctx)
-        if per_run is not None:
-            return _bool_of_runs(node, per_run)
+        found = None if per_run is None else _bool_of_runs(node, per_run)
+        if found is not None:
+            return found
     return _bool_of(
         node, ctx, [run_sparse(q, ctx) for q in node.must], [run_sparse(q, ctx) for q in node.should]
     )
@@ -302,14 +303,16 @@ class RunSums:
         return out
 
 
-def _bool_of_runs(node: BoolNode, per_run: RunSums) -> Hits:
+def _bool_of_runs(node: BoolNode, per_run: RunSums) -> Hits | None:
     """A should-only bool's hits from its terms scored per run: each document of a matched run
     (and each matched document past the runs) with its sum times the boost, as :func:`_bool_dense`
-    gives them."""
+    gives them (None: a few matches spread over a wide range, where per document costs less)."""
     spans = [sp for sp in (_span(per_run.tail), per_run.span()) if sp is not None]
     if not spans:
         return _empty()
     lo, hi = min(a for a, _ in spans), max(b for _, b in spans)
+    if hi - lo > DENSE_SPAN * max(1, per_run.matches() + sum(len(d) for d, _ in per_run.tail)):
+        return None
     n = hi - lo
     score = per_run.expand(per_run.sums, lo, n)
     matched = per_run.expand(per_run.matched, lo, n)
@@ -352,7 +355,8 @@ def _run_sums(q: BoolNode, ctx: Ctx) -> RunSums | None:
         return RunSums(runs, zero, zero.astype(bool), [], lowest)
     flat = ids[0] if len(ids) == 1 else np.concatenate(ids)
     w = scores[0] if len(scores) == 1 else np.concatenate(scores)
-    sums = np.bincount(flat, weights=w, minlength=runs.count)
+    # float64 even when no term has a posting among the heads (bincount of nothing gives int64)
+    sums = np.bincount(flat, weights=w, minlength=runs.count).astype(np.float64, copy=False)
     matched = np.bincount(flat, minlength=runs.count) > 0
     return RunSums(runs, sums, matched, tail, lowest)
 

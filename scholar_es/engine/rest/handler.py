@@ -445,11 +445,6 @@ def search_one(
 @route("GET|POST", "/{index}/_search", api="search", params=_SEARCH_PARAMS)
 def search(engine, params, body, index=None):
     """``index`` None: the path names no index (``/_search``), as a point-in-time search must."""
-    with engine.store.reading():  # one SQLite read transaction for resolving, the snapshot and the hits
-        return _search(engine, params, body, index)
-
-
-def _search(engine, params, body, index):
     body = rest_params.prepare(params, _search_params(params, body, _path(index or "_all", "_search")))
     names = indices_options.search_names(engine, index, body, params)
     if names is not None and "scroll" in params:

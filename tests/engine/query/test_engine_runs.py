@@ -51,8 +51,11 @@ def _bulk(es, index: str, docs) -> None:
 
 
 def _search_once(es, index: str) -> None:
-    """A best_fields multi_match: the first one finds the runs of the fields it reads."""
-    es.search(index=index, query={"multi_match": {"query": "model", "fields": ["title", "abstract", "body"]}})
+    """A best_fields multi_match of two words (per field a bool of terms): the first one finds the
+    runs of the fields it reads."""
+    es.search(
+        index=index, query={"multi_match": {"query": "model graph", "fields": ["title", "abstract", "body"]}}
+    )
 
 
 def _reopen(path, client):
@@ -304,4 +307,71 @@ def test_a_saved_base_keeps_its_runs_and_an_older_one_finds_them(tmp_path):
         engine.store.close()
     es = embedded_client(path)
     assert _answer(es, "p", query) == want
+    es.close()
+
+
+def _fresh_runs_after_reopen(path, client, index: str = "p"):
+    """The abstract column's runs as a fresh process reads them, before any search (None: the
+    base was not read back, e.g. refused and rebuilt from SQLite, which finds no runs by itself)."""
+    es = _reopen(path, client)
+    return es, open_engine(path).handle(index).segment().text["abstract"]._runs
+
+
+def _ten_papers(es) -> None:
+    es.indices.create(
+        index="p", mappings={"properties": {"abstract": {"type": "text"}, "body": {"type": "text"}}}
+    )
+    docs = ({"abstract": f"graph model paper{p}", "body": "text"} for p in range(10) for _ in range(6))
+    _bulk(es, "p", ((f"{i}", d) for i, d in enumerate(docs)))
+    _search_once(es, "p")
+
+
+def test_a_term_seen_only_past_the_runs_scores_there(tmp_path):
+    """Review finding: terms with no posting among the run heads (new words of appended papers)
+    gave an integer array of sums and a 500; they score the appended documents as per document."""
+    es = embedded_client(tmp_path)
+    _ten_papers(es)
+    es.index(index="p", id="new", document={"abstract": "zeta", "body": "text"}, refresh=True)
+    for query in (
+        {"multi_match": {"query": "zeta absent", "fields": ["abstract", "body"]}},
+        {"multi_match": {"query": "zeta graph", "fields": ["abstract", "body"], "type": "most_fields"}},
+        {"match": {"abstract": "zeta absent"}},
+    ):
+        sparse.use_sparse(False)
+        try:
+            dense = _answer(es, "p", query)
+        finally:
+            sparse.use_sparse(True)
+        assert dense[0] != "error" and _answer(es, "p", query) == dense, query
+    es.close()
+
+
+def test_a_base_saved_after_new_terms_came_and_went_reads_back(tmp_path, monkeypatch):
+    """Review finding: runs found before new terms were added (and deleted again) were saved with
+    fewer term offsets than the vocabulary holds, and the base was refused on open (rebuilt from
+    SQLite). The offsets are padded to the vocabulary when saved."""
+    es = embedded_client(tmp_path)
+    _ten_papers(es)
+    es.index(index="p", id="new", document={"abstract": "brandnewterm graph", "body": "x"}, refresh=True)
+    _search_once(es, "p")
+    monkeypatch.setenv("SCHOLAR_ES_FULL_SAVE", "1")
+    es.delete(index="p", id="new", refresh=True)
+    open_engine(tmp_path).handle("p").save()
+    es, runs = _fresh_runs_after_reopen(tmp_path, es)
+    assert runs is not None and runs.view is not None and runs.covered == 60
+    assert _answer(es, "p", {"match": {"abstract": "graph brandnewterm"}})[0]["value"] == 60
+    es.close()
+
+
+def test_runs_emptied_by_deletions_save_and_read_back(tmp_path, monkeypatch):
+    """Review finding: deleting every document the runs covered left starts ``[0]`` with a view,
+    which the base saved and its reader refused."""
+    es = embedded_client(tmp_path)
+    _ten_papers(es)
+    monkeypatch.setenv("SCHOLAR_ES_FULL_SAVE", "1")
+    es.delete_by_query(index="p", query={"match_all": {}}, refresh=True)
+    assert _answer(es, "p", {"match": {"abstract": "graph"}})[0]["value"] == 0
+    open_engine(tmp_path).handle("p").save()
+    es, runs = _fresh_runs_after_reopen(tmp_path, es)
+    assert runs is not None and runs.covered == 0
     es.close()

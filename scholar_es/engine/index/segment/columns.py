@@ -125,7 +125,7 @@ class TextColumn(_PostingsColumn):
         self.present = np.zeros(0, dtype=bool)
         self._norms: np.ndarray | None = None
         #: runs of equal rows (engine/index/segment/runs.py): None until computed; appends keep them
-        #: (they cover rows that do not change), a compaction drops them
+        #: (they cover rows that do not change), a compaction remaps them (``Runs.compacted``)
         self._runs: Runs | None = None
 
     @classmethod
@@ -189,7 +189,11 @@ class TextColumn(_PostingsColumn):
         # the vocabulary is put after the other arrays (the keyword column puts it first)
         # a base also saves its runs of equal rows (found now if they do not cover every row)
         vocab, csr, _ = self.postings.rows_to_save(start)
-        view = self.postings.view_to_save() + self.all_runs().to_save() if not start else []
+        view = (
+            self.postings.view_to_save() + self.all_runs().to_save(len(self.postings.vocab))
+            if not start
+            else []
+        )
         refs = out.put(*csr, self.lengths[start:], self.present[start:], *view)
         return [name, out.json_array(vocab), refs]
 
@@ -382,9 +386,6 @@ class VectorColumn(Column):
         self.matrix = np.zeros((0, dims or 0), dtype=np.float32)
         self.present = np.zeros(0, dtype=bool)
         self._norms: np.ndarray | None = None
-        #: runs of equal rows (engine/index/segment/runs.py): None until computed; appends keep them
-        #: (they cover rows that do not change), a compaction drops them
-        self._runs: Runs | None = None
         #: the HNSW graph (engine.index.hnsw.HnswGraph) of the rows of the last base, built when that
         #: base was written; keyed by seq, so every snapshot (copies, compactions, appends) shares it
         self.graph: HnswGraph | None = None

@@ -48,12 +48,16 @@ class Runs:
     starts: np.ndarray
     view: tuple[np.ndarray, np.ndarray, np.ndarray] | None
 
-    def to_save(self) -> list[np.ndarray]:
+    def to_save(self, n_terms: int) -> list[np.ndarray]:
         """The arrays a base saves: ``starts`` (``[0, covered]`` where the runs are not worth it),
-        then the view's offsets, run numbers and frequencies where they are."""
+        then the view's offsets (one per term of the vocabulary's ``n_terms``, and one more: the
+        terms added since the runs were found have no run postings), run numbers and frequencies
+        where they are."""
         if self.view is None:
             return [self.starts]
         ptr, runs, freqs = self.view
+        if len(ptr) < n_terms + 1:
+            ptr = np.concatenate([ptr, np.full(n_terms + 1 - len(ptr), ptr[-1], dtype=ptr.dtype)])
         return [self.starts, ptr, runs, narrowed(freqs)]
 
     @classmethod
@@ -105,6 +109,8 @@ class Runs:
             np.add.reduceat(keep[:covered].astype(np.int64), self.starts[:-1]) if covered else self.starts[:0]
         )
         alive = kept > 0
+        if not alive.any():  # no run left: nothing to keep a view of
+            return Runs(np.array([0, 0], dtype=np.int64), None)
         starts = np.zeros(int(alive.sum()) + 1, dtype=np.int64)
         np.cumsum(kept[alive], out=starts[1:])
         renumber = (np.cumsum(alive) - 1).astype(np.int32)
