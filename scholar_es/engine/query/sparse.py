@@ -155,11 +155,18 @@ def gather(hits: Hits, cand: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _term(node: TermNode, ctx: Ctx) -> Hits | None:
+    per_run = _run_sums([node], ctx)  # a word of a field whose documents repeat: scored per run
+    found = None if per_run is None else _spread(per_run, 1.0)  # 0.0 + score, times 1: the score
+    return found if found is not None else _term_hits(node, ctx)
+
+
+def _term_hits(node: Node, ctx: Ctx) -> Hits:
+    """A term query's hits per document (its postings as they are scored)."""
+    assert isinstance(node, TermNode)
     scored = node.score_postings(ctx)
     if scored is None:
         return _empty()
-    docs, scores = scored
-    return docs.astype(np.int64), scores.astype(np.float64)
+    return scored[0].astype(np.int64), scored[1].astype(np.float64)
 
 
 def _none(node: MatchNoneNode, ctx: Ctx) -> Hits | None:
@@ -188,8 +195,8 @@ def _bool(node: BoolNode, ctx: Ctx) -> Hits | None:
     if not node.must and (not node.should or node.msm == 0):
         return None  # filter-only / must_not-only / empty bool / optional should: bounded by N
     if _optional_only(node):  # e.g. a match on a field whose documents repeat: scored per run
-        per_run = _run_sums(node, ctx)
-        found = None if per_run is None else _bool_of_runs(node, per_run)
+        per_run = _run_sums(node.should, ctx)
+        found = None if per_run is None else _spread(per_run, node.boost)
         if found is not None:
             return found
     return _bool_of(
@@ -236,19 +243,20 @@ def _dis_max(node: DisMaxNode, ctx: Ctx) -> Hits | None:
     clauses: list[tuple[list[Hits] | RunSums, BoolNode | None]] = []
     for q in node.queries:
         if isinstance(q, BoolNode) and _optional_only(q):
-            per_run = _run_sums(q, ctx)
+            per_run = _run_sums(q.should, ctx)
             clauses.append((per_run if per_run is not None else [_leaf(c, ctx) for c in q.should], q))
-        else:
-            clauses.append(([run_sparse(q, ctx)], None))
+        else:  # a one-word field of a multi_match is a term query: per run too where it can be
+            per_run = _run_sums([q], ctx) if type(q) is TermNode else None
+            clauses.append((per_run if per_run is not None else [run_sparse(q, ctx)], None))
     dense = _dis_max_dense(node, clauses)
     if dense is not None:
         return dense
     results: list[Hits] = []
-    for parts, field in clauses:
+    for q, (parts, field) in zip(node.queries, clauses, strict=True):
+        # the merge path reads every document's hits: a clause scored per run is scored per document
         if field is None:
-            assert not isinstance(parts, RunSums)
-            results.append(parts[0])
-        else:  # the merge path reads every document's hits: a clause scored per run is scored per document
+            results.append(_term_hits(q, ctx) if isinstance(parts, RunSums) else parts[0])
+        else:
             per_doc = [_leaf(c, ctx) for c in field.should] if isinstance(parts, RunSums) else parts
             results.append(_bool_of(field, ctx, [], per_doc))
     cand = union_docs([docs for docs, _ in results])
@@ -303,10 +311,11 @@ class RunSums:
         return out
 
 
-def _bool_of_runs(node: BoolNode, per_run: RunSums) -> Hits | None:
-    """A should-only bool's hits from its terms scored per run: each document of a matched run
-    (and each matched document past the runs) with its sum times the boost, as :func:`_bool_dense`
-    gives them (None: a few matches spread over a wide range, where per document costs less)."""
+def _spread(per_run: RunSums, boost: float) -> Hits | None:
+    """The hits of terms scored per run (a should-only bool's, or one term query's with boost 1):
+    each document of a matched run (and each matched document past the runs) with its sum times
+    the boost, as :func:`_bool_dense` gives them (None: a few matches spread over a wide range,
+    where per document costs less)."""
     spans = [sp for sp in (_span(per_run.tail), per_run.span()) if sp is not None]
     if not spans:
         return _empty()
@@ -320,15 +329,16 @@ def _bool_of_runs(node: BoolNode, per_run: RunSums) -> Hits | None:
         score = score + _summed(per_run.tail, lo, n)  # 0.0 on one side of every position
         matched = matched | (_counts(per_run.tail, lo, n) > 0)
     at = np.flatnonzero(matched)
-    return at + lo, score[at] * node.boost
+    return at + lo, score[at] * boost
 
 
-def _run_sums(q: BoolNode, ctx: Ctx) -> RunSums | None:
-    """``q``'s terms scored per run (None: ``q`` is not term queries on one text field with runs
-    worth it, or a restriction asks for a few documents only)."""
-    if ctx.restrict is not None or not all(type(c) is TermNode for c in q.should):
+def _run_sums(terms: list[Node], ctx: Ctx) -> RunSums | None:
+    """``terms`` (a bool's should clauses, or one term query) scored per run (None: they are not
+    term queries on one text field with runs worth it, or a restriction asks for a few documents
+    only)."""
+    if ctx.restrict is not None or not terms or not all(type(c) is TermNode for c in terms):
         return None
-    fields = {c.field for c in q.should}
+    fields = {c.field for c in terms}  # type: ignore[attr-defined]
     if len(fields) != 1:
         return None
     col = ctx.seg.text.get(next(iter(fields)))
@@ -340,7 +350,8 @@ def _run_sums(q: BoolNode, ctx: Ctx) -> RunSums | None:
     ids: list[np.ndarray] = []
     scores: list[np.ndarray] = []
     tail: list[Hits] = []
-    for c in q.should:
+    for c in terms:
+        assert isinstance(c, TermNode)
         got = c.score_runs(ctx, runs)
         if got is None:
             continue

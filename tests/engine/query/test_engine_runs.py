@@ -152,6 +152,14 @@ other_shapes = st.one_of(  # a bool of one field's terms on its own: scored per 
     ),
     multi_match.map(lambda q: {"multi_match": {**q["multi_match"], "type": "most_fields"}}),
     st.builds(lambda w: {"match": {"abstract": {"query": w, "operator": "and"}}}, words),
+    st.builds(  # one word: a term query, per run as well (alone, or as a field of a multi_match)
+        lambda f, w: {"term": {f: w}}, st.sampled_from(["abstract", "title"]), st.sampled_from(WORDS)
+    ),
+    st.builds(
+        lambda w, fs: {"multi_match": {"query": w, "fields": fs, "tie_breaker": 0.3}},
+        st.sampled_from(WORDS),
+        fields,
+    ),
 )
 queries = st.one_of(
     multi_match,
