@@ -383,3 +383,32 @@ def test_runs_emptied_by_deletions_save_and_read_back(tmp_path, monkeypatch):
     es, runs = _fresh_runs_after_reopen(tmp_path, es)
     assert runs is not None and runs.covered == 0
     es.close()
+
+
+def test_saved_runs_that_disagree_with_their_rows_are_refused():
+    """``Runs.load`` checks the runs against the rows they describe (beyond checksums and ranges):
+    a run whose documents have another field length than its head, or a view with another number
+    of postings than the heads' rows, is refused (the segment is then rebuilt from SQLite)."""
+    from scholar_es.engine.index.segment.runs import Runs
+    from scholar_es.engine.index.segment.saved import SavedArrays
+
+    rows = [["a", "b"]] * 4 + [["c"]] * 4
+    p = _postings(rows)
+    lengths = np.array([len(r) for r in rows], dtype=np.int32)
+    good = find_runs(p, p.indptr, lengths, len(p.vocab))
+    arrays = good.to_save(len(p.vocab))
+    loaded = Runs.load(SavedArrays(arrays), [0, 1, 2, 3], p.indptr, lengths, len(p.vocab))
+    assert np.array_equal(loaded.starts, good.starts)
+    # one run over rows of two lengths, its view the first row's postings (a, b): consistent ranges
+    one_run = [
+        np.array([0, 8], dtype=np.int64),
+        np.array([0, 1, 2, 2], dtype=np.int64),
+        np.zeros(2, dtype=np.int32),
+        np.ones(2, dtype=np.uint8),
+    ]
+    with pytest.raises(ValueError, match="do not match"):
+        Runs.load(SavedArrays(one_run), [0, 1, 2, 3], p.indptr, lengths, len(p.vocab))
+    ptr, run_ids, freqs = arrays[1:]
+    short = [arrays[0], np.array([0, 1, 1, 2], dtype=np.int64), run_ids[:2], freqs[:2]]  # a posting lost
+    with pytest.raises(ValueError, match="do not match"):
+        Runs.load(SavedArrays(short), [0, 1, 2, 3], p.indptr, lengths, len(p.vocab))

@@ -211,7 +211,7 @@ class TextColumn(_PostingsColumn):
         col.lengths = saved.check(refs[3], np.int32, 1, n)
         col.present = saved.check(refs[4], np.bool_, 1, n)
         if len(refs) > 8:
-            col._runs = Runs.load(saved, refs[8:], n, len(vocab))
+            col._runs = Runs.load(saved, refs[8:], col.postings.indptr, col.lengths, len(vocab))
         return name, col
 
 

@@ -61,8 +61,14 @@ class Runs:
         return [self.starts, ptr, runs, narrowed(freqs)]
 
     @classmethod
-    def load(cls, saved: SavedArrays, refs: list[int], n: int, n_terms: int) -> Runs:
-        """The runs a base saved (:meth:`to_save`) for its ``n`` documents, checked."""
+    def load(
+        cls, saved: SavedArrays, refs: list[int], indptr: np.ndarray, lengths: np.ndarray, n_terms: int
+    ) -> Runs:
+        """The runs a base saved (:meth:`to_save`) for the rows ``indptr`` and field ``lengths``
+        describe, checked: shapes and ranges, and against those rows, cheaply (O(documents + runs)):
+        every document of a run has its head's field length, and the view holds as many postings
+        as the heads' rows."""
+        n = len(lengths)
         starts = saved.check(refs[0], np.int64, 1)
         if len(starts) < 2 or starts[0] != 0 or starts[-1] != n:
             raise ValueError("runs of equal rows are inconsistent")
@@ -81,6 +87,11 @@ class Runs:
             raise ValueError("runs of equal rows: term offsets are inconsistent")
         if len(runs) and (saved.facts(refs[2]).min < 0 or saved.facts(refs[2]).max >= len(starts) - 1):
             raise ValueError("runs of equal rows: run numbers out of range")
+        heads = starts[:-1]
+        if not np.array_equal(np.repeat(lengths[heads], np.diff(starts)), lengths) or int(
+            (indptr[heads + 1] - indptr[heads]).sum()
+        ) != len(runs):
+            raise ValueError("runs of equal rows do not match the rows they describe")
         return cls(starts, (ptr, runs, freqs))
 
     @property
