@@ -104,27 +104,18 @@ class TermNode(Node):
         :meth:`score_postings` gives each document (a run's documents have its head's frequency
         and norm); idf and avgdl from the whole field, as there."""
         col = ctx.seg.text[self.field]
-        tid = col.postings.vocab.get(self.term)
-        found = None if tid is None else col.postings.postings(self.term)
-        if tid is None or found is None or len(found[0]) == 0:
+        found = col.postings.postings(self.term)
+        if found is None or len(found[0]) == 0:
             return None
         docs, freqs = found
-        params = ctx.bm25.get(self.field)
-        idf = sim.bm25_idf(len(docs), col.doc_count)
-        cache = sim.bm25_norm_cache(
-            sim.bm25_avgdl(col.sum_total_term_freq, col.doc_count), params.k1, params.b
-        )
-        weight = sim.bm25_weight(self.boost, idf, params.k1)
+        weight, cache, _, _ = self._bm25(ctx, len(docs), col.doc_count, col.sum_total_term_freq)
         norm_bytes = col.norms()
+        tid = col.postings.vocab[self.term]
         run_ids, run_freqs = runs.postings(tid)
         head_norms = norm_bytes.take(runs.starts.take(run_ids))
         at_runs = (run_ids, sim.bm25_scores(weight, run_freqs, cache.take(head_norms)))
-        # no conversion of the documents to the scalar's type (a copy of all of them)
-        past = (
-            len(docs)
-            if docs[-1] < runs.covered
-            else int(docs.searchsorted(np.asarray(runs.covered, docs.dtype)))
-        )
+        # the scalar in the documents' type: no conversion (a copy) of all of them
+        past = int(docs.searchsorted(np.asarray(runs.covered, docs.dtype)))
         tail_docs, tail_freqs = docs[past:], freqs[past:]
         at_tail = (tail_docs, sim.bm25_scores(weight, tail_freqs, cache.take(norm_bytes.take(tail_docs))))
         return at_runs, at_tail
@@ -149,12 +140,8 @@ class TermNode(Node):
         if found is None or len(found[0]) == 0:
             return None
         docs, freqs = found
-        params = ctx.bm25.get(self.field)
         df = len(docs)  # idf counts every posting, whatever the documents scored
-        idf = sim.bm25_idf(df, doc_count)
-        avgdl = sim.bm25_avgdl(sttf, doc_count)
-        cache = sim.bm25_norm_cache(avgdl, params.k1, params.b)
-        weight = sim.bm25_weight(self.boost, idf, params.k1)
+        weight, cache, idf, avgdl = self._bm25(ctx, df, doc_count, sttf)
         if ctx.restrict is not None:  # score the postings of the restricted documents only
             at = np.searchsorted(docs, ctx.restrict)
             inside = at < len(docs)
@@ -174,9 +161,20 @@ class TermNode(Node):
             n=df,
             N=doc_count,
             norm_bytes=norm_bytes,
-            params=params,
+            params=ctx.bm25.get(self.field),
         )
         return docs, sim.bm25_scores(weight, freqs, norm_inv)
+
+    def _bm25(
+        self, ctx: Ctx, df: int, doc_count: int, sttf: int
+    ) -> tuple[np.float32, np.ndarray, np.float32, np.float32]:
+        """(weight, norm cache, idf, avgdl) of this term on its field: its BM25 scorer's constants
+        from the field's statistics (every posting counts, whatever the documents scored)."""
+        params = ctx.bm25.get(self.field)
+        idf = sim.bm25_idf(df, doc_count)
+        avgdl = sim.bm25_avgdl(sttf, doc_count)
+        cache = sim.bm25_norm_cache(avgdl, params.k1, params.b)
+        return sim.bm25_weight(self.boost, idf, params.k1), cache, idf, avgdl
 
     def explain(self, pos: int) -> dict:
         s = self._stats

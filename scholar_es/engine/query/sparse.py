@@ -284,18 +284,42 @@ class RunSums:
     lowest: float
 
     def span(self) -> tuple[int, int] | None:
-        """[lo, hi) of the documents of the matched runs (the tail not included)."""
+        """[lo, hi) of the documents matched: those of the matched runs and past them (None: none)."""
         hit = np.flatnonzero(self.matched)
-        if not len(hit):
+        spans = [(int(self.runs.starts[hit[0]]), int(self.runs.starts[hit[-1] + 1]))] if len(hit) else []
+        past = _span(self.tail)
+        spans += [past] if past is not None else []
+        if not spans:
             return None
-        return int(self.runs.starts[hit[0]]), int(self.runs.starts[hit[-1] + 1])
+        return min(a for a, _ in spans), max(b for _, b in spans)
 
     def matches(self) -> int:
-        """The number of documents of the matched runs."""
-        return int(self.runs.lengths[self.matched].sum())
+        """The number of documents matched (of the matched runs, and past them)."""
+        return int(self.runs.lengths[self.matched].sum()) + sum(len(d) for d, _ in self.tail)
 
-    def expand(self, values: np.ndarray, lo: int, n: int) -> np.ndarray:
-        """Per position of [lo, lo + n): the value of the run holding it (0 past the runs)."""
+    def scores(self, lo: int, n: int, boost: float) -> np.ndarray:
+        """Per position of [lo, lo + n): the sum there (its run's, or its own past the runs; 0.0
+        where none) times ``boost``, as ``_summed(...) * boost`` gives each document. Without
+        documents past the runs the boost is applied per run before spreading (the same product
+        for each of its documents, one pass over the range less)."""
+        if not self.tail:
+            return self._expand(self.sums if boost == 1.0 else self.sums * boost, lo, n)
+        score = self._expand(self.sums, lo, n)
+        score += _summed(self.tail, lo, n)  # each position has a value from one side, 0.0 from the other
+        if boost != 1.0:
+            score *= boost
+        return score
+
+    def matched_at(self, lo: int, n: int) -> np.ndarray:
+        """Per position of [lo, lo + n): whether a term matches it."""
+        matched = self._expand(self.matched, lo, n)
+        if self.tail:
+            matched |= _counts(self.tail, lo, n) > 0
+        return matched
+
+    def _expand(self, values: np.ndarray, lo: int, n: int) -> np.ndarray:
+        """Per position of [lo, lo + n): the value of the run holding it (0 past the runs), in an
+        array of its own (written in place by the callers)."""
         starts = self.runs.starts
         hi = min(lo + n, self.runs.covered)
         if hi <= lo:
@@ -316,20 +340,14 @@ def _spread(per_run: RunSums, boost: float) -> Hits | None:
     each document of a matched run (and each matched document past the runs) with its sum times
     the boost, as :func:`_bool_dense` gives them (None: a few matches spread over a wide range,
     where per document costs less)."""
-    spans = [sp for sp in (_span(per_run.tail), per_run.span()) if sp is not None]
-    if not spans:
+    span = per_run.span()
+    if span is None:
         return _empty()
-    lo, hi = min(a for a, _ in spans), max(b for _, b in spans)
-    if hi - lo > DENSE_SPAN * max(1, per_run.matches() + sum(len(d) for d, _ in per_run.tail)):
+    lo, hi = span
+    if hi - lo > DENSE_SPAN * max(1, per_run.matches()):
         return None
-    n = hi - lo
-    score = per_run.expand(per_run.sums, lo, n)
-    matched = per_run.expand(per_run.matched, lo, n)
-    if per_run.tail:
-        score = score + _summed(per_run.tail, lo, n)  # 0.0 on one side of every position
-        matched = matched | (_counts(per_run.tail, lo, n) > 0)
-    at = np.flatnonzero(matched)
-    return at + lo, score[at] * boost
+    at = np.flatnonzero(per_run.matched_at(lo, hi - lo))
+    return at + lo, per_run.scores(lo, hi - lo, boost)[at]
 
 
 def _run_sums(terms: list[Node], ctx: Ctx) -> RunSums | None:
@@ -473,12 +491,11 @@ def _dis_max_dense(
     gives it; a run's documents get the run's sum, the same number."""
     parts = [h for hits, _ in clauses if not isinstance(hits, RunSums) for h in hits]
     per_run = [hits for hits, _ in clauses if isinstance(hits, RunSums)]
-    tails = [t for r in per_run for t in r.tail]
-    spans = [sp for sp in [_span(parts + tails), *(r.span() for r in per_run)] if sp is not None]
+    spans = [sp for sp in [_span(parts), *(r.span() for r in per_run)] if sp is not None]
     if not spans:
         return _empty()
     lo, hi = min(a for a, _ in spans), max(b for _, b in spans)
-    matches = sum(len(d) for d, _ in parts + tails) + sum(r.matches() for r in per_run)
+    matches = sum(len(d) for d, _ in parts) + sum(r.matches() for r in per_run)
     if hi - lo > DENSE_SPAN * max(1, matches) or any(q is not None and not q.boost >= 0 for _, q in clauses):
         return None
     lowest = min([float(s.min()) for _, s in parts if len(s)] + [r.lowest for r in per_run], default=0.0)
@@ -489,14 +506,7 @@ def _dis_max_dense(
     for i, (hits, q) in enumerate(clauses):
         boost = 1.0 if q is None else q.boost
         if isinstance(hits, RunSums):
-            # a run's documents get its sum times the boost (the same product for each of them),
-            # documents past the runs their own sums times the boost; 0.0 elsewhere
-            score = hits.expand(hits.sums if boost == 1.0 else hits.sums * boost, lo, n)
-            if hits.tail:
-                past = _summed(hits.tail, lo, n)
-                if boost != 1.0:
-                    past *= boost
-                score += past  # each position has a value from one side and 0.0 from the other
+            score = hits.scores(lo, n, boost)
         elif q is None:
             docs, scores = hits[0]
             score = np.zeros(n)
@@ -516,9 +526,9 @@ def _dis_max_dense(
     if positive:
         matched = best > 0
     else:
-        matched = _counts(parts + tails, lo, n) > 0
+        matched = _counts(parts, lo, n) > 0
         for r in per_run:
-            matched |= r.expand(r.matched, lo, n)
+            matched |= r.matched_at(lo, n)
     at = np.flatnonzero(matched)
     # best + tie * (total - best), times the boost: the same operations, over the range in place
     # (fewer passes than gathering both arrays first when most positions match)
