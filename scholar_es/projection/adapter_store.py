@@ -22,7 +22,7 @@ from elasticsearch import NotFoundError
 from indexer import layout
 from scholar_es.errors import ConfigError
 from scholar_es.projection.adapter import Adapter
-from scholar_es.projection.store import delete_versions, read_rows, write_version
+from scholar_es.projection.store import delete_versions, read_rows, version_body, write_version
 
 SCHEMA = "scholar-es/adapter"
 SCHEMA_VERSION = 1
@@ -43,14 +43,7 @@ def adapter_body(adapter: Adapter) -> dict:
         "dims": adapter.dims,
         "info": adapter.info,
     }
-    return {
-        "settings": {"number_of_shards": 1},
-        "mappings": {
-            "dynamic": "strict",
-            "_meta": meta,
-            "properties": {"seq": {"type": "integer"}, "row": dict(_ROW)},
-        },
-    }
+    return version_body(meta, {"seq": {"type": "integer"}, "row": dict(_ROW)})
 
 
 def save_adapter(es, adapter: Adapter, prefix: str = "") -> str:

@@ -54,19 +54,24 @@ def heads_body(heads: Heads) -> dict:
         "alpha": heads.alpha,
         "info": heads.info,
     }
+    return version_body(
+        meta,
+        {
+            "seq": {"type": "integer"},
+            "answer_id": {"type": "keyword"},
+            "n_questions": {"type": "integer"},
+            "centroid": dict(_VECTOR),
+            "answer_vector": dict(_VECTOR),
+        },
+    )
+
+
+def version_body(meta: dict, properties: dict) -> dict:
+    """The create-index body of one stored version (heads, an adapter): one shard, a strict
+    mapping of ``properties``, ``meta`` as its ``_meta``."""
     return {
         "settings": {"number_of_shards": 1},
-        "mappings": {
-            "dynamic": "strict",
-            "_meta": meta,
-            "properties": {
-                "seq": {"type": "integer"},
-                "answer_id": {"type": "keyword"},
-                "n_questions": {"type": "integer"},
-                "centroid": dict(_VECTOR),
-                "answer_vector": dict(_VECTOR),
-            },
-        },
+        "mappings": {"dynamic": "strict", "_meta": meta, "properties": properties},
     }
 
 
