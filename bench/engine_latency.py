@@ -339,16 +339,20 @@ def time_each(fn, items, warmup: int = 3) -> list[float]:
     return out
 
 
-def index_engine(es, corpus: Corpus, log) -> float:
+def index_engine(es, corpus, log, index: str = INDEX, doc_id=None) -> float:
+    """Create ``index`` with the project's chunk mapping and bulk ``corpus.n`` documents
+    (``corpus.doc(i)``) through the client, then refresh; seconds taken. ``doc_id(i, doc)``: each
+    document's ``_id`` (default: its number)."""
     from elasticsearch import helpers
 
     mapping = json.loads((REPO / "mappings" / "chunks.json").read_text())
-    es.indices.create(index=INDEX, **mapping)
+    es.indices.create(index=index, **mapping)
     t0 = time.perf_counter()
 
     def actions():
         for i in range(corpus.n):
-            yield {"_index": INDEX, "_id": str(i), "_source": corpus.doc(i)}
+            doc = corpus.doc(i)
+            yield {"_index": index, "_id": str(i) if doc_id is None else doc_id(i, doc), "_source": doc}
             if i and i % 20_000 == 0:
                 log(f"  ... {i} docs sent ({time.perf_counter() - t0:.0f}s)")
 
@@ -358,9 +362,9 @@ def index_engine(es, corpus: Corpus, log) -> float:
     if errors:
         raise RuntimeError(f"{errors} bulk items failed")
     t1 = time.perf_counter()
-    es.indices.refresh(index=INDEX)  # writes the base; builds the HNSW graph of a large hnsw field
+    es.indices.refresh(index=index)  # writes the base; builds the HNSW graph of a large hnsw field
     log(f"  refresh (base written, HNSW graph built) in {time.perf_counter() - t1:.1f}s")
-    assert es.count(index=INDEX)["count"] == corpus.n
+    assert es.count(index=index)["count"] == corpus.n
     return time.perf_counter() - t0
 
 

@@ -61,7 +61,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
-from engine_latency import time_interleaved  # noqa: E402
+from engine_latency import index_engine, time_interleaved  # noqa: E402
 
 INDEX = "chunks"
 DATA = Path(os.environ.get("SCHOLAR_ES_DATA", "/work/shared/data"))
@@ -162,29 +162,6 @@ def load_queries(n: int, log) -> list[tuple[str, str, np.ndarray]]:
     return out
 
 
-def index_engine(es, corpus: RealCorpus, log) -> float:
-    from elasticsearch import helpers
-
-    mapping = json.loads((REPO / "mappings" / "chunks.json").read_text())
-    es.indices.create(index=INDEX, **mapping)
-    t0 = time.perf_counter()
-
-    def actions():
-        for i in range(corpus.n):
-            yield {"_index": INDEX, "_id": corpus.doc(i)["chunk_id"], "_source": corpus.doc(i)}
-            if i and i % 20_000 == 0:
-                log(f"  ... {i} docs sent ({time.perf_counter() - t0:.0f}s)")
-
-    _, errors = helpers.bulk(
-        es, actions(), chunk_size=1000, max_chunk_bytes=200 * 1024 * 1024, stats_only=True
-    )
-    if errors:
-        raise RuntimeError(f"{errors} bulk items failed")
-    es.indices.refresh(index=INDEX)
-    assert es.count(index=INDEX)["count"] == corpus.n
-    return time.perf_counter() - t0
-
-
 def bodies(question: str, vector: np.ndarray) -> dict[str, dict]:
     """The engine requests of one question, built by querybuilder (strategy hybrid)."""
     from querybuilder.dsl import as_query_vector, hybrid_query, saturated_text
@@ -245,7 +222,7 @@ def run_size(
         else:
             if es.indices.exists(index=INDEX):
                 es.indices.delete(index=INDEX)
-            index_s = index_engine(es, corpus, log)
+            index_s = index_engine(es, corpus, log, INDEX, doc_id=lambda i, doc: doc["chunk_id"])
             log(f"engine indexed {n} chunks in {index_s:.1f}s")
         t0 = time.perf_counter()
         es.search(index=INDEX, query={"match": {"chunk_text": "model"}}, size=1)
