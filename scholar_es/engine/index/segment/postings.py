@@ -84,6 +84,22 @@ def _concat_csc(a: Csc, b: Csc, n_terms: int) -> Csc:
     return ptr, docs, freqs
 
 
+def kept_csc(view: Csc, keep: np.ndarray, n_terms: int) -> Csc:
+    """``view`` (term -> ids) with only the ids where ``keep`` is true, each renumbered to the
+    number of kept ids before it, and offsets for ``n_terms`` terms (a term the view does not
+    reach has none): what a compaction makes of a term -> docs (or term -> runs) view. O(postings),
+    no sort."""
+    ptr, ids, freqs = view
+    live = keep[ids]
+    at = np.zeros(len(live) + 1, dtype=np.int64)
+    np.cumsum(live, out=at[1:])
+    new_ptr = np.zeros(n_terms + 1, dtype=np.int64)
+    new_ptr[: len(ptr)] = at[ptr]
+    new_ptr[len(ptr) :] = new_ptr[len(ptr) - 1]
+    renumber = (np.cumsum(keep) - 1).astype(np.int32)
+    return new_ptr, renumber[ids[live]], freqs[live]
+
+
 #: a tail of the term -> docs view is folded into the base one when it holds more than this
 #: fraction of the base's postings (amortized O(1) per appended posting)
 TAIL_FRACTION = 8
@@ -191,15 +207,8 @@ class Postings:
         self._views = None
         if views is not None:  # filter the term -> docs view too: O(postings), no sort
             base, tail = views
-            ptr, docs, freqs = base if tail is None else _concat_csc(base, tail, len(self.vocab))
-            kept = keep[docs]
-            at = np.zeros(len(kept) + 1, dtype=np.int64)
-            np.cumsum(kept, out=at[1:])
-            new_ptr = np.zeros(len(self.vocab) + 1, dtype=np.int64)
-            new_ptr[: len(ptr)] = at[ptr]
-            new_ptr[len(ptr) :] = new_ptr[len(ptr) - 1]
-            new_pos = (np.cumsum(keep) - 1).astype(np.int32)
-            self._views = ((new_ptr, new_pos[docs[kept]], freqs[kept]), None)
+            merged = base if tail is None else _concat_csc(base, tail, len(self.vocab))
+            self._views = (kept_csc(merged, keep, len(self.vocab)), None)
 
     def _current(self) -> tuple[Csc, Csc | None]:
         views = self._views

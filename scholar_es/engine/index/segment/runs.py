@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from scholar_es.engine.index.segment.buffers import slice_rows, take
-from scholar_es.engine.index.segment.postings import POSTINGS_TYPES, narrowed
+from scholar_es.engine.index.segment.postings import POSTINGS_TYPES, kept_csc, narrowed
 from scholar_es.engine.index.segment.saved import SavedArrays
 
 #: the runs' term -> runs view is built when the documents are at least this many times the runs
@@ -124,12 +124,7 @@ class Runs:
             return Runs(np.array([0, 0], dtype=np.int64), None)
         starts = np.zeros(int(alive.sum()) + 1, dtype=np.int64)
         np.cumsum(kept[alive], out=starts[1:])
-        renumber = (np.cumsum(alive) - 1).astype(np.int32)
-        ptr, runs, freqs = self.view
-        live = alive[runs]
-        at = np.zeros(len(live) + 1, dtype=np.int64)
-        np.cumsum(live, out=at[1:])
-        return Runs(starts, (at[ptr], renumber[runs[live]], freqs[live]))
+        return Runs(starts, kept_csc(self.view, alive, len(self.view[0]) - 1))
 
     def postings(self, tid: int) -> tuple[np.ndarray, np.ndarray]:
         """(run numbers, frequencies) of term id ``tid`` among the run heads (none for a term first
