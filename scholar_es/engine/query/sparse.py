@@ -604,6 +604,16 @@ class _SubsetScriptContext(SegmentScriptContext):
 
 def _script_score(node: ScriptScoreNode, ctx: Ctx) -> Hits | None:
     docs, qscore = run_sparse(node.query, ctx)
+    boosted = script_values(node, ctx, docs, qscore)
+    if node.min_score is not None:
+        keep = boosted >= node.min_score
+        docs, boosted = docs[keep], boosted[keep]
+    return docs, boosted
+
+
+def script_values(node: ScriptScoreNode, ctx: Ctx, docs: np.ndarray, qscore: np.ndarray) -> np.ndarray:
+    """The boosted script scores of ``docs`` whose query scores are ``qscore`` (float64): the
+    query score as a float, the script's value as a float, times the boost as a float."""
     sub = qscore.astype(np.float32).astype(np.float64)
     raw = node.script.evaluate(_SubsetScriptContext(ctx, sub, docs))
     values = np.broadcast_to(np.asarray(raw, dtype=np.float64), docs.shape)
@@ -617,11 +627,7 @@ def _script_score(node: ScriptScoreNode, ctx: Ctx) -> Hits | None:
             "Must be a non-negative score!",
         )
     # values are floats widened to doubles: times a boost of 1 and rounded to float, they stay
-    boosted = values if node.boost == 1.0 else (values * node.boost).astype(np.float32).astype(np.float64)
-    if node.min_score is not None:
-        keep = boosted >= node.min_score
-        docs, boosted = docs[keep], boosted[keep]
-    return docs, boosted
+    return values if node.boost == 1.0 else (values * node.boost).astype(np.float32).astype(np.float64)
 
 
 def _function_score(node: FunctionScoreNode, ctx: Ctx) -> Hits | None:

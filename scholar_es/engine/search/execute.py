@@ -13,7 +13,7 @@ from scholar_es.engine.errors import (
     unsupported,
 )
 from scholar_es.engine.index import versioning
-from scholar_es.engine.query import sparse
+from scholar_es.engine.query import sparse, topk
 from scholar_es.engine.query.functions import parse_function_score
 from scholar_es.engine.query.knn import constructor_error, knn_query, parse_knn
 from scholar_es.engine.query.nodes import Ctx, Node, expl
@@ -23,6 +23,7 @@ from scholar_es.engine.search.aggregations.parser import parse_aggs
 from scholar_es.engine.search.aggregations.tree import AggContext, run_aggs
 from scholar_es.engine.search.collapse import NO_VALUE, collapse_keys, heads_by_score, heads_in_order
 from scholar_es.engine.search.hits import (
+    TRACK_TOTAL_HITS,
     SortSpec,
     filter_source,
     order_by_score,
@@ -74,6 +75,28 @@ _UNSUPPORTED_KEYS = {
     "ext",
 }
 MAX_RESULT_WINDOW = 10_000
+#: request keys under which the hits are the query's best ``from + size`` by score and nothing
+#: else reads every match's score: such a search may prune (engine/query/topk.py)
+_TOP_K_KEYS = frozenset(
+    {
+        "query",
+        "size",
+        "from",
+        "_source",
+        "track_total_hits",
+        "explain",
+        "profile",
+        "timeout",
+        "track_scores",
+        "version",
+        "stats",
+        "seq_no_primary_term",
+        "highlight",
+        "fields",
+        "docvalue_fields",
+        "stored_fields",
+    }
+)
 RETRIEVERS = ("standard", "knn", "rrf", "linear")
 
 
@@ -134,6 +157,8 @@ class SearchRun:
         self.size = _int(body, "size", 10)
         self.from_ = _int(body, "from", 0)
         self.terminated_early: bool | None = None
+        #: a pruned search (:meth:`_top_k`): a lower bound of its matches, above the count limit
+        self.at_least = 0
         if _int(body, "terminate_after", 0) < 0:  # SearchSourceBuilder#terminateAfter
             raise illegal_argument("terminateAfter must be > 0")
         if _int(body, "terminate_after", 0) and "retriever" in body:
@@ -194,7 +219,11 @@ class SearchRun:
         if profiling:
             for node in nodes:
                 profile.instrument(node)
-        for node in nodes:
+        top = None if dense or knn_spec is not None else self._top_k(nodes[0])
+        if top is not None:  # the candidates holding the best hits, scored exactly
+            parts.append((top.docs, top.scores))
+            self.at_least = top.at_least
+        for node in nodes if top is None else []:
             # the sparse path (engine/query/sparse.py) unless explain needs every node's own arrays
             if dense:
                 m, s = node.run(self.ctx)
@@ -221,6 +250,19 @@ class SearchRun:
         # pass over the mask, no gather of the scores again
         self.matched, self.matched_scores = docs, rounded
         return mask, scores, nodes
+
+    def _top_k(self, node: Node) -> topk.Top | None:
+        """The query's best hits without scoring every match, where the request reads nothing
+        else (no aggregations, sort, collapse, rescore, min_score, post_filter, named queries,
+        scroll) and counts its matches up to a limit (engine/query/topk.py); None: score all."""
+        body = self.body
+        if self.scroll or self.named or any(key not in _TOP_K_KEYS for key in body):
+            return None
+        track = body.get("track_total_hits")
+        if track is True:
+            return None
+        limit = 0 if track is False else TRACK_TOTAL_HITS if track is None else int(track)
+        return topk.top_k(node, self.ctx, self.from_ + self.size, limit)
 
     def run(self) -> dict:
         """Run on a snapshot pinned for the whole search (hits and ``_source`` agree)."""
@@ -281,7 +323,7 @@ class SearchRun:
         as_scored = post is None and not self.terminated_early
         cand = self.matched if as_scored else np.flatnonzero(mask)
         cand_scores = self.matched_scores if as_scored else None  # scores[cand], when known
-        total = len(cand)
+        total = max(len(cand), self.at_least)  # at_least: matches counted past the limit, unscored
         sort = SortSpec(body["sort"]) if "sort" in body else None
         if body.get("search_after") is not None:  # after total and aggregations: they count every match
             cand = search_after.keep_after(self.seg, sort, cand, scores, body["search_after"])

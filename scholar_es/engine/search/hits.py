@@ -281,11 +281,15 @@ def _plain_key(pattern: str) -> bool:
     return pattern.isascii() and pattern.isprintable() and not any(c in pattern for c in '*?[]\\."')
 
 
+#: ``track_total_hits``'s default: matches are counted exactly up to this many
+TRACK_TOTAL_HITS = 10_000
+
+
 def total_hits(count: int, track) -> dict | None:
     """``hits.total`` under ``track_total_hits`` (default: exact up to 10,000)."""
     if track is False:
         return None
-    limit = 10_000 if track is None else (None if track is True else int(track))
+    limit = TRACK_TOTAL_HITS if track is None else (None if track is True else int(track))
     if limit is not None and count > limit:
         return {"value": limit, "relation": "gte"}
     return {"value": count, "relation": "eq"}

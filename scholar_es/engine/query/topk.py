@@ -1,0 +1,403 @@
+"""The best hits of a score-ordered search without scoring every match (issue 29).
+
+A search that wants only its best ``from + size`` hits by score, and counts its matches no further
+than ``track_total_hits`` (10,000 by default), does not need the score of every document it
+matches. Lucene's collectors skip the documents whose best possible score cannot reach the k-th
+best found so far (MaxScore and block-max WAND over blocks of postings, with each block's maximum
+impact). Here the blocks are the segment's runs of equal rows (:mod:`engine.index.segment.runs`):
+in a ``multi_match`` over a chunk's title, abstract and text, the title and abstract fields score
+every document of a run alike, so within a *piece* (a range of documents over which every
+run-scored field is constant) the query's score grows with the one per-document field's score
+alone, and the piece's best document is the one where that field scores highest. Its score is
+known from one pass over that field's sums (:func:`_piece_maxima`), without the combination, the
+script or the ordering of every matched document.
+
+1. Each piece's maximum, in float64 from the same float32 term scores and the same sums as the
+   sparse path (:mod:`engine.query.sparse`), through the query's monotone wrappers (a
+   ``script_score`` whose script only grows with ``_score``, boosts).
+2. A threshold: the k-th largest of those maxima, each the score of a distinct document, lowered
+   by a margin (:data:`MARGIN`): at least k documents score that much, so the k-th best score is
+   at least the threshold.
+3. The candidates: the documents of every piece whose maximum, raised by the same margin, reaches
+   the threshold, and every document of the other clauses of a hybrid ``bool`` (its ``knn``); a
+   document outside them scores less than k others and is not among the best k, ties included.
+   The candidates are scored by the sparse path restricted to them (``ctx.restrict``, as a
+   rescore window is): the same operations as the full path, so the same numbers.
+
+The margins cover the rounding differences between the float64 bound and the exact float32
+steps (each a relative 6e-8; :data:`MARGIN` is 1e-5). ``hits.total`` is then the number of
+matches up to the count limit: the largest field's match count already exceeds it, so the
+answer is ``{"value": limit, "relation": "gte"}`` as Elasticsearch gives it; where it does not,
+or where the total must be exact (``track_total_hits: true``, ``rest_total_hits_as_int``), the
+full path answers. Scripts are trusted only in a known monotone, non-negative form
+(:func:`monotone_script`): ``saturation(_score, k)`` (the project's), products and sums with
+non-negative constants or params; any other script, negative boost or tie_breaker outside [0, 1]
+takes the full path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from scholar_es.engine.query import sparse
+from scholar_es.engine.query.functions import ScriptScoreNode
+from scholar_es.engine.query.knn import KnnNode
+from scholar_es.engine.query.nodes import BoolNode, BoostNode, Ctx, DisMaxNode, Node, TermNode
+from scholar_es.engine.script.parse import Node as ScriptNode
+
+#: off: every search scores all its matches (the reference the tests compare the pruned path with)
+ENABLED = True
+
+#: relative margin between the float64 bound and the exact float32 scores (their rounding
+#: differences are ~1e-7 relative, the scripts' monotonicity holds within a few ulps)
+MARGIN = 1e-5
+
+#: the per-document field's approximate sums are float32 up to this many terms: the relative
+#: error of a float32 sum of m positive terms is at most m * 2**-24 (6e-8), well within MARGIN
+MAX_FLOAT32_TERMS = 64
+
+#: pieces per document above which pruning reads about as much as scoring every document
+MAX_PIECES_PER_DOC = 0.5
+
+
+#: what may wrap a query's text core: a script that grows with ``_score``, a boost
+Wrapper = ScriptScoreNode | BoostNode
+
+
+@dataclass
+class Top:
+    """Documents (ascending) holding the best k, their exact scores (float64, as
+    :func:`sparse.run_sparse` gives them), and a lower bound of the number of matches, above the
+    count limit."""
+
+    docs: np.ndarray
+    scores: np.ndarray
+    at_least: int
+
+
+def top_k(root: Node, ctx: Ctx, k: int, limit: int) -> Top | None:
+    """The best ``k`` hits of ``root`` and its matches counted past ``limit``; None: the query
+    has no such form here (or is not worth it), and the full path must answer."""
+    if not ENABLED or k <= 0 or ctx.restrict is not None:
+        return None
+    shape = _shape(root)
+    if shape is None:
+        return None
+    chain, core, outer, others = shape
+    fields = _fields(core, ctx)
+    if fields is None:
+        return None
+    other_hits = [sparse.run_sparse(q, ctx) for q in others]
+    if any(len(s) and not s.min() >= 0 for _, s in other_hits):
+        return None
+    counts = [r.matches() for r, _ in fields.per_run] + [len(d) for d, _ in other_hits]
+    counts += [len(d) for d, _ in fields.per_doc] if fields.per_doc is not None else []
+    at_least = max(counts, default=0)
+    if at_least <= limit:
+        return None  # the total must be exact: the full path counts every match
+    pieces = _pieces(fields.per_run, ctx.n)
+    if pieces is None:
+        return None
+    starts, ends = pieces
+    best = _piece_maxima(fields, fields.approximate_sums(ctx.n), starts)
+    matched = best > 0
+    low = _bound(chain, outer, ctx, best * (1 - MARGIN))
+    high = _bound(chain, outer, ctx, best * (1 + MARGIN))
+    # pieces holding a document of another clause are always scored; the threshold comes from
+    # the others (their best document scores at least its bound, each a distinct document)
+    held = np.zeros(len(starts), dtype=bool)
+    for docs, _ in other_hits:
+        held[np.searchsorted(starts, docs, side="right") - 1] = True
+    free = np.flatnonzero(matched & ~held)
+    if len(free) < k:
+        return None
+    threshold = np.partition(low[free], len(free) - k)[len(free) - k] * (1 - MARGIN)
+    if not threshold > 0:
+        return None
+    keep = held | (matched & (high * (1 + MARGIN) >= threshold))
+    docs, scores = _core_scores(fields, _ranges(starts[keep], ends[keep]))
+    scores = _through(chain, ctx, docs, scores)
+    if outer is not None:  # the hybrid bool: its clauses' hits, in clause order, as sparse._bool sums them
+        known = {id(q): hits for q, hits in zip(others, other_hits, strict=True)}
+        should = [known.get(id(q), (docs, scores)) for q in outer.should]
+        docs, scores = sparse._bool_of(outer, ctx, [], should)
+    return Top(docs, scores, at_least)
+
+
+# --- the query's shape ---------------------------------------------------------------------------
+
+
+def _shape(root: Node) -> tuple[list[Wrapper], Node, BoolNode | None, list[Node]] | None:
+    """(wrappers outermost first, the text core, the hybrid bool or None, its other clauses)."""
+    outer: BoolNode | None = None
+    others: list[Node] = []
+    node = root
+    if isinstance(node, BoolNode) and not _core_field(node):
+        if node.must or node.filter or node.must_not or node.msm > 1 or not node.boost >= 0:
+            return None
+        texts = [q for q in node.should if not isinstance(q, KnnNode)]
+        if len(texts) != 1:
+            return None
+        outer, others, node = node, [q for q in node.should if isinstance(q, KnnNode)], texts[0]
+    chain: list[Wrapper] = []
+    while isinstance(node, (ScriptScoreNode, BoostNode)):
+        if not node.boost >= 0:
+            return None
+        if isinstance(node, ScriptScoreNode) and (node.min_score is not None or not monotone_script(node)):
+            return None
+        chain.append(node)
+        node = node.query if isinstance(node, ScriptScoreNode) else node.inner
+    if isinstance(node, DisMaxNode):
+        if not node.queries or not 0 <= node.tie <= 1 or not node.boost >= 0:
+            return None
+        if not all(_core_field(q) for q in node.queries):
+            return None
+    elif not _core_field(node):
+        return None
+    return chain, node, outer, others
+
+
+def _core_field(node: Node) -> bool:
+    """A term query, or a bool of optional term queries on one field (a multi_match's field)."""
+    if type(node) is TermNode:
+        return node.boost >= 0
+    return (
+        isinstance(node, BoolNode)
+        and sparse._optional_only(node)
+        and node.boost >= 0
+        and all(type(c) is TermNode and c.boost >= 0 for c in node.should)
+        and len({c.field for c in node.should}) == 1
+    )
+
+
+def monotone_script(node: ScriptScoreNode) -> bool:
+    """Whether the script's value never decreases as ``_score`` grows and is never negative for
+    a non-negative ``_score``, whatever the document: ``_score``, non-negative number literals and
+    params, ``saturation(x, k)`` with k > 0, ``a * b`` and ``a + b`` of such, ``a / c`` with c > 0
+    constant (nothing read from the document)."""
+    script = node.script
+    return _kind(script._root, script.params) in ("score", "const")
+
+
+def _kind(n: ScriptNode, params: dict) -> str | None:
+    """'score' (grows with _score, >= 0), 'const' (a constant >= 0) or None (anything else)."""
+    if n.op == "score":
+        return "score"
+    value = _constant(n, params)
+    if value is not None:
+        return "const" if value >= 0 else None
+    if n.op == "func" and n.a[0] == "saturation":
+        x, kk = n.a[1]
+        k = _constant(kk, params)
+        return "score" if k is not None and k > 0 and _kind(x, params) is not None else None
+    if n.op == "arith" and len(n.a) == 3 and n.a[0] in ("*", "+", "/"):
+        left, right = _kind(n.a[1], params), _kind(n.a[2], params)
+        if left is None or right is None:
+            return None
+        if n.a[0] == "/":
+            d = _constant(n.a[2], params)
+            return left if d is not None and d > 0 else None
+        if n.a[0] == "*" and left == right == "score":
+            return "score"  # a product of two non-negative nondecreasing values
+        return "const" if left == right == "const" else "score"
+    return None
+
+
+def _constant(n: ScriptNode, params: dict) -> float | None:
+    """A number literal's or a top-level numeric param's value (None: anything else)."""
+    if n.op == "const" and n.a[0] in ("int", "long", "float", "double"):
+        return float(n.a[1])
+    if n.op == "param" and len(n.a) == 1 and len(n.a[0]) == 1 and n.a[0][0][0] == "field":
+        value = params.get(n.a[0][0][1]) if isinstance(params, dict) else None
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and np.isfinite(value):
+            return float(value)
+    return None
+
+
+# --- fields and pieces -----------------------------------------------------------------------------
+
+RunField = tuple[sparse.RunSums, float]
+
+
+@dataclass
+class Fields:
+    """A core's fields: those scored per run (their sums, the field's boost), at most one scored
+    per document (its terms' hits, the field's boost; a term query's boost is in its scores), and
+    the dis_max's tie_breaker and boost (0.0 and 1.0 for a single field)."""
+
+    per_run: list[RunField]
+    per_doc: list[sparse.Hits] | None
+    per_doc_boost: float
+    #: per field in clause order: its index in per_run, or -1 for the per-document field
+    order: list[int]
+    tie: float
+    boost: float
+
+    def approximate_sums(self, n: int) -> np.ndarray | None:
+        """Per document: the per-document field's term scores summed in float32 (within
+        :data:`MARGIN` of the exact sums for up to :data:`MAX_FLOAT32_TERMS` terms; float64
+        beyond), unboosted; None: no such field. A bound only: half the bytes of the exact sums."""
+        if self.per_doc is None:
+            return None
+        acc: np.ndarray = np.zeros(
+            n, dtype=np.float32 if len(self.per_doc) <= MAX_FLOAT32_TERMS else np.float64
+        )
+        for docs, scores in self.per_doc:
+            acc[docs] += scores  # a term's documents are distinct
+        return acc
+
+    def exact_sums(self, cand: np.ndarray) -> np.ndarray:
+        """Per candidate: 0.0 plus the per-document field's term scores there, added in clause
+        order in float64 (what ``sparse._summed``'s ``bincount`` gives each document)."""
+        assert self.per_doc is not None
+        out = np.zeros(len(cand))
+        for docs, scores in self.per_doc:
+            at = np.searchsorted(docs, cand)
+            at[at == len(docs)] = 0
+            hit = docs[at] == cand if len(docs) else np.zeros(len(cand), dtype=bool)
+            out[hit] += scores[at[hit]]
+        return out
+
+
+def _fields(core: Node, ctx: Ctx) -> Fields | None:
+    """The core's fields (None: two fields scored per document, or a score or boost that is not
+    positive, where a document's best score and whether it matches part ways)."""
+    if isinstance(core, DisMaxNode):
+        clauses, tie, boost = core.queries, float(core.tie), float(core.boost)
+    else:
+        clauses, tie, boost = [core], 0.0, 1.0
+    per_run: list[RunField] = []
+    per_doc: list[sparse.Hits] | None = None
+    per_doc_boost = 1.0
+    order: list[int] = []
+    for q in clauses:
+        terms = q.should if isinstance(q, BoolNode) else [q]
+        field_boost = float(q.boost) if isinstance(q, BoolNode) else 1.0
+        got = sparse._run_sums(terms, ctx)
+        if got is not None:
+            order.append(len(per_run))
+            per_run.append((got, field_boost))
+            continue
+        if per_doc is not None:
+            return None  # two fields scored per document: a piece's best is not one document's
+        per_doc = [sparse._leaf(c, ctx) for c in terms]
+        per_doc_boost = field_boost
+        order.append(-1)
+    if not per_run or not all(b > 0 for b in [boost, per_doc_boost] + [b for _, b in per_run]):
+        return None
+    lowest = [r.lowest for r, _ in per_run] + [float(s.min()) for _, s in per_doc or [] if len(s)]
+    if not min(lowest) > 0:
+        return None
+    return Fields(per_run, per_doc, per_doc_boost, order, tie, boost)
+
+
+def _pieces(per_run: list[RunField], n: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """[starts, ends) of the ranges over which every run-scored field is constant: the runs'
+    common refinement, then each document past the shortest coverage on its own."""
+    covered = min(r.runs.covered for r, _ in per_run)
+    if (len(per_run[0][0].runs.starts) + n - covered) > MAX_PIECES_PER_DOC * n:
+        return None
+    bounds = [r.runs.starts[: int(np.searchsorted(r.runs.starts, covered))] for r, _ in per_run]
+    if all(len(b) == len(bounds[0]) and np.array_equal(b, bounds[0]) for b in bounds[1:]):
+        inner = bounds[0]  # the fields' runs coincide (a paper's chunks): no refinement to compute
+    else:  # sorted runs merged (a stable sort finds them), then each boundary once
+        merged = np.sort(np.concatenate(bounds), kind="stable")
+        inner = merged[np.concatenate(([True], merged[1:] != merged[:-1]))]
+    starts = np.concatenate([inner, np.arange(covered, n)]).astype(np.int64, copy=False)
+    if not len(starts) or starts[0] != 0 or len(starts) > MAX_PIECES_PER_DOC * n:
+        return None
+    ends = np.empty_like(starts)
+    ends[:-1] = starts[1:]
+    ends[-1:] = n
+    return starts, ends
+
+
+def _piece_maxima(fields: Fields, acc: np.ndarray | None, starts: np.ndarray) -> np.ndarray:
+    """Per piece, the core's score of its best document (0.0: none matched), in float64."""
+    values = []
+    for i in fields.order:
+        if i < 0:
+            assert acc is not None
+            values.append(np.maximum.reduceat(acc, starts) * fields.per_doc_boost)
+        else:
+            values.append(_run_values(*fields.per_run[i], starts))
+    return _combined(values, fields.tie, fields.boost)
+
+
+def _run_values(r: sparse.RunSums, boost: float, docs: np.ndarray) -> np.ndarray:
+    """A field scored per run, at ``docs``: its run's sum, or past the runs its own (0.0 where
+    none), times the boost, as ``RunSums.scores`` gives each document."""
+    runs = r.runs
+    value = np.zeros(len(docs))
+    inside = docs < runs.covered
+    value[inside] = r.sums[np.searchsorted(runs.starts, docs[inside], side="right") - 1]
+    if r.tail and not inside.all():
+        past = np.flatnonzero(~inside)
+        lo, hi = int(docs[past[0]]), int(docs[-1]) + 1
+        tail = [sparse._within(h, lo, hi) for h in r.tail]
+        value[past] = 0.0 + sparse._summed(tail, lo, hi - lo)[docs[past] - lo]
+    return value * boost if boost != 1.0 else value
+
+
+def _combined(values: list[np.ndarray], tie: float, boost: float) -> np.ndarray:
+    """The dis_max of the fields' values, with ``sparse._dis_max_dense``'s operations in its order:
+    the sum from 0.0 in clause order, the maximum, best + tie * (total - best), times the boost."""
+    total = np.add(values[0], 0.0)
+    best = values[0].copy()
+    for v in values[1:]:
+        total += v
+        np.maximum(best, v, out=best)
+    np.subtract(total, best, out=total)
+    total *= tie
+    total += best
+    if boost != 1.0:
+        total *= boost
+    return total
+
+
+def _core_scores(fields: Fields, cand: np.ndarray) -> sparse.Hits:
+    """The candidates the core matches and their exact scores (float64), computed as the sparse
+    path computes them for every document."""
+    values = []
+    for i in fields.order:
+        if i < 0:
+            v = fields.exact_sums(cand)
+            values.append(v * fields.per_doc_boost if fields.per_doc_boost != 1.0 else v)
+        else:
+            values.append(_run_values(*fields.per_run[i], cand))
+    scores = _combined(values, fields.tie, fields.boost)
+    hit = scores > 0  # every score is positive (_fields): matched where the best score is
+    return cand[hit], scores[hit]
+
+
+def _through(chain: list[Wrapper], ctx: Ctx, docs: np.ndarray, scores: np.ndarray) -> np.ndarray:
+    """The core's ``scores`` of ``docs`` through its wrappers, innermost first, as
+    ``sparse._script_score`` and ``sparse._boost`` give them."""
+    for node in reversed(chain):
+        if isinstance(node, ScriptScoreNode):
+            scores = sparse.script_values(node, ctx, docs, scores)
+        else:
+            scores = scores * node.boost
+    return scores
+
+
+def _bound(chain: list[Wrapper], outer: BoolNode | None, ctx: Ctx, scores: np.ndarray) -> np.ndarray:
+    """Core scores through the wrappers and the hybrid bool's boost (a monotone script reads no
+    document: any positions do)."""
+    out = _through(chain, ctx, np.zeros(len(scores), dtype=np.int64), scores)
+    return out * outer.boost if outer is not None else out
+
+
+def _ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """The documents of the ranges [starts, ends), ascending (the ranges are sorted, disjoint)."""
+    lengths = ends - starts
+    total = int(lengths.sum())
+    if not total:
+        return np.zeros(0, dtype=np.int64)
+    step = np.ones(total, dtype=np.int64)
+    first = np.cumsum(lengths)[:-1]
+    step[0] = starts[0]
+    step[first] = starts[1:] - ends[:-1] + 1
+    return np.cumsum(step)

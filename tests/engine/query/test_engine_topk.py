@@ -1,0 +1,260 @@
+"""The best hits of a score-ordered search without scoring every match (engine/query/topk.py,
+issue 29).
+
+The reference is the same search scoring every match (``topk.ENABLED`` off), itself checked against
+the dense path and the Elasticsearch fixtures elsewhere: the pruned search must return the same
+hits, in the same order, with the same scores, ``max_score`` and ``hits.total``, exactly, whatever
+the query, ``from``/``size`` and count limit; where it cannot prune it must not change anything.
+"""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+from elasticsearch import helpers
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scholar_es.engine.query import sparse, topk
+from scholar_es.engine.query.functions import ScriptScoreNode
+from scholar_es.engine.query.nodes import MatchNoneNode
+from scholar_es.engine.rest.transport import embedded_client
+
+WORDS = ["graph", "neural", "model", "data", "protein", "cell", "gene", "tree", "of", "results"]
+MAPPING = {
+    "properties": {
+        **{f: {"type": "text"} for f in ("title", "abstract", "body")},
+        "vec": {"type": "dense_vector", "dims": 3, "similarity": "cosine"},
+    }
+}
+
+
+def _papers(seed: int, n_papers: int) -> list[tuple[str, dict]]:
+    """Chunks of papers, in order: each chunk repeats its paper's title and abstract; some papers
+    repeat whole (equal scores: ties broken by document order)."""
+    rnd = random.Random(seed)
+    papers = []
+    for _ in range(n_papers):
+        if papers and rnd.random() < 0.1:
+            papers.append(papers[rnd.randrange(len(papers))])
+            continue
+        title = " ".join(rnd.choices(WORDS, k=rnd.randint(1, 4)))
+        abstract = " ".join(rnd.choices(WORDS, k=rnd.randint(0, 10))) if rnd.random() < 0.9 else None
+        bodies = [" ".join(rnd.choices(WORDS, k=rnd.randint(0, 12))) for _ in range(rnd.randint(3, 10))]
+        papers.append((title, abstract, bodies))
+    docs = []
+    for p, (title, abstract, bodies) in enumerate(papers):
+        for c, body in enumerate(bodies):
+            doc = {"title": title, "body": body, "vec": [rnd.uniform(-1, 1) for _ in range(3)]}
+            if abstract is not None:
+                doc["abstract"] = abstract
+            docs.append((f"{p}-{c}", doc))
+    return docs
+
+
+@pytest.fixture(scope="module")
+def es(tmp_path_factory):
+    """An index of ~100 papers' chunks, its runs found, then more chunks appended past them."""
+    docs = _papers(11, 110)
+    cut = len(docs) * 4 // 5
+    client = embedded_client(tmp_path_factory.mktemp("topk"))
+    client.indices.create(index="p", mappings=MAPPING)
+    helpers.bulk(client, ({"_index": "p", "_id": i, "_source": d} for i, d in docs[:cut]), refresh=True)
+    client.search(index="p", query={"multi_match": {"query": "model graph", "fields": ["title", "abstract"]}})
+    helpers.bulk(client, ({"_index": "p", "_id": i, "_source": d} for i, d in docs[cut:]), refresh=True)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def pruned(monkeypatch):
+    """How many searches took the pruned path, and their candidates."""
+    seen: list[int] = []
+    original = topk.top_k
+
+    def counting(*args, **kwargs):
+        top = original(*args, **kwargs)
+        if top is not None:
+            seen.append(len(top.docs))
+        return top
+
+    monkeypatch.setattr(topk, "top_k", counting)
+    return seen
+
+
+def _answer(es, body: dict):
+    try:
+        resp = es.search(index="p", **body)
+    except Exception as e:  # the same error from both paths is the same answer
+        return ("error", type(e).__name__, str(e))
+    hits = resp["hits"]
+    return hits.get("total"), hits["max_score"], [(h["_id"], h["_score"]) for h in hits["hits"]]
+
+
+def _reference(es, body: dict):
+    topk.ENABLED = False
+    try:
+        return _answer(es, body)
+    finally:
+        topk.ENABLED = True
+
+
+words = st.lists(st.sampled_from([*WORDS, "absent"]), min_size=1, max_size=5).map(" ".join)
+fields = st.permutations(["body^2", "abstract^1.5", "title"]).flatmap(
+    lambda fs: st.integers(1, 3).map(lambda k: fs[:k])
+)
+multi_match = st.builds(
+    lambda w, fs, t, b: {
+        "multi_match": {"query": w, "fields": fs, "tie_breaker": t, "type": "best_fields", "boost": b}
+    },
+    words,
+    fields,
+    st.sampled_from([0.0, 0.3, 1.0]),
+    st.sampled_from([1.0, 2.0, 0.5]),
+)
+scripts = st.sampled_from(
+    [
+        {"source": "saturation(_score, params.k) * params.w", "params": {"k": 8, "w": 0.8}},
+        {"source": "saturation(_score, params.k)", "params": {"k": 0.5}},
+        {"source": "_score * 2 + 1"},
+        {"source": "_score / params.d", "params": {"d": 3}},
+        {"source": "Math.log(1 + _score)"},  # not recognized as monotone: scored in full
+        {"source": "1 / (1 + _score)"},  # decreasing: scored in full
+    ]
+)
+text = st.one_of(
+    multi_match,
+    st.builds(lambda q, s: {"script_score": {"query": q, "script": s}}, multi_match, scripts),
+    st.builds(lambda f, w: {"match": {f: w}}, st.sampled_from(["abstract", "title", "body"]), words),
+)
+vectors = st.lists(st.floats(-1, 1), min_size=3, max_size=3).filter(lambda v: any(abs(x) > 0.1 for x in v))
+queries = st.one_of(
+    text,
+    st.builds(  # the hybrid: text and knn as optional clauses of a bool, in either order
+        lambda t, v, k, first, b: {
+            "bool": {
+                "should": [t, {"knn": {"field": "vec", "query_vector": v, "k": k, "num_candidates": 30}}][
+                    :: 1 if first else -1
+                ],
+                "minimum_should_match": 1,
+                "boost": b,
+            }
+        },
+        text,
+        vectors,
+        st.integers(1, 12),
+        st.booleans(),
+        st.sampled_from([1.0, 0.5]),
+    ),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    query=queries,
+    size=st.integers(1, 15),
+    from_=st.sampled_from([0, 0, 3]),
+    track=st.sampled_from([False, 5, 40, None]),
+)
+def test_pruned_hits_equal_scoring_every_match(es, query, size, from_, track):
+    body = {"query": query, "size": size, "from": from_, "_source": False}
+    if track is not None:
+        body["track_total_hits"] = track
+    assert _answer(es, body) == _reference(es, body), body
+
+
+def test_the_property_prunes_often(es, pruned):
+    """The property above is not vacuous: the project's shapes take the pruned path, with fewer
+    candidates than matches."""
+    query = {
+        "script_score": {
+            "query": {
+                "multi_match": {
+                    "query": "graph model results",
+                    "fields": ["body^2", "abstract^1.5", "title"],
+                    "tie_breaker": 0.3,
+                }
+            },
+            "script": {"source": "saturation(_score, params.k) * params.w", "params": {"k": 8, "w": 0.8}},
+        }
+    }
+    body = {"query": query, "size": 5, "track_total_hits": 100}
+    got = _answer(es, body)
+    assert got == _reference(es, body)
+    assert len(pruned) == 1
+    full = es.search(index="p", query=query, size=0, track_total_hits=True)["hits"]["total"]["value"]
+    assert got[0] == {"value": 100, "relation": "gte"} and full > 100
+    assert pruned[0] < full / 3  # scored a few pieces, not every match
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"track_total_hits": True},  # an exact total: every match counted
+        {"aggs": {"n": {"value_count": {"field": "_id"}}}},
+        {"sort": ["_score"]},
+        {"min_score": 0.1},
+        {"post_filter": {"match": {"title": "graph"}}},
+        {"explain": True},
+    ],
+)
+def test_a_request_that_reads_every_match_is_not_pruned(es, pruned, extra):
+    query = {"multi_match": {"query": "graph model", "fields": ["body", "abstract", "title"]}}
+    body = {"query": query, "size": 3, **extra}
+    got, want = _answer(es, body), _reference(es, body)
+    assert not pruned
+    assert got == want
+
+
+def test_the_default_count_limit_gives_an_exact_total_below_it(es, pruned):
+    """Fewer matches than 10,000 (the default track_total_hits): the total is exact, so the search
+    scores every match (hits.total "eq")."""
+    body = {"query": {"multi_match": {"query": "graph", "fields": ["body", "abstract"]}}, "size": 3}
+    got = _answer(es, body)
+    assert got == _reference(es, body) and got[0]["relation"] == "eq"
+    assert not pruned
+
+
+def test_the_dense_reference_agrees(es):
+    """The pruned answer is also the dense path's (every node over every document)."""
+    body = {
+        "query": {"multi_match": {"query": "neural data of", "fields": ["body^2", "abstract", "title"]}},
+        "size": 7,
+        "track_total_hits": False,
+    }
+    got = _answer(es, body)
+    sparse.use_sparse(False)
+    try:
+        assert got == _answer(es, body)
+    finally:
+        sparse.use_sparse(True)
+
+
+@pytest.mark.parametrize(
+    ("source", "params", "monotone"),
+    [
+        ("saturation(_score, params.k) * params.w", {"k": 100.0, "w": 0.8}, True),
+        ("_score", {}, True),
+        ("_score * 2 + 1", {}, True),
+        ("params.w * _score / params.d", {"w": 2, "d": 4}, True),
+        ("saturation(_score, params.k)", {"k": 0}, False),  # k must be positive
+        ("_score * params.w", {"w": -1}, False),  # a negative factor reverses the order
+        ("_score - 1", {}, False),  # can go negative
+        ("1 / _score", {}, False),
+        ("Math.log(_score)", {}, False),  # not in the recognized forms
+        ("doc['year'].value * _score", {}, False),  # reads the document
+        ("_score * params.w", {"w": True}, False),
+        ("_score * params.w", {"w": "2"}, False),
+    ],
+)
+def test_scripts_recognized_as_monotone(source, params, monotone):
+    node = ScriptScoreNode(MatchNoneNode(), {"source": source, "params": params}, None, 1.0)
+    assert topk.monotone_script(node) is monotone
+
+
+def test_ranges_lists_the_documents_of_sorted_ranges():
+    starts, ends = np.array([0, 4, 5, 9]), np.array([2, 5, 7, 10])
+    assert topk._ranges(starts, ends).tolist() == [0, 1, 4, 5, 6, 9]
+    assert topk._ranges(starts[:0], ends[:0]).tolist() == []
