@@ -115,7 +115,8 @@ class TermNode(Node):
         head_norms = norm_bytes.take(runs.starts.take(run_ids))
         at_runs = (run_ids, sim.bm25_scores(weight, run_freqs, cache.take(head_norms)))
         # the scalar in the documents' type: no conversion (a copy) of all of them
-        past = int(docs.searchsorted(np.asarray(runs.covered, docs.dtype)))
+        covered = runs.covered  # usually every posting is in a run: no search for the tail
+        past = len(docs) if docs[-1] < covered else int(docs.searchsorted(np.asarray(covered, docs.dtype)))
         tail_docs, tail_freqs = docs[past:], freqs[past:]
         at_tail = (tail_docs, sim.bm25_scores(weight, tail_freqs, cache.take(norm_bytes.take(tail_docs))))
         return at_runs, at_tail

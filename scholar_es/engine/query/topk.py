@@ -102,22 +102,24 @@ def top_k(root: Node, ctx: Ctx, k: int, limit: int) -> Top | None:
         return None
     starts, ends = pieces
     best = _piece_maxima(fields, fields.approximate_sums(ctx.n), starts)
-    matched = best > 0
-    low = _bound(chain, outer, ctx, best * (1 - MARGIN))
-    high = _bound(chain, outer, ctx, best * (1 + MARGIN))
-    # pieces holding a document of another clause are always scored; the threshold comes from
-    # the others (their best document scores at least its bound, each a distinct document)
-    held = np.zeros(len(starts), dtype=bool)
-    for docs, _ in other_hits:
-        held[np.searchsorted(starts, docs, side="right") - 1] = True
-    free = np.flatnonzero(matched & ~held)
-    if len(free) < k:
+    low, high = np.split(
+        _bound(chain, outer, ctx, np.concatenate([best * (1 - MARGIN), best * (1 + MARGIN)])), 2
+    )
+    # each matched piece's best document scores at least its low bound (the other clauses add
+    # scores >= 0), and they are distinct documents: the k-th best score is at least the threshold
+    matched = np.flatnonzero(best > 0)
+    if len(matched) < k:
         return None
-    threshold = np.partition(low[free], len(free) - k)[len(free) - k] * (1 - MARGIN)
+    threshold = np.partition(low[matched], len(matched) - k)[len(matched) - k] * (1 - MARGIN)
     if not threshold > 0:
         return None
-    keep = held | (matched & (high * (1 + MARGIN) >= threshold))
-    docs, scores = _core_scores(fields, _ranges(starts[keep], ends[keep]))
+    # a document outside the kept pieces scores at most its piece's high bound, unless another
+    # clause matches it too: those documents are candidates of their own
+    keep = matched[high[matched] * (1 + MARGIN) >= threshold]
+    cand = _ranges(starts[keep], ends[keep])
+    if other_hits:
+        cand = np.union1d(cand, np.concatenate([d for d, _ in other_hits]).astype(np.int64))
+    docs, scores = _core_scores(fields, cand)
     scores = _through(chain, ctx, docs, scores)
     if outer is not None:  # the hybrid bool: its clauses' hits, in clause order, as sparse._bool sums them
         known = {id(q): hits for q, hits in zip(others, other_hits, strict=True)}
@@ -330,6 +332,8 @@ def _run_values(r: sparse.RunSums, boost: float, docs: np.ndarray) -> np.ndarray
     """A field scored per run, at ``docs``: its run's sum, or past the runs its own (0.0 where
     none), times the boost, as ``RunSums.scores`` gives each document."""
     runs = r.runs
+    if len(docs) == runs.count > 0 and docs[-1] < runs.covered and np.array_equal(docs, runs.starts[:-1]):
+        return r.sums * boost if boost != 1.0 else r.sums  # the pieces are the runs
     value = np.zeros(len(docs))
     inside = docs < runs.covered
     value[inside] = r.sums[np.searchsorted(runs.starts, docs[inside], side="right") - 1]
