@@ -24,6 +24,13 @@ script or the ordering of every matched document.
    The candidates are scored by the sparse path restricted to them (``ctx.restrict``, as a
    rescore window is): the same operations as the full path, so the same numbers.
 
+A collapsed search (``collapse``) wants its best k *groups*: the threshold is then the k-th
+largest, over distinct groups, of the maxima of the pieces that hold one group only (a piece of
+several groups counts for none: its best document's group is unknown), so at least k groups have
+a head scoring that much, and a document under it heads no group among the best k. The shown
+groups' inner hits need every match of their group: :meth:`Top.score` scores those afterwards. A
+rescore's window is the best ``window_size`` hits (or groups): they are among the candidates.
+
 The margins cover the rounding differences between the float64 bound and the exact float32
 steps (each a relative 6e-8; :data:`MARGIN` is 1e-5). ``hits.total`` is then the number of
 matches up to the count limit: the largest field's match count already exceeds it, so the
@@ -69,17 +76,48 @@ Wrapper = ScriptScoreNode | BoostNode
 @dataclass
 class Top:
     """Documents (ascending) holding the best k, their exact scores (float64, as
-    :func:`sparse.run_sparse` gives them), and a lower bound of the number of matches, above the
-    count limit."""
+    :func:`sparse.run_sparse` gives them), a lower bound of the number of matches (above the count
+    limit), and :meth:`score` for any other documents (a collapse's inner hits)."""
 
     docs: np.ndarray
     scores: np.ndarray
     at_least: int
+    _scorer: _Scorer
+
+    def score(self, docs: np.ndarray) -> sparse.Hits:
+        """The documents of ``docs`` (ascending) the query matches, and their exact scores."""
+        return self._scorer.score(docs)
 
 
-def top_k(root: Node, ctx: Ctx, k: int, limit: int) -> Top | None:
-    """The best ``k`` hits of ``root`` and its matches counted past ``limit``; None: the query
-    has no such form here (or is not worth it), and the full path must answer."""
+@dataclass
+class _Scorer:
+    """What scores any document exactly: the core's fields, its wrappers, the hybrid bool and
+    the hits of its other clauses."""
+
+    ctx: Ctx
+    fields: Fields
+    chain: list[Wrapper]
+    outer: BoolNode | None
+    others: list[Node]
+    other_hits: list[sparse.Hits]
+
+    def score(self, docs: np.ndarray) -> sparse.Hits:
+        """As the sparse path scores ``docs``: the core's operations (:func:`_core_scores`), the
+        wrappers' (``sparse._script_score``, ``sparse._boost``), the bool's sum in clause order
+        (``sparse._bool_of``) with the other clauses' hits among ``docs``."""
+        hit, scores = _core_scores(self.fields, docs)
+        scores = _through(self.chain, self.ctx, hit, scores)
+        if self.outer is None:
+            return hit, scores
+        known = {id(q): _among(hits, docs) for q, hits in zip(self.others, self.other_hits, strict=True)}
+        should = [known.get(id(q), (hit, scores)) for q in self.outer.should]
+        return sparse._bool_of(self.outer, self.ctx, [], should)
+
+
+def top_k(root: Node, ctx: Ctx, k: int, limit: int, groups: np.ndarray | None = None) -> Top | None:
+    """The best ``k`` hits of ``root`` (with ``groups``, the collapse codes of every document: the
+    best ``k`` group heads) and its matches counted past ``limit``; None: the query has no such
+    form here (or is not worth it), and the full path must answer."""
     if not ENABLED or k <= 0 or ctx.restrict is not None:
         return None
     shape = _shape(root)
@@ -108,9 +146,10 @@ def top_k(root: Node, ctx: Ctx, k: int, limit: int) -> Top | None:
     # each matched piece's best document scores at least its low bound (the other clauses add
     # scores >= 0), and they are distinct documents: the k-th best score is at least the threshold
     matched = np.flatnonzero(best > 0)
-    if len(matched) < k:
+    bounds = low[matched] if groups is None else _group_bounds(groups, starts, ends, matched, low)
+    if len(bounds) < k:
         return None
-    threshold = np.partition(low[matched], len(matched) - k)[len(matched) - k] * (1 - MARGIN)
+    threshold = np.partition(bounds, len(bounds) - k)[len(bounds) - k] * (1 - MARGIN)
     if not threshold > 0:
         return None
     # a document outside the kept pieces scores at most its piece's high bound, unless another
@@ -119,13 +158,31 @@ def top_k(root: Node, ctx: Ctx, k: int, limit: int) -> Top | None:
     cand = _ranges(starts[keep], ends[keep])
     if other_hits:
         cand = np.union1d(cand, np.concatenate([d for d, _ in other_hits]).astype(np.int64))
-    docs, scores = _core_scores(fields, cand)
-    scores = _through(chain, ctx, docs, scores)
-    if outer is not None:  # the hybrid bool: its clauses' hits, in clause order, as sparse._bool sums them
-        known = {id(q): hits for q, hits in zip(others, other_hits, strict=True)}
-        should = [known.get(id(q), (docs, scores)) for q in outer.should]
-        docs, scores = sparse._bool_of(outer, ctx, [], should)
-    return Top(docs, scores, at_least)
+    scorer = _Scorer(ctx, fields, chain, outer, others, other_hits)
+    docs, scores = scorer.score(cand)
+    return Top(docs, scores, at_least, scorer)
+
+
+def _group_bounds(
+    groups: np.ndarray, starts: np.ndarray, ends: np.ndarray, matched: np.ndarray, low: np.ndarray
+) -> np.ndarray:
+    """Per collapse group, the highest low bound of the matched pieces that hold only that group:
+    as many distinct groups have a document scoring at least that much (pieces holding several
+    groups count for none: their best document's group is not known)."""
+    change = np.flatnonzero(groups[1:] != groups[:-1]) + 1  # where the group code changes
+    single = np.searchsorted(change, starts[matched], side="right") == np.searchsorted(
+        change, ends[matched] - 1, side="right"
+    )
+    pieces = matched[single]
+    order = np.argsort(-low[pieces], kind="stable")
+    _, first = np.unique(groups[starts[pieces]][order], return_index=True)
+    return low[pieces][order][first]
+
+
+def _among(hits: sparse.Hits, docs: np.ndarray) -> sparse.Hits:
+    """``hits`` of the documents of ``docs`` (both ascending)."""
+    hit, idx = sparse._member(hits[0], docs)
+    return docs[hit].astype(np.int64, copy=False), hits[1][idx[hit]]
 
 
 # --- the query's shape ---------------------------------------------------------------------------
@@ -256,9 +313,7 @@ class Fields:
         assert self.per_doc is not None
         out = np.zeros(len(cand))
         for docs, scores in self.per_doc:
-            at = np.searchsorted(docs, cand)
-            at[at == len(docs)] = 0
-            hit = docs[at] == cand if len(docs) else np.zeros(len(cand), dtype=bool)
+            hit, at = sparse._member(docs, cand)
             out[hit] += scores[at[hit]]
         return out
 

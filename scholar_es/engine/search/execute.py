@@ -21,7 +21,13 @@ from scholar_es.engine.query.text import TextQueryParser
 from scholar_es.engine.search import fetch_fields, fusion, highlight, profile, search_after
 from scholar_es.engine.search.aggregations.parser import parse_aggs
 from scholar_es.engine.search.aggregations.tree import AggContext, run_aggs
-from scholar_es.engine.search.collapse import NO_VALUE, collapse_keys, heads_by_score, heads_in_order
+from scholar_es.engine.search.collapse import (
+    NO_VALUE,
+    CollapseKeys,
+    collapse_keys,
+    heads_by_score,
+    heads_in_order,
+)
 from scholar_es.engine.search.hits import (
     TRACK_TOTAL_HITS,
     SortSpec,
@@ -95,6 +101,8 @@ _TOP_K_KEYS = frozenset(
         "fields",
         "docvalue_fields",
         "stored_fields",
+        "collapse",  # the best groups: pruned by group (their inner hits scored after, in full)
+        "rescore",  # its window is the best window_size hits (or groups)
     }
 )
 RETRIEVERS = ("standard", "knn", "rrf", "linear")
@@ -159,6 +167,9 @@ class SearchRun:
         self.terminated_early: bool | None = None
         #: a pruned search (:meth:`_top_k`): a lower bound of its matches, above the count limit
         self.at_least = 0
+        self._top: topk.Top | None = None
+        self._collapse_keys: CollapseKeys | None = None
+        self._collapse_field: str | None = None
         if _int(body, "terminate_after", 0) < 0:  # SearchSourceBuilder#terminateAfter
             raise illegal_argument("terminateAfter must be > 0")
         if _int(body, "terminate_after", 0) and "retriever" in body:
@@ -187,6 +198,7 @@ class SearchRun:
         """Search ``seg`` and read ``_source`` through ``reader``: one snapshot, one SQLite state."""
         handle = self.handle
         self.seg, self.reader = seg, reader
+        self._collapse_keys, self._top, self.at_least = None, None, 0  # of another segment, if any
         #: seq -> (id, source JSON, version) read for this search's hits: the top hits and the
         #: collapse's inner hits (a group's head is its first inner hit) read each row once
         self._rows: dict[int, tuple[str, str, int]] = {}
@@ -222,7 +234,7 @@ class SearchRun:
         top = None if dense or knn_spec is not None else self._top_k(nodes[0])
         if top is not None:  # the candidates holding the best hits, scored exactly
             parts.append((top.docs, top.scores))
-            self.at_least = top.at_least
+            self.at_least, self._top = top.at_least, top
         for node in nodes if top is None else []:
             # the sparse path (engine/query/sparse.py) unless explain needs every node's own arrays
             if dense:
@@ -262,7 +274,33 @@ class SearchRun:
         if track is True:
             return None
         limit = 0 if track is False else TRACK_TOTAL_HITS if track is None else int(track)
-        return topk.top_k(node, self.ctx, self.from_ + self.size, limit)
+        groups = None
+        spec = body.get("collapse")
+        if spec is not None:
+            if not isinstance(spec, dict) or "field" not in spec:
+                return None  # the full path gives the error
+            groups = self._keys(spec["field"]).codes
+        # the hits the search orders: its page, or the rescore window (collect_size, as _run)
+        want = collect_size(self.rescorers if self.size > 0 else [], self.from_ + self.size)
+        return topk.top_k(node, self.ctx, want, limit, groups)
+
+    def _keys(self, field: str) -> CollapseKeys:
+        """The collapse codes of ``field``, computed once per search."""
+        if self._collapse_keys is None or self._collapse_field != field:
+            self._collapse_keys, self._collapse_field = collapse_keys(self.seg, field), field
+        return self._collapse_keys
+
+    def _complete_groups(self, page: np.ndarray, mask: np.ndarray, scores: np.ndarray) -> None:
+        """A pruned search scored its candidates only: the shown groups' other matches are scored
+        now (``mask``, ``scores`` completed in place), so that their inner hits are every match."""
+        assert self._top is not None
+        keys, every = self._collapse_keys, np.ones(len(mask), dtype=bool)
+        assert keys is not None
+        members = [keys.group(int(keys.codes[p]), every) for p in page]
+        docs = np.unique(np.concatenate(members)) if members else np.zeros(0, dtype=np.int64)
+        docs, found = self._top.score(docs[~mask[docs]])
+        mask[docs] = True
+        scores[docs] = (0.0 + found).astype(np.float32)  # as score() rounds a search's scores
 
     def run(self) -> dict:
         """Run on a snapshot pinned for the whole search (hits and ``_source`` agree)."""
@@ -352,6 +390,8 @@ class SearchRun:
             self._kept = (ordered, scores, sort_values, bool(show_scores), total)
         page, hits = self._page(ordered, scores if show_scores else None, sort_values, head_at, self.from_)
         if collapse:
+            if self._top is not None:
+                self._complete_groups(page, mask, first_scores)
             self.add_collapse(hits, page, collapse, mask, first_scores)
         # size 0 collects no top docs: Elasticsearch answers "max_score": null
         if len(cand) and show_scores and self.size:
@@ -578,8 +618,7 @@ class SearchRun:
         unknown = set(spec) - {"field", "inner_hits", "max_concurrent_group_searches"}
         if unknown:
             raise parsing_error(f"[collapse] unknown field [{next(iter(unknown))}]")
-        keys = collapse_keys(self.seg, spec["field"])
-        self._collapse_keys = keys
+        keys = self._keys(spec["field"])
         limit = self.from_ + self.size if limit is None else limit
         if presorted:
             return heads_in_order(ordered, keys.codes, limit)
@@ -589,7 +628,7 @@ class SearchRun:
         self, hits: list[dict], page: np.ndarray, spec: dict, mask: np.ndarray, scores: np.ndarray
     ) -> None:
         field = spec["field"]
-        keys = self._collapse_keys
+        keys = self._keys(field)
         inner = spec.get("inner_hits")
         inner_specs = inner if isinstance(inner, list) else ([inner] if inner else [])
         groups: list[np.ndarray] = []

@@ -27,29 +27,40 @@ MAPPING = {
     "properties": {
         **{f: {"type": "text"} for f in ("title", "abstract", "body")},
         "vec": {"type": "dense_vector", "dims": 3, "similarity": "cosine"},
+        "paper": {"type": "keyword"},
+        "year": {"type": "integer"},
+        "section": {"type": "keyword"},
     }
 }
 
 
 def _papers(seed: int, n_papers: int) -> list[tuple[str, dict]]:
     """Chunks of papers, in order: each chunk repeats its paper's title and abstract; some papers
-    repeat whole (equal scores: ties broken by document order)."""
+    repeat whole (equal scores: ties broken by document order), some right after themselves
+    (runs, and pieces, that hold two papers: two collapse groups)."""
     rnd = random.Random(seed)
     papers = []
     for _ in range(n_papers):
-        if papers and rnd.random() < 0.1:
-            papers.append(papers[rnd.randrange(len(papers))])
+        if papers and rnd.random() < 0.15:  # a copy, often right after its original: one run
+            papers.append(papers[-1] if rnd.random() < 0.5 else papers[rnd.randrange(len(papers))])
             continue
+        year = rnd.choice([2019, 2020, 2021, None])
         title = " ".join(rnd.choices(WORDS, k=rnd.randint(1, 4)))
         abstract = " ".join(rnd.choices(WORDS, k=rnd.randint(0, 10))) if rnd.random() < 0.9 else None
         bodies = [" ".join(rnd.choices(WORDS, k=rnd.randint(0, 12))) for _ in range(rnd.randint(3, 10))]
-        papers.append((title, abstract, bodies))
+        papers.append((title, abstract, bodies, year))
     docs = []
-    for p, (title, abstract, bodies) in enumerate(papers):
+    for p, (title, abstract, bodies, year) in enumerate(papers):
         for c, body in enumerate(bodies):
             doc = {"title": title, "body": body, "vec": [rnd.uniform(-1, 1) for _ in range(3)]}
             if abstract is not None:
                 doc["abstract"] = abstract
+            if p % 13:  # the others collapse into the group of documents without a value
+                doc["paper"] = str(p)
+            if year is not None:
+                doc["year"] = year
+            # a group that changes within some papers: pieces that hold several groups
+            doc["section"] = f"s{(p + c) % 7}" if p % 2 else f"s{p % 7}"
             docs.append((f"{p}-{c}", doc))
     return docs
 
@@ -90,7 +101,20 @@ def _answer(es, body: dict):
     except Exception as e:  # the same error from both paths is the same answer
         return ("error", type(e).__name__, str(e))
     hits = resp["hits"]
-    return hits.get("total"), hits["max_score"], [(h["_id"], h["_score"]) for h in hits["hits"]]
+    return hits.get("total"), hits["max_score"], [_hit(h) for h in hits["hits"]]
+
+
+def _hit(h: dict) -> tuple:
+    """A hit's id, score, collapse value and inner hits (their totals, ids and scores)."""
+    inner = {
+        name: (
+            ih["hits"]["total"],
+            ih["hits"]["max_score"],
+            [(x["_id"], x["_score"]) for x in ih["hits"]["hits"]],
+        )
+        for name, ih in h.get("inner_hits", {}).items()
+    }
+    return h["_id"], h["_score"], h.get("fields"), inner
 
 
 def _reference(es, body: dict):
@@ -151,17 +175,46 @@ queries = st.one_of(
 )
 
 
-@settings(max_examples=200, deadline=None)
+collapses = st.one_of(
+    st.none(),
+    st.builds(
+        lambda f, n: {"field": f, "inner_hits": {"name": "best", "size": n, "_source": False}},
+        st.sampled_from(["paper", "year", "section"]),
+        st.integers(1, 4),
+    ),
+    st.just({"field": "paper"}),
+)
+rescores = st.one_of(
+    st.none(),
+    st.builds(
+        lambda w, q, qw: {
+            "window_size": w,
+            "query": {"rescore_query": q, "query_weight": qw, "rescore_query_weight": 1.5},
+        },
+        st.integers(1, 30),
+        st.one_of(multi_match, st.builds(lambda w: {"match": {"body": w}}, words)),
+        st.sampled_from([1.0, 0.0, 0.7]),
+    ),
+)
+
+
+@settings(max_examples=250, deadline=None)
 @given(
     query=queries,
     size=st.integers(1, 15),
     from_=st.sampled_from([0, 0, 3]),
     track=st.sampled_from([False, 5, 40, None]),
+    collapse=collapses,
+    rescore=rescores,
 )
-def test_pruned_hits_equal_scoring_every_match(es, query, size, from_, track):
+def test_pruned_hits_equal_scoring_every_match(es, query, size, from_, track, collapse, rescore):
     body = {"query": query, "size": size, "from": from_, "_source": False}
     if track is not None:
         body["track_total_hits"] = track
+    if collapse is not None:
+        body["collapse"] = collapse
+    if rescore is not None:
+        body["rescore"] = rescore
     assert _answer(es, body) == _reference(es, body), body
 
 
@@ -187,6 +240,28 @@ def test_the_property_prunes_often(es, pruned):
     full = es.search(index="p", query=query, size=0, track_total_hits=True)["hits"]["total"]["value"]
     assert got[0] == {"value": 100, "relation": "gte"} and full > 100
     assert pruned[0] < full / 3  # scored a few pieces, not every match
+
+
+def test_a_collapsed_rescored_search_prunes_by_group(es, pruned):
+    """``scholar-es search``'s shape: a hybrid first pass collapsed on the paper with inner hits,
+    rescored; pruned by group, and every shown group's inner hits (its total included) complete."""
+    text = {"multi_match": {"query": "graph model data", "fields": ["body^2", "abstract^1.5", "title"]}}
+    knn = {"knn": {"field": "vec", "query_vector": [0.3, -0.2, 0.9], "k": 8, "num_candidates": 30}}
+    saturated = {"script_score": {"query": text, "script": {"source": "saturation(_score, 5) * 0.001"}}}
+    body = {
+        "query": {"bool": {"should": [saturated, knn], "minimum_should_match": 1}},
+        "collapse": {"field": "paper", "inner_hits": {"name": "best", "size": 3, "_source": False}},
+        "rescore": {"window_size": 12, "query": {"rescore_query": text, "rescore_query_weight": 0.5}},
+        "size": 5,
+        "track_total_hits": 60,
+        "_source": False,
+    }
+    got = _answer(es, body)
+    assert got == _reference(es, body)
+    assert len(pruned) == 1
+    assert got[0] == {"value": 60, "relation": "gte"}
+    totals = [inner["best"][0]["value"] for _, _, _, inner in got[2]]
+    assert max(totals) > 3  # inner hits counted every match of their group, not the candidates
 
 
 @pytest.mark.parametrize(
@@ -258,3 +333,16 @@ def test_ranges_lists_the_documents_of_sorted_ranges():
     starts, ends = np.array([0, 4, 5, 9]), np.array([2, 5, 7, 10])
     assert topk._ranges(starts, ends).tolist() == [0, 1, 4, 5, 6, 9]
     assert topk._ranges(starts[:0], ends[:0]).tolist() == []
+
+
+def test_a_piece_holding_several_groups_counts_for_none():
+    """Collapse: the threshold counts distinct groups, each by a piece holding that group alone
+    (a piece's best document could be in any group it holds)."""
+    groups = np.array([0, 0, 0, 1, 1, 1, 2, 2, 2, 2])
+    starts, ends = np.array([0, 3, 5, 7]), np.array([3, 5, 7, 10])  # the third holds groups 1 and 2
+    low = np.array([1.0, 5.0, 9.0, 2.0])
+    bounds = topk._group_bounds(groups, starts, ends, np.arange(4), low)
+    assert sorted(bounds.tolist()) == [1.0, 2.0, 5.0]
+    # a group's best piece counts, once
+    bounds = topk._group_bounds(groups, starts, ends, np.arange(4), np.array([1.0, 5.0, 9.0, 7.0]))
+    assert sorted(bounds.tolist()) == [1.0, 5.0, 7.0]
