@@ -25,6 +25,7 @@ into a candidate set; the combination above it stays sparse. The dense path stay
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -68,6 +69,15 @@ _ENABLED = True
 MEMO = True
 
 
+@dataclass(frozen=True)
+class Among:
+    """A memo entry (``Ctx.memo``) for a query that was not scored over the whole segment: its
+    hits among any sorted documents, on demand (a pruned search's text query, read by a rescore
+    that repeats it; the same numbers as scoring it restricted to them)."""
+
+    among: Callable[[np.ndarray], Hits]
+
+
 def use_sparse(enabled: bool) -> None:
     """Switch the sparse path on or off (off: every query runs densely; for reference tests)."""
     global _ENABLED
@@ -95,6 +105,10 @@ def run_sparse(node: Node, ctx: Ctx) -> Hits:
     key = node.memo_key if MEMO else None
     if key is not None:
         kept = ctx.memo.get(key)
+        if isinstance(kept, Among):  # scored on demand for a restriction (engine/query/topk.py)
+            if ctx.restrict is not None:
+                return kept.among(ctx.restrict.astype(np.int64, copy=False))
+            kept = None
         if kept is not None:  # copies where unrestricted: a caller may work on its hits in place
             return _restricted(kept, ctx) if ctx.restrict is not None else (kept[0].copy(), kept[1].copy())
         out = _run_sparse(node, ctx)

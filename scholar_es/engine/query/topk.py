@@ -65,6 +65,9 @@ MARGIN = 1e-5
 #: error of a float32 sum of m positive terms is at most m * 2**-24 (6e-8), well within MARGIN
 MAX_FLOAT32_TERMS = 64
 
+#: candidates above which each one's own bound is checked before it is scored exactly
+MIN_DOC_BOUNDS = 256
+
 #: pieces per document above which pruning reads about as much as scoring every document
 MAX_PIECES_PER_DOC = 0.5
 
@@ -139,7 +142,8 @@ def top_k(root: Node, ctx: Ctx, k: int, limit: int, groups: np.ndarray | None = 
     if pieces is None:
         return None
     starts, ends = pieces
-    best = _piece_maxima(fields, fields.approximate_sums(ctx.n), starts)
+    acc = fields.approximate_sums(ctx.n)
+    best = _piece_maxima(fields, acc, starts)
     low, high = np.split(
         _bound(chain, outer, ctx, np.concatenate([best * (1 - MARGIN), best * (1 + MARGIN)])), 2
     )
@@ -152,14 +156,22 @@ def top_k(root: Node, ctx: Ctx, k: int, limit: int, groups: np.ndarray | None = 
     threshold = np.partition(bounds, len(bounds) - k)[len(bounds) - k] * (1 - MARGIN)
     if not threshold > 0:
         return None
-    # a document outside the kept pieces scores at most its piece's high bound, unless another
-    # clause matches it too: those documents are candidates of their own
+    # a document outside the kept pieces scores at most its piece's high bound; inside them, at
+    # most its own (the same bound from its own approximate sum), unless another clause matches
+    # it too: those documents are candidates of their own
     keep = matched[high[matched] * (1 + MARGIN) >= threshold]
     cand = _ranges(starts[keep], ends[keep])
+    if len(cand) > MIN_DOC_BOUNDS:
+        own = _bound(chain, outer, ctx, _doc_bounds(fields, acc, cand) * (1 + MARGIN))
+        cand = cand[own * (1 + MARGIN) >= threshold]
     if other_hits:
-        cand = np.union1d(cand, np.concatenate([d for d, _ in other_hits]).astype(np.int64))
+        extra = np.unique(np.concatenate([d for d, _ in other_hits]).astype(np.int64))
+        extra = extra[~sparse._member(cand, extra)[0]]
+        cand = np.insert(cand, np.searchsorted(cand, extra), extra)
     scorer = _Scorer(ctx, fields, chain, outer, others, other_hits)
     docs, scores = scorer.score(cand)
+    if core.memo_key is not None and sparse.MEMO:  # a rescore repeating the text query reads it
+        ctx.memo[core.memo_key] = sparse.Among(lambda among: _core_scores(fields, among))
     return Top(docs, scores, at_least, scorer)
 
 
@@ -414,6 +426,19 @@ def _combined(values: list[np.ndarray], tie: float, boost: float) -> np.ndarray:
     if boost != 1.0:
         total *= boost
     return total
+
+
+def _doc_bounds(fields: Fields, acc: np.ndarray | None, cand: np.ndarray) -> np.ndarray:
+    """Per candidate, the core's score from the per-document field's approximate sum (float64,
+    within :data:`MARGIN` of its exact score)."""
+    values = []
+    for i in fields.order:
+        if i < 0:
+            assert acc is not None
+            values.append(acc[cand] * fields.per_doc_boost)
+        else:
+            values.append(_run_values(*fields.per_run[i], cand))
+    return _combined(values, fields.tie, fields.boost)
 
 
 def _core_scores(fields: Fields, cand: np.ndarray) -> sparse.Hits:

@@ -206,16 +206,40 @@ rescores = st.one_of(
     track=st.sampled_from([False, 5, 40, None]),
     collapse=collapses,
     rescore=rescores,
+    same=st.booleans(),
+    doc_bounds=st.sampled_from([0, topk.MIN_DOC_BOUNDS]),
 )
-def test_pruned_hits_equal_scoring_every_match(es, query, size, from_, track, collapse, rescore):
+def test_pruned_hits_equal_scoring_every_match(
+    es, query, size, from_, track, collapse, rescore, same, doc_bounds
+):
     body = {"query": query, "size": size, "from": from_, "_source": False}
+    text = _multi_match_in(query)
+    if rescore is not None and same and text is not None:  # the query's text again (read from it)
+        rescore = {**rescore, "query": {**rescore["query"], "rescore_query": text}}
     if track is not None:
         body["track_total_hits"] = track
     if collapse is not None:
         body["collapse"] = collapse
     if rescore is not None:
         body["rescore"] = rescore
-    assert _answer(es, body) == _reference(es, body), body
+    saved, topk.MIN_DOC_BOUNDS = topk.MIN_DOC_BOUNDS, doc_bounds  # 0: every candidate's own bound
+    try:
+        assert _answer(es, body) == _reference(es, body), body
+    finally:
+        topk.MIN_DOC_BOUNDS = saved
+
+
+def _multi_match_in(query):
+    """The first multi_match inside ``query`` (None: none)."""
+    if isinstance(query, dict):
+        if "multi_match" in query:
+            return query
+        found = (_multi_match_in(v) for v in query.values())
+    elif isinstance(query, list):
+        found = (_multi_match_in(v) for v in query)
+    else:
+        return None
+    return next((q for q in found if q is not None), None)
 
 
 def test_the_property_prunes_often(es, pruned):
