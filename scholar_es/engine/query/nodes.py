@@ -118,6 +118,8 @@ class TermNode(Node):
         covered = runs.covered  # usually every posting is in a run: no search for the tail
         past = len(docs) if docs[-1] < covered else int(docs.searchsorted(np.asarray(covered, docs.dtype)))
         tail_docs, tail_freqs = docs[past:], freqs[past:]
+        if not len(tail_docs):
+            return at_runs, (tail_docs, np.zeros(0, dtype=np.float32))
         at_tail = (tail_docs, sim.bm25_scores(weight, tail_freqs, cache.take(norm_bytes.take(tail_docs))))
         return at_runs, at_tail
 
