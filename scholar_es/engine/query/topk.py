@@ -12,17 +12,21 @@ alone, and the piece's best document is the one where that field scores highest.
 known from one pass over that field's sums (:func:`_piece_maxima`), without the combination, the
 script or the ordering of every matched document.
 
-1. Each piece's maximum, in float64 from the same float32 term scores and the same sums as the
-   sparse path (:mod:`engine.query.sparse`), through the query's monotone wrappers (a
-   ``script_score`` whose script only grows with ``_score``, boosts).
+1. Each piece's maximum, in float64 from the same float32 term scores as the sparse path
+   (:mod:`engine.query.sparse`; the per-document field's sums in float32, a bound only), through
+   the query's monotone wrappers (a ``script_score`` whose script only grows with ``_score``,
+   boosts, the hybrid ``bool``'s boost).
 2. A threshold: the k-th largest of those maxima, each the score of a distinct document, lowered
-   by a margin (:data:`MARGIN`): at least k documents score that much, so the k-th best score is
-   at least the threshold.
-3. The candidates: the documents of every piece whose maximum, raised by the same margin, reaches
-   the threshold, and every document of the other clauses of a hybrid ``bool`` (its ``knn``); a
-   document outside them scores less than k others and is not among the best k, ties included.
-   The candidates are scored by the sparse path restricted to them (``ctx.restrict``, as a
-   rescore window is): the same operations as the full path, so the same numbers.
+   by a margin (:data:`MARGIN`): at least k documents score that much (the other clauses of a
+   hybrid ``bool`` only add scores >= 0), so the k-th best score is at least the threshold.
+3. The candidates: the documents of the pieces whose maximum, raised by the same margin, reaches
+   the threshold (each checked against its own bound too), and every document of the other
+   clauses of a hybrid ``bool`` (its ``knn`` hits); any other document scores less than k others
+   and is not among the best k, ties included. The candidates are scored exactly: the sparse
+   path's operations in its order (:func:`_core_scores`: the run-scored fields' run sums, the
+   per-document field's sum from 0.0 in clause order, the dis_max combination; then the script,
+   the boosts and the bool's sum), so the same numbers. A rescore that repeats the text query
+   reads its window's scores the same way (a ``sparse.Among`` memo entry).
 
 A collapsed search (``collapse``) wants its best k *groups*: the threshold is then the k-th
 largest, over distinct groups, of the maxima of the pieces that hold one group only (a piece of
@@ -270,9 +274,9 @@ def _kind(n: ScriptNode, params: dict) -> str | None:
         if n.a[0] == "/":
             d = _constant(n.a[2], params)
             return left if d is not None and d > 0 else None
-        if n.a[0] == "*" and left == right == "score":
-            return "score"  # a product of two non-negative nondecreasing values
-        return "const" if left == right == "const" else "score"
+        if left == right == "const":
+            return None  # Java arithmetic of two constants may overflow to a negative int
+        return "score"  # a sum or product of non-negative values, each nondecreasing
     return None
 
 

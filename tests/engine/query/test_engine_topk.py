@@ -346,6 +346,7 @@ def test_the_dense_reference_agrees(es):
         ("doc['year'].value * _score", {}, False),  # reads the document
         ("_score * params.w", {"w": True}, False),
         ("_score * params.w", {"w": "2"}, False),
+        ("(2147483647 + 1) * _score", {}, False),  # int overflow: negative
     ],
 )
 def test_scripts_recognized_as_monotone(source, params, monotone):
