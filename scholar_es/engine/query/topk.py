@@ -48,10 +48,13 @@ takes the full path.
 
 from __future__ import annotations
 
+import threading
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
 
+from scholar_es.engine.index.segment.runs import Runs
 from scholar_es.engine.query import sparse
 from scholar_es.engine.query.functions import ScriptScoreNode
 from scholar_es.engine.query.knn import KnnNode
@@ -145,9 +148,9 @@ def top_k(root: Node, ctx: Ctx, k: int, limit: int, groups: np.ndarray | None = 
     pieces = _pieces(fields.per_run, ctx.n)
     if pieces is None:
         return None
-    starts, ends = pieces
+    starts, ends = pieces.starts, pieces.ends
     acc = fields.approximate_sums(ctx.n)
-    best = _piece_maxima(fields, acc, starts)
+    best = _piece_maxima(fields, acc, pieces)
     low, high = np.split(
         _bound(chain, outer, ctx, np.concatenate([best * (1 - MARGIN), best * (1 + MARGIN)])), 2
     )
@@ -366,13 +369,52 @@ def _fields(core: Node, ctx: Ctx) -> Fields | None:
     return Fields(per_run, per_doc, per_doc_boost, order, tie, boost)
 
 
-def _pieces(per_run: list[RunField], n: int) -> tuple[np.ndarray, np.ndarray] | None:
-    """[starts, ends) of the ranges over which every run-scored field is constant: the runs'
-    common refinement, then each document past the shortest coverage on its own."""
-    covered = min(r.runs.covered for r, _ in per_run)
-    if (len(per_run[0][0].runs.starts) + n - covered) > MAX_PIECES_PER_DOC * n:
+@dataclass(frozen=True)
+class Pieces:
+    """[starts, ends) of the ranges over which every run-scored field is constant, and per such
+    field (in ``Fields.per_run``'s order) each range's run number (-1: past the field's runs)."""
+
+    starts: np.ndarray
+    ends: np.ndarray
+    runs_at: tuple[np.ndarray, ...]
+
+
+#: pieces by the identities of the runs they refine (with the document count they were made for:
+#: appends past the runs replace them): the runs of a segment's fields do not change, so neither do
+#: its pieces. Entries hold the runs weakly (an identity reused by other runs does not match) and go
+#: when their first runs do.
+_PIECES: dict[tuple, tuple[tuple[weakref.ref, ...], int, Pieces | None]] = {}
+_PIECES_LOCK = threading.Lock()
+
+
+def _pieces(per_run: list[RunField], n: int) -> Pieces | None:
+    """The pieces of the fields' runs over ``n`` documents (None: too many to be worth it),
+    computed once per segment's runs and document count."""
+    runs = tuple(r.runs for r, _ in per_run)
+    key = tuple(id(x) for x in runs)
+    with _PIECES_LOCK:
+        kept = _PIECES.get(key)
+    if kept is not None and kept[1] == n and all(a() is b for a, b in zip(kept[0], runs, strict=True)):
+        return kept[2]
+    pieces = _refine(runs, n)
+    with _PIECES_LOCK:
+        if key not in _PIECES:
+            weakref.finalize(runs[0], _forget, key)
+        _PIECES[key] = (tuple(weakref.ref(x) for x in runs), n, pieces)  # weak: runs die as before
+    return pieces
+
+
+def _forget(key: tuple) -> None:
+    with _PIECES_LOCK:
+        _PIECES.pop(key, None)
+
+
+def _refine(runs: tuple[Runs, ...], n: int) -> Pieces | None:
+    """The runs' common refinement, then each document past the shortest coverage on its own."""
+    covered = min(r.covered for r in runs)
+    if (len(runs[0].starts) + n - covered) > MAX_PIECES_PER_DOC * n:
         return None
-    bounds = [r.runs.starts[: int(np.searchsorted(r.runs.starts, covered))] for r, _ in per_run]
+    bounds = [r.starts[: int(np.searchsorted(r.starts, covered))] for r in runs]
     if all(len(b) == len(bounds[0]) and np.array_equal(b, bounds[0]) for b in bounds[1:]):
         inner = bounds[0]  # the fields' runs coincide (a paper's chunks): no refinement to compute
     else:  # sorted runs merged (a stable sort finds them), then each boundary once
@@ -384,30 +426,39 @@ def _pieces(per_run: list[RunField], n: int) -> tuple[np.ndarray, np.ndarray] | 
     ends = np.empty_like(starts)
     ends[:-1] = starts[1:]
     ends[-1:] = n
-    return starts, ends
+    return Pieces(starts, ends, tuple(_run_numbers(r, starts) for r in runs))
 
 
-def _piece_maxima(fields: Fields, acc: np.ndarray | None, starts: np.ndarray) -> np.ndarray:
+def _run_numbers(runs: Runs, docs: np.ndarray) -> np.ndarray:
+    """Per document of ``docs`` (ascending), the run holding it; -1 past the runs."""
+    at = np.full(len(docs), -1, dtype=np.int64)
+    inside = docs < runs.covered
+    at[inside] = np.searchsorted(runs.starts, docs[inside], side="right") - 1
+    return at
+
+
+def _piece_maxima(fields: Fields, acc: np.ndarray | None, pieces: Pieces) -> np.ndarray:
     """Per piece, the core's score of its best document (0.0: none matched), in float64."""
     values = []
     for i in fields.order:
         if i < 0:
             assert acc is not None
-            values.append(np.maximum.reduceat(acc, starts) * fields.per_doc_boost)
+            values.append(np.maximum.reduceat(acc, pieces.starts) * fields.per_doc_boost)
         else:
-            values.append(_run_values(*fields.per_run[i], starts))
+            values.append(_run_values(*fields.per_run[i], pieces.starts, pieces.runs_at[i]))
     return _combined(values, fields.tie, fields.boost)
 
 
-def _run_values(r: sparse.RunSums, boost: float, docs: np.ndarray) -> np.ndarray:
-    """A field scored per run, at ``docs``: its run's sum, or past the runs its own (0.0 where
-    none), times the boost, as ``RunSums.scores`` gives each document."""
-    runs = r.runs
-    if len(docs) == runs.count > 0 and docs[-1] < runs.covered and np.array_equal(docs, runs.starts[:-1]):
-        return r.sums * boost if boost != 1.0 else r.sums  # the pieces are the runs
+def _run_values(
+    r: sparse.RunSums, boost: float, docs: np.ndarray, at: np.ndarray | None = None
+) -> np.ndarray:
+    """A field scored per run, at ``docs`` (ascending; ``at``: their run numbers, -1 past the
+    runs, when known): its run's sum, or past the runs its own (0.0 where none), times the
+    boost, as ``RunSums.scores`` gives each document."""
+    at = _run_numbers(r.runs, docs) if at is None else at
     value = np.zeros(len(docs))
-    inside = docs < runs.covered
-    value[inside] = r.sums[np.searchsorted(runs.starts, docs[inside], side="right") - 1]
+    inside = at >= 0
+    value[inside] = r.sums[at[inside]]
     if r.tail and not inside.all():
         past = np.flatnonzero(~inside)
         lo, hi = int(docs[past[0]]), int(docs[-1]) + 1

@@ -371,3 +371,28 @@ def test_a_piece_holding_several_groups_counts_for_none():
     # a group's best piece counts, once
     bounds = topk._group_bounds(groups, starts, ends, np.arange(4), np.array([1.0, 5.0, 9.0, 7.0]))
     assert sorted(bounds.tolist()) == [1.0, 5.0, 7.0]
+
+
+def test_pieces_are_kept_per_runs_and_go_with_them():
+    """The pieces of a segment's runs are computed once, for the document count they were made
+    for, and their entry goes when the runs do (no growth over an engine's lifetime)."""
+    import gc
+
+    from scholar_es.engine.index.segment.runs import Runs
+
+    def fields(runs):
+        zero = np.zeros(runs.count)
+        return [(sparse.RunSums(runs, zero, zero.astype(bool), [], 1.0), 1.0)]
+
+    runs = Runs(np.array([0, 4, 9, 12], dtype=np.int64), None)
+    first = topk._pieces(fields(runs), 12)
+    assert first is not None and first.starts.tolist() == [0, 4, 9]
+    assert topk._pieces(fields(runs), 12) is first  # kept
+    more = topk._pieces(fields(runs), 14)  # two documents appended past the runs
+    assert more is not None and more.starts.tolist() == [0, 4, 9, 12, 13]
+    assert more.runs_at[0].tolist() == [0, 1, 2, -1, -1]
+    key = (id(runs),)
+    assert key in topk._PIECES
+    del runs, first, more
+    gc.collect()
+    assert key not in topk._PIECES
