@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import threading
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -253,34 +254,56 @@ def _core_field(node: Node) -> bool:
 def monotone_script(node: ScriptScoreNode) -> bool:
     """Whether the script's value never decreases as ``_score`` grows and is never negative for
     a non-negative ``_score``, whatever the document: ``_score``, non-negative number literals and
-    params, ``saturation(x, k)`` with k > 0, ``a * b`` and ``a + b`` of such, ``a / c`` with c > 0
-    constant (nothing read from the document)."""
+    params, ``saturation(x, k)`` with k > 0, ``a * b`` and ``a + b`` of such (not of two
+    constants), ``a / c`` with c > 0 constant (nothing read from the document)."""
+    return _bound_function(node) is not None
+
+
+#: a script's value as a function of ``_score`` (float64 arrays), for bounds only
+ScoreFunction = Callable[[np.ndarray], np.ndarray | float]
+
+
+def _bound_function(node: ScriptScoreNode) -> ScoreFunction | None:
+    """The script of a :func:`monotone_script` as a numpy function of ``_score`` (the same double
+    operations as Painless; used for bounds only: candidates' scores come from the script engine
+    itself); None: not such a script."""
     script = node.script
-    return _kind(script._root, script.params) in ("score", "const")
+    got = _compile(script._root, script.params)
+    return None if got is None else got[1]
 
 
-def _kind(n: ScriptNode, params: dict) -> str | None:
-    """'score' (grows with _score, >= 0), 'const' (a constant >= 0) or None (anything else)."""
+def _compile(n: ScriptNode, params: dict) -> tuple[str, ScoreFunction] | None:
+    """('score', f) for a value that grows with _score (>= 0), ('const', f) for a constant >= 0,
+    None for anything else."""
     if n.op == "score":
-        return "score"
+        return "score", lambda x: x
     value = _constant(n, params)
     if value is not None:
-        return "const" if value >= 0 else None
+        return ("const", lambda x: value) if value >= 0 else None
     if n.op == "func" and n.a[0] == "saturation":
         x, kk = n.a[1]
-        k = _constant(kk, params)
-        return "score" if k is not None and k > 0 and _kind(x, params) is not None else None
-    if n.op == "arith" and len(n.a) == 3 and n.a[0] in ("*", "+", "/"):
-        left, right = _kind(n.a[1], params), _kind(n.a[2], params)
-        if left is None or right is None:
+        k, inner = _constant(kk, params), _compile(x, params)
+        if k is None or not k > 0 or inner is None:
             return None
+        f = inner[1]
+        return "score", lambda s: _saturation(f(s), k)
+    if n.op == "arith" and len(n.a) == 3 and n.a[0] in ("*", "+", "/"):
+        left, right = _compile(n.a[1], params), _compile(n.a[2], params)
+        if left is None or right is None or left[0] == right[0] == "const":
+            return None  # (Java arithmetic of two constants may overflow to a negative int)
+        lf, rf = left[1], right[1]
         if n.a[0] == "/":
             d = _constant(n.a[2], params)
-            return left if d is not None and d > 0 else None
-        if left == right == "const":
-            return None  # Java arithmetic of two constants may overflow to a negative int
-        return "score"  # a sum or product of non-negative values, each nondecreasing
+            return ("score", lambda s: lf(s) / d) if d is not None and d > 0 else None
+        if n.a[0] == "*":
+            return "score", lambda s: lf(s) * rf(s)  # non-negative, each nondecreasing
+        return "score", lambda s: lf(s) + rf(s)
     return None
+
+
+def _saturation(x, k: float):
+    """Painless's ``saturation(value, k)``: value / (k + value), in double."""
+    return x / (k + x)
 
 
 def _constant(n: ScriptNode, params: dict) -> float | None:
@@ -523,10 +546,21 @@ def _through(chain: list[Wrapper], ctx: Ctx, docs: np.ndarray, scores: np.ndarra
 
 
 def _bound(chain: list[Wrapper], outer: BoolNode | None, ctx: Ctx, scores: np.ndarray) -> np.ndarray:
-    """Core scores through the wrappers and the hybrid bool's boost (a monotone script reads no
-    document: any positions do)."""
-    out = _through(chain, ctx, np.zeros(len(scores), dtype=np.int64), scores)
-    return out * outer.boost if outer is not None else out
+    """Core scores through the wrappers and the hybrid bool's boost, for bounds: a monotone
+    script as its numpy function (:func:`_bound_function`), with the same float roundings as
+    ``sparse.script_values``."""
+    for node in reversed(chain):
+        if isinstance(node, ScriptScoreNode):
+            f = _bound_function(node)
+            assert f is not None  # _shape took monotone scripts only
+            sub = scores.astype(np.float32).astype(np.float64)
+            values = np.broadcast_to(np.asarray(f(sub), dtype=np.float64), sub.shape)
+            scores = values.astype(np.float32).astype(np.float64)
+            if node.boost != 1.0:
+                scores = (scores * node.boost).astype(np.float32).astype(np.float64)
+        else:
+            scores = scores * node.boost
+    return scores * outer.boost if outer is not None else scores
 
 
 def _ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:

@@ -354,6 +354,32 @@ def test_scripts_recognized_as_monotone(source, params, monotone):
     assert topk.monotone_script(node) is monotone
 
 
+@pytest.mark.parametrize(
+    ("source", "params"),
+    [
+        ("saturation(_score, params.k) * params.w", {"k": 100.0, "w": 0.8}),
+        ("_score * 2 + 1", {}),
+        ("params.w * _score / params.d", {"w": 2, "d": 4}),
+        ("saturation(_score * 3, 7) + saturation(_score, 0.5)", {}),
+    ],
+)
+def test_a_monotone_scripts_bound_function_is_the_script(source, params):
+    """The numpy function the bounds use gives the script engine's values (the same doubles)."""
+
+    class Scores:
+        def __init__(self, s):
+            self._s, self.n = s, len(s)
+
+        def score(self):
+            return self._s
+
+    node = ScriptScoreNode(MatchNoneNode(), {"source": source, "params": params}, None, 1.0)
+    x = np.random.default_rng(3).random(1000) * 50
+    f = topk._bound_function(node)
+    assert f is not None
+    assert np.array_equal(np.broadcast_to(f(x), x.shape), node.script.evaluate(Scores(x)))
+
+
 def test_ranges_lists_the_documents_of_sorted_ranges():
     starts, ends = np.array([0, 4, 5, 9]), np.array([2, 5, 7, 10])
     assert topk._ranges(starts, ends).tolist() == [0, 1, 4, 5, 6, 9]
