@@ -155,6 +155,8 @@ def top_k(root: Node, ctx: Ctx, k: int, limit: int, groups: np.ndarray | None = 
     low, high = np.split(
         _bound(chain, outer, ctx, np.concatenate([best * (1 - MARGIN), best * (1 + MARGIN)])), 2
     )
+    if not _representable(high):
+        return None  # a NaN (the full path's error) or scores a float cannot hold: score every match
     # each matched piece's best document scores at least its low bound (the other clauses add
     # scores >= 0), and they are distinct documents: the k-th best score is at least the threshold
     matched = np.flatnonzero(best > 0)
@@ -171,6 +173,8 @@ def top_k(root: Node, ctx: Ctx, k: int, limit: int, groups: np.ndarray | None = 
     cand = _ranges(starts[keep], ends[keep])
     if len(cand) > MIN_DOC_BOUNDS:
         own = _bound(chain, outer, ctx, _doc_bounds(fields, acc, cand) * (1 + MARGIN))
+        if not _representable(own):
+            return None
         cand = cand[own * (1 + MARGIN) >= threshold]
     if other_hits:
         extra = np.unique(np.concatenate([d for d, _ in other_hits]).astype(np.int64))
@@ -181,6 +185,17 @@ def top_k(root: Node, ctx: Ctx, k: int, limit: int, groups: np.ndarray | None = 
     if core.memo_key is not None and sparse.MEMO:  # a rescore repeating the text query reads it
         ctx.memo[core.memo_key] = sparse.Among(lambda among: _core_scores(fields, among))
     return Top(docs, scores, at_least, scorer)
+
+
+#: bounds at or above this are not trusted: the scores are floats, and past the largest one the
+#: full path's roundings (to infinity, or NaN from infinity) decide the order, not the bounds
+_FLOAT_MAX = float(np.finfo(np.float32).max) / (1 + MARGIN) ** 2
+
+
+def _representable(bounds: np.ndarray) -> bool:
+    """Whether every bound is a number below the largest float (with the margins): NaN from a
+    script (``saturation`` of an infinite value) or an overflow leaves pruning to the full path."""
+    return not len(bounds) or bool(np.all(bounds < _FLOAT_MAX))  # NaN compares False
 
 
 def _group_bounds(
@@ -405,7 +420,7 @@ class Pieces:
 #: pieces by the identities of the runs they refine (with the document count they were made for:
 #: appends past the runs replace them): the runs of a segment's fields do not change, so neither do
 #: its pieces. Entries hold the runs weakly (an identity reused by other runs does not match) and go
-#: when their first runs do.
+#: when any of their runs does.
 _PIECES: dict[tuple, tuple[tuple[weakref.ref, ...], int, Pieces | None]] = {}
 _PIECES_LOCK = threading.Lock()
 
@@ -422,7 +437,8 @@ def _pieces(per_run: list[RunField], n: int) -> Pieces | None:
     pieces = _refine(runs, n)
     with _PIECES_LOCK:
         if key not in _PIECES:
-            weakref.finalize(runs[0], _forget, key)
+            for r in runs:  # the entry goes when any of its runs does
+                weakref.finalize(r, _forget, key)
         _PIECES[key] = (tuple(weakref.ref(x) for x in runs), n, pieces)  # weak: runs die as before
     return pieces
 
@@ -466,7 +482,7 @@ def _piece_maxima(fields: Fields, acc: np.ndarray | None, pieces: Pieces) -> np.
     for i in fields.order:
         if i < 0:
             assert acc is not None
-            values.append(np.maximum.reduceat(acc, pieces.starts) * fields.per_doc_boost)
+            values.append(np.maximum.reduceat(acc, pieces.starts).astype(np.float64) * fields.per_doc_boost)
         else:
             values.append(_run_values(*fields.per_run[i], pieces.starts, pieces.runs_at[i]))
     return _combined(values, fields.tie, fields.boost)
@@ -513,7 +529,7 @@ def _doc_bounds(fields: Fields, acc: np.ndarray | None, cand: np.ndarray) -> np.
     for i in fields.order:
         if i < 0:
             assert acc is not None
-            values.append(acc[cand] * fields.per_doc_boost)
+            values.append(acc[cand].astype(np.float64) * fields.per_doc_boost)
         else:
             values.append(_run_values(*fields.per_run[i], cand))
     return _combined(values, fields.tie, fields.boost)
@@ -554,7 +570,8 @@ def _bound(chain: list[Wrapper], outer: BoolNode | None, ctx: Ctx, scores: np.nd
             f = _bound_function(node)
             assert f is not None  # _shape took monotone scripts only
             sub = scores.astype(np.float32).astype(np.float64)
-            values = np.broadcast_to(np.asarray(f(sub), dtype=np.float64), sub.shape)
+            with np.errstate(all="ignore"):  # as the script engine: overflow and NaN are values
+                values = np.broadcast_to(np.asarray(f(sub), dtype=np.float64), sub.shape)
             scores = values.astype(np.float32).astype(np.float64)
             if node.boost != 1.0:
                 scores = (scores * node.boost).astype(np.float32).astype(np.float64)

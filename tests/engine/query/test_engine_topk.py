@@ -331,6 +331,36 @@ def test_the_dense_reference_agrees(es):
         sparse.use_sparse(True)
 
 
+TEXT = {"multi_match": {"query": "graph model", "fields": ["body", "abstract", "title"]}}
+
+
+@pytest.mark.parametrize("rank", [1, 2, 5])
+def test_a_script_that_gives_nan_fails_as_scoring_every_match_does(es, rank):
+    """The best documents' _score * w overflows to infinity and saturation(inf, 1) is NaN: the
+    full path's error, not hits without those documents (found by review)."""
+    top = es.search(index="p", query=TEXT, size=100, track_total_hits=True, _source=False)["hits"]["hits"]
+    scores = sorted({h["_score"] for h in top}, reverse=True)
+    w = float(np.finfo(np.float64).max) / ((scores[rank - 1] + scores[rank]) / 2)  # the top `rank` overflow
+    script = {"source": "saturation(_score * params.w, 1)", "params": {"w": w}}
+    body = {"query": {"script_score": {"query": TEXT, "script": script}}, "size": 10, "track_total_hits": 100}
+    got = _answer(es, body)
+    assert got == _reference(es, body)
+    assert got[0] == "error" and "invalid score [nan]" in got[2]
+
+
+@pytest.mark.parametrize("boost", [1e37, 5e37, 1e38, 3e38])
+@pytest.mark.parametrize("where", ["body", "title", "query"])
+def test_scores_past_the_largest_float_are_left_to_the_full_path(es, boost, where):
+    """Scores a float cannot hold become infinity in the answer, ties by document order: what
+    the bounds cannot order (found by review)."""
+    fields = ["title", "abstract", "body"]
+    extra = {"boost": boost} if where == "query" else {}
+    fields = [f"{f}^{boost}" if f == where else f for f in fields]
+    query = {"multi_match": {"query": "graph model", "fields": fields, **extra}}
+    body = {"query": query, "size": 5, "track_total_hits": 5, "_source": False}
+    assert _answer(es, body) == _reference(es, body)
+
+
 @pytest.mark.parametrize(
     ("source", "params", "monotone"),
     [
