@@ -95,34 +95,6 @@ class TermNode(Node):
             scores[docs] = term_scores
         return mask, scores
 
-    def score_runs(
-        self, ctx: Ctx, runs: Runs
-    ) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]] | None:
-        """This term on a text field with runs of equal rows (engine/index/segment/runs.py):
-        ((run numbers, float32 scores) among the run heads, (documents, float32 scores) of its
-        postings past the runs); None if it has no postings. The same numbers as
-        :meth:`score_postings` gives each document (a run's documents have its head's frequency
-        and norm); idf and avgdl from the whole field, as there."""
-        col = ctx.seg.text[self.field]
-        found = col.postings.postings(self.term)
-        if found is None or len(found[0]) == 0:
-            return None
-        docs, freqs = found
-        weight, cache, _, _ = self._bm25(ctx, len(docs), col.doc_count, col.sum_total_term_freq)
-        norm_bytes = col.norms()
-        tid = col.postings.vocab[self.term]
-        run_ids, run_freqs = runs.postings(tid)
-        head_norms = norm_bytes.take(runs.starts.take(run_ids))
-        at_runs = (run_ids, sim.bm25_scores(weight, run_freqs, cache.take(head_norms)))
-        # the scalar in the documents' type: no conversion (a copy) of all of them
-        covered = runs.covered  # usually every posting is in a run: no search for the tail
-        past = len(docs) if docs[-1] < covered else int(docs.searchsorted(np.asarray(covered, docs.dtype)))
-        tail_docs, tail_freqs = docs[past:], freqs[past:]
-        if not len(tail_docs):
-            return at_runs, (tail_docs, np.zeros(0, dtype=np.float32))
-        at_tail = (tail_docs, sim.bm25_scores(weight, tail_freqs, cache.take(norm_bytes.take(tail_docs))))
-        return at_runs, at_tail
-
     def score_postings(self, ctx: Ctx) -> tuple[np.ndarray, np.ndarray] | None:
         """(documents ascending, float32 BM25 scores) of this term's postings; None if none.
         Work is proportional to the postings (the dense and the sparse path both use it)."""
@@ -219,6 +191,46 @@ class TermNode(Node):
                 )
             ],
         )
+
+
+def score_runs(
+    terms: list[TermNode], ctx: Ctx, runs: Runs
+) -> tuple[np.ndarray, np.ndarray, list[tuple[np.ndarray, np.ndarray]]] | None:
+    """Term queries on one text field with runs of equal rows (engine/index/segment/runs.py):
+    the run numbers and float32 scores of their postings among the run heads, term after term
+    in clause order, and each term's (documents, float32 scores) past the runs (empty: left
+    out); None if no term has a posting. The same numbers as :meth:`TermNode.score_postings`
+    gives each document (a run's documents have its head's frequency and norm; idf and avgdl
+    from the whole field): each posting goes through the same float32 steps, its term's weight
+    beside it, so all terms' run postings are scored in one pass."""
+    col = ctx.seg.text[terms[0].field]
+    norm_bytes = col.norms()
+    ids, freqs, weights, tails = [], [], [], []
+    cache = None
+    for term in terms:
+        found = col.postings.postings(term.term)
+        if found is None or len(found[0]) == 0:
+            continue
+        docs, doc_freqs = found
+        weight, cache, _, _ = term._bm25(ctx, len(docs), col.doc_count, col.sum_total_term_freq)
+        run_ids, run_freqs = runs.postings(col.postings.vocab[term.term])
+        ids.append(run_ids)
+        freqs.append(run_freqs)
+        weights.append(np.full(len(run_ids), weight, dtype=np.float32))
+        # usually every posting is in a run: no search for the tail (the scalar in the
+        # documents' type: no conversion of all of them)
+        covered = runs.covered
+        past = len(docs) if docs[-1] < covered else int(docs.searchsorted(np.asarray(covered, docs.dtype)))
+        if past < len(docs):
+            tail_docs = docs[past:]
+            tail_norms = cache.take(norm_bytes.take(tail_docs))
+            tails.append((tail_docs, sim.bm25_scores(weight, doc_freqs[past:], tail_norms)))
+    if cache is None:
+        return None
+    flat = ids[0] if len(ids) == 1 else np.concatenate(ids)
+    w = weights[0] if len(weights) == 1 else np.concatenate(weights)
+    f = freqs[0] if len(freqs) == 1 else np.concatenate(freqs)
+    return flat, sim.bm25_scores(w, f, cache.take(norm_bytes.take(runs.starts.take(flat)))), tails
 
 
 class ConstNode(Node):

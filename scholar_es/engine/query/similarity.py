@@ -211,9 +211,10 @@ def bm25_weight(boost: float, idf: np.float32, k1: float = K1) -> np.float32:
     return np.float32(np.float32(boost) * np.float32(1.0 + k1)) * np.float32(idf)
 
 
-def bm25_scores(weight: np.float32, freqs: np.ndarray, norm_inverse: np.ndarray) -> np.ndarray:
-    """weight - weight / (1 + freq * normInverse), in float32 (BM25Scorer#score)."""
-    w = np.float32(weight)
+def bm25_scores(weight: np.float32 | np.ndarray, freqs: np.ndarray, norm_inverse: np.ndarray) -> np.ndarray:
+    """weight - weight / (1 + freq * normInverse), in float32 (BM25Scorer#score); ``weight`` one
+    term's, or each posting's own (several terms' postings in one pass)."""
+    w = np.asarray(weight, dtype=np.float32)
     out = freqs.astype(np.float32)  # the same float32 steps, in place: f * n, 1 + _, w / _, w - _
     np.multiply(out, norm_inverse, out=out)
     np.add(out, np.float32(1.0), out=out)

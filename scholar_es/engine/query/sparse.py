@@ -55,6 +55,7 @@ from scholar_es.engine.query.nodes import (
     MatchNoneNode,
     Node,
     TermNode,
+    score_runs,
 )
 from scholar_es.engine.search.hits import order_by_score, union_docs
 
@@ -379,25 +380,12 @@ def _run_sums(terms: list[Node], ctx: Ctx) -> RunSums | None:
     runs = col.runs()
     if runs.view is None:
         return None
-    ids: list[np.ndarray] = []
-    scores: list[np.ndarray] = []
-    tail: list[Hits] = []
-    for c in terms:
-        assert isinstance(c, TermNode)
-        got = c.score_runs(ctx, runs)
-        if got is None:
-            continue
-        (run_ids, run_scores), past = got
-        ids.append(run_ids)
-        scores.append(run_scores)
-        if len(past[0]):
-            tail.append(past)
-    lowest = min((float(s.min()) for s in scores + [t[1] for t in tail] if len(s)), default=np.inf)
-    if not ids:
+    got = score_runs(terms, ctx, runs)  # type: ignore[arg-type]
+    if got is None:
         zero = np.zeros(runs.count)
-        return RunSums(runs, zero, zero.astype(bool), [], lowest)
-    flat = ids[0] if len(ids) == 1 else np.concatenate(ids)
-    w = scores[0] if len(scores) == 1 else np.concatenate(scores)
+        return RunSums(runs, zero, zero.astype(bool), [], np.inf)
+    flat, w, tail = got
+    lowest = min((float(s.min()) for s in [w] + [t[1] for t in tail] if len(s)), default=np.inf)
     # float64 even when no term has a posting among the heads (bincount of nothing gives int64)
     sums = np.bincount(flat, weights=w, minlength=runs.count).astype(np.float64, copy=False)
     matched = np.bincount(flat, minlength=runs.count) > 0
