@@ -207,6 +207,7 @@ def score_runs(
     norm_bytes = col.norms()
     ids, freqs, weights, tails = [], [], [], []
     cache = None
+    covered = runs.covered
     for term in terms:
         found = col.postings.postings(term.term)
         if found is None or len(found[0]) == 0:
@@ -219,7 +220,6 @@ def score_runs(
         weights.append(np.full(len(run_ids), weight, dtype=np.float32))
         # usually every posting is in a run: no search for the tail (the scalar in the
         # documents' type: no conversion of all of them)
-        covered = runs.covered
         past = len(docs) if docs[-1] < covered else int(docs.searchsorted(np.asarray(covered, docs.dtype)))
         if past < len(docs):
             tail_docs = docs[past:]

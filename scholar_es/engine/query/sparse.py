@@ -25,7 +25,7 @@ into a candidate set; the combination above it stays sparse. The dense path stay
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -137,10 +137,7 @@ def _run_sparse(node: Node, ctx: Ctx) -> Hits:
 def _restricted(hits: Hits, ctx: Ctx) -> Hits:
     """``hits`` among ``ctx.restrict``'s documents (all of them when there is no restriction);
     each restricted document is looked up in the hits, so the work follows the (small) window."""
-    if ctx.restrict is None:
-        return hits
-    hit, idx = _member(hits[0], ctx.restrict)
-    return ctx.restrict[hit].astype(np.int64, copy=False), hits[1][idx[hit]]
+    return hits if ctx.restrict is None else _among(hits, ctx.restrict)
 
 
 def densify(hits: Hits, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -504,25 +501,25 @@ def _dis_max_dense(
     if not lowest >= 0:
         return None
     n = hi - lo
-    best = total = np.zeros(0)
-    for i, (hits, q) in enumerate(clauses):
-        boost = 1.0 if q is None else q.boost
-        if isinstance(hits, RunSums):
-            score = hits.scores(lo, n, boost)
-        elif q is None:
-            docs, scores = hits[0]
-            score = np.zeros(n)
-            score[docs - lo] = scores
-        else:
-            score = _summed(hits, lo, n)
-            if boost != 1.0:
-                score *= boost
-        if i == 0:
-            total = np.add(score, 0.0)  # in clause order from 0.0, as stack.sum(axis=0)
-            best = score  # the first clause's array, no longer read once its score is added
-        else:
-            total += score
-            np.maximum(best, score, out=best)
+
+    def clause_scores():
+        for hits, q in clauses:
+            boost = 1.0 if q is None else q.boost
+            if isinstance(hits, RunSums):
+                yield hits.scores(lo, n, boost)
+            elif q is None:
+                docs, scores = hits[0]
+                score = np.zeros(n)
+                score[docs - lo] = scores
+                yield score
+            else:
+                score = _summed(hits, lo, n)
+                if boost != 1.0:
+                    score *= boost
+                yield score
+
+    # over the range in place (fewer passes than gathering both arrays first when most match)
+    total, best = dis_max_of(clause_scores(), node.tie, node.boost)
     positive = lowest > 0 and all(q is None or q.boost > 0 for _, q in clauses)
     # every score positive: a position is matched where its best score is (no count needed)
     if positive:
@@ -532,14 +529,33 @@ def _dis_max_dense(
         for r in per_run:
             matched |= r.matched_at(lo, n)
     at = np.flatnonzero(matched)
-    # best + tie * (total - best), times the boost: the same operations, over the range in place
-    # (fewer passes than gathering both arrays first when most positions match)
-    np.subtract(total, best, out=total)
-    total *= node.tie
-    total += best
-    if node.boost != 1.0:
-        total *= node.boost
     return (at + lo if lo else at), total[at]
+
+
+def dis_max_of(values: Iterable[np.ndarray], tie: float, boost: float) -> tuple[np.ndarray, np.ndarray]:
+    """Lucene's ``DisjunctionMaxScorer`` over clause scores per position (at least one clause):
+    (best + tie * (total - best), times the boost; the best), the total summed from 0.0 in clause
+    order as ``DisMaxNode`` sums its stack. In place: the first array becomes the best (pass
+    arrays of your own), the others are read once each (a generator keeps one at a time)."""
+    it = iter(values)
+    best = next(it)
+    total = np.add(best, 0.0)
+    for score in it:
+        total += score
+        np.maximum(best, score, out=best)
+    np.subtract(total, best, out=total)
+    total *= tie
+    total += best
+    if boost != 1.0:
+        total *= boost
+    return total, best
+
+
+def _among(hits: Hits, docs: np.ndarray) -> Hits:
+    """``hits`` of the documents of ``docs`` (both ascending); each of ``docs`` is looked up in the
+    hits, so the work follows ``docs`` (a window, a candidate set)."""
+    hit, idx = _member(hits[0], docs)
+    return docs[hit].astype(np.int64, copy=False), hits[1][idx[hit]]
 
 
 def _offsets(parts: list[Hits], lo: int) -> np.ndarray:

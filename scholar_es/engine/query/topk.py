@@ -80,8 +80,9 @@ MIN_DOC_BOUNDS = 256
 MAX_PIECES_PER_DOC = 0.5
 
 
-#: what may wrap a query's text core: a script that grows with ``_score``, a boost
-Wrapper = ScriptScoreNode | BoostNode
+#: what may wrap a query's text core: a script that grows with ``_score`` (with its bound
+#: function, :func:`_bound_function`, compiled once per search), a boost (None)
+Wrapped = tuple["ScriptScoreNode | BoostNode", "ScoreFunction | None"]
 
 
 @dataclass
@@ -107,7 +108,7 @@ class _Scorer:
 
     ctx: Ctx
     fields: Fields
-    chain: list[Wrapper]
+    chain: list[Wrapped]
     outer: BoolNode | None
     others: list[Node]
     other_hits: list[sparse.Hits]
@@ -120,7 +121,9 @@ class _Scorer:
         scores = _through(self.chain, self.ctx, hit, scores)
         if self.outer is None:
             return hit, scores
-        known = {id(q): _among(hits, docs) for q, hits in zip(self.others, self.other_hits, strict=True)}
+        known = {
+            id(q): sparse._among(hits, docs) for q, hits in zip(self.others, self.other_hits, strict=True)
+        }
         should = [known.get(id(q), (hit, scores)) for q in self.outer.should]
         return sparse._bool_of(self.outer, self.ctx, [], should)
 
@@ -214,17 +217,12 @@ def _group_bounds(
     return low[pieces][order][first]
 
 
-def _among(hits: sparse.Hits, docs: np.ndarray) -> sparse.Hits:
-    """``hits`` of the documents of ``docs`` (both ascending)."""
-    hit, idx = sparse._member(hits[0], docs)
-    return docs[hit].astype(np.int64, copy=False), hits[1][idx[hit]]
-
-
 # --- the query's shape ---------------------------------------------------------------------------
 
 
-def _shape(root: Node) -> tuple[list[Wrapper], Node, BoolNode | None, list[Node]] | None:
-    """(wrappers outermost first, the text core, the hybrid bool or None, its other clauses)."""
+def _shape(root: Node) -> tuple[list[Wrapped], Node, BoolNode | None, list[Node]] | None:
+    """(wrappers outermost first, each with a script's bound function, the text core, the hybrid
+    bool or None, its other clauses)."""
     outer: BoolNode | None = None
     others: list[Node] = []
     node = root
@@ -235,13 +233,16 @@ def _shape(root: Node) -> tuple[list[Wrapper], Node, BoolNode | None, list[Node]
         if len(texts) != 1:
             return None
         outer, others, node = node, [q for q in node.should if isinstance(q, KnnNode)], texts[0]
-    chain: list[Wrapper] = []
+    chain: list[Wrapped] = []
     while isinstance(node, (ScriptScoreNode, BoostNode)):
         if not node.boost >= 0:
             return None
-        if isinstance(node, ScriptScoreNode) and (node.min_score is not None or not monotone_script(node)):
-            return None
-        chain.append(node)
+        f = None
+        if isinstance(node, ScriptScoreNode):
+            f = _bound_function(node)
+            if node.min_score is not None or f is None:
+                return None
+        chain.append((node, f))
         node = node.query if isinstance(node, ScriptScoreNode) else node.inner
     if isinstance(node, DisMaxNode):
         if not node.queries or not 0 <= node.tie <= 1 or not node.boost >= 0:
@@ -478,14 +479,24 @@ def _run_numbers(runs: Runs, docs: np.ndarray) -> np.ndarray:
 
 def _piece_maxima(fields: Fields, acc: np.ndarray | None, pieces: Pieces) -> np.ndarray:
     """Per piece, the core's score of its best document (0.0: none matched), in float64."""
-    values = []
-    for i in fields.order:
-        if i < 0:
-            assert acc is not None
-            values.append(np.maximum.reduceat(acc, pieces.starts).astype(np.float64) * fields.per_doc_boost)
-        else:
-            values.append(_run_values(*fields.per_run[i], pieces.starts, pieces.runs_at[i]))
-    return _combined(values, fields.tie, fields.boost)
+    per_doc = None if acc is None else np.maximum.reduceat(acc, pieces.starts).astype(np.float64)
+    return _core(fields, per_doc, lambda i: _run_values(*fields.per_run[i], pieces.starts, pieces.runs_at[i]))
+
+
+def _core(fields: Fields, per_doc: np.ndarray | None, per_run: Callable[[int], np.ndarray]) -> np.ndarray:
+    """The core's dis_max (``sparse.dis_max_of``) of its fields' values in clause order: the
+    per-document field's (float64, unboosted: boosted here as ``sparse._dis_max_dense`` does) and
+    ``per_run(i)`` for the i-th run-scored field (boosted); each a fresh array."""
+
+    def values():
+        for i in fields.order:
+            if i >= 0:
+                yield per_run(i)
+            else:
+                assert per_doc is not None
+                yield per_doc * fields.per_doc_boost if fields.per_doc_boost != 1.0 else per_doc
+
+    return sparse.dis_max_of(values(), fields.tie, fields.boost)[0]
 
 
 def _run_values(
@@ -506,54 +517,26 @@ def _run_values(
     return value * boost if boost != 1.0 else value
 
 
-def _combined(values: list[np.ndarray], tie: float, boost: float) -> np.ndarray:
-    """The dis_max of the fields' values, with ``sparse._dis_max_dense``'s operations in its order:
-    the sum from 0.0 in clause order, the maximum, best + tie * (total - best), times the boost."""
-    total = np.add(values[0], 0.0)
-    best = values[0].copy()
-    for v in values[1:]:
-        total += v
-        np.maximum(best, v, out=best)
-    np.subtract(total, best, out=total)
-    total *= tie
-    total += best
-    if boost != 1.0:
-        total *= boost
-    return total
-
-
 def _doc_bounds(fields: Fields, acc: np.ndarray | None, cand: np.ndarray) -> np.ndarray:
     """Per candidate, the core's score from the per-document field's approximate sum (float64,
     within :data:`MARGIN` of its exact score)."""
-    values = []
-    for i in fields.order:
-        if i < 0:
-            assert acc is not None
-            values.append(acc[cand].astype(np.float64) * fields.per_doc_boost)
-        else:
-            values.append(_run_values(*fields.per_run[i], cand))
-    return _combined(values, fields.tie, fields.boost)
+    per_doc = None if acc is None else acc[cand].astype(np.float64)
+    return _core(fields, per_doc, lambda i: _run_values(*fields.per_run[i], cand))
 
 
 def _core_scores(fields: Fields, cand: np.ndarray) -> sparse.Hits:
     """The candidates the core matches and their exact scores (float64), computed as the sparse
     path computes them for every document."""
-    values = []
-    for i in fields.order:
-        if i < 0:
-            v = fields.exact_sums(cand)
-            values.append(v * fields.per_doc_boost if fields.per_doc_boost != 1.0 else v)
-        else:
-            values.append(_run_values(*fields.per_run[i], cand))
-    scores = _combined(values, fields.tie, fields.boost)
+    per_doc = fields.exact_sums(cand) if fields.per_doc is not None else None
+    scores = _core(fields, per_doc, lambda i: _run_values(*fields.per_run[i], cand))
     hit = scores > 0  # every score is positive (_fields): matched where the best score is
     return cand[hit], scores[hit]
 
 
-def _through(chain: list[Wrapper], ctx: Ctx, docs: np.ndarray, scores: np.ndarray) -> np.ndarray:
+def _through(chain: list[Wrapped], ctx: Ctx, docs: np.ndarray, scores: np.ndarray) -> np.ndarray:
     """The core's ``scores`` of ``docs`` through its wrappers, innermost first, as
     ``sparse._script_score`` and ``sparse._boost`` give them."""
-    for node in reversed(chain):
+    for node, _ in reversed(chain):
         if isinstance(node, ScriptScoreNode):
             scores = sparse.script_values(node, ctx, docs, scores)
         else:
@@ -561,13 +544,12 @@ def _through(chain: list[Wrapper], ctx: Ctx, docs: np.ndarray, scores: np.ndarra
     return scores
 
 
-def _bound(chain: list[Wrapper], outer: BoolNode | None, ctx: Ctx, scores: np.ndarray) -> np.ndarray:
+def _bound(chain: list[Wrapped], outer: BoolNode | None, ctx: Ctx, scores: np.ndarray) -> np.ndarray:
     """Core scores through the wrappers and the hybrid bool's boost, for bounds: a monotone
     script as its numpy function (:func:`_bound_function`), with the same float roundings as
     ``sparse.script_values``."""
-    for node in reversed(chain):
+    for node, f in reversed(chain):
         if isinstance(node, ScriptScoreNode):
-            f = _bound_function(node)
             assert f is not None  # _shape took monotone scripts only
             sub = scores.astype(np.float32).astype(np.float64)
             with np.errstate(all="ignore"):  # as the script engine: overflow and NaN are values

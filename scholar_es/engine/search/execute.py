@@ -264,9 +264,10 @@ class SearchRun:
         return mask, scores, nodes
 
     def _top_k(self, node: Node) -> topk.Top | None:
-        """The query's best hits without scoring every match, where the request reads nothing
-        else (no aggregations, sort, collapse, rescore, min_score, post_filter, named queries,
-        scroll) and counts its matches up to a limit (engine/query/topk.py); None: score all."""
+        """The query's best hits (with ``collapse``, groups; with ``rescore``, its window) without
+        scoring every match, where the request reads nothing else (no aggregations, sort,
+        min_score, post_filter, named queries, scroll: :data:`_TOP_K_KEYS`) and counts its
+        matches up to a limit (engine/query/topk.py); None: score all."""
         body = self.body
         if self.scroll or self.named or any(key not in _TOP_K_KEYS for key in body):
             return None
@@ -390,7 +391,7 @@ class SearchRun:
             self._kept = (ordered, scores, sort_values, bool(show_scores), total)
         page, hits = self._page(ordered, scores if show_scores else None, sort_values, head_at, self.from_)
         if collapse:
-            if self._top is not None:
+            if self._top is not None and collapse.get("inner_hits"):  # what reads a group's matches
                 self._complete_groups(page, mask, first_scores)
             self.add_collapse(hits, page, collapse, mask, first_scores)
         # size 0 collects no top docs: Elasticsearch answers "max_score": null

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from chunk_queries import text_strategies
 from elasticsearch import helpers
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -109,19 +110,7 @@ def _answer(es, index, query):
     return resp["hits"]["total"], [h["_id"] for h in hits], [h["_score"] for h in hits]
 
 
-words = st.lists(st.sampled_from([*WORDS, "absent"]), min_size=1, max_size=4).map(" ".join)
-fields = st.permutations(["body^2", "abstract^1.5", "title"]).flatmap(
-    lambda fs: st.integers(1, 3).map(lambda k: fs[:k])
-)
-multi_match = st.builds(
-    lambda w, fs, t, b: {
-        "multi_match": {"query": w, "fields": fs, "tie_breaker": t, "type": "best_fields", "boost": b}
-    },
-    words,
-    fields,
-    st.sampled_from([0.0, 0.3, 1.0]),
-    st.sampled_from([1.0, 2.0, 0.5]),
-)
+words, fields, multi_match = text_strategies(WORDS, 4)
 # the same shape spelled out: per field a bool of term queries (its boost may be 0), and a clause
 # that is not a field of terms, in any order
 spelled = st.builds(

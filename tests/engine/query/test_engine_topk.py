@@ -13,6 +13,7 @@ import random
 
 import numpy as np
 import pytest
+from chunk_queries import text_strategies
 from elasticsearch import helpers
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -125,19 +126,7 @@ def _reference(es, body: dict):
         topk.ENABLED = True
 
 
-words = st.lists(st.sampled_from([*WORDS, "absent"]), min_size=1, max_size=5).map(" ".join)
-fields = st.permutations(["body^2", "abstract^1.5", "title"]).flatmap(
-    lambda fs: st.integers(1, 3).map(lambda k: fs[:k])
-)
-multi_match = st.builds(
-    lambda w, fs, t, b: {
-        "multi_match": {"query": w, "fields": fs, "tie_breaker": t, "type": "best_fields", "boost": b}
-    },
-    words,
-    fields,
-    st.sampled_from([0.0, 0.3, 1.0]),
-    st.sampled_from([1.0, 2.0, 0.5]),
-)
+words, _, multi_match = text_strategies(WORDS, 5)
 scripts = st.sampled_from(
     [
         {"source": "saturation(_score, params.k) * params.w", "params": {"k": 8, "w": 0.8}},
