@@ -128,10 +128,18 @@ class _Scorer:
         return sparse._bool_of(self.outer, self.ctx, [], should)
 
 
-def top_k(root: Node, ctx: Ctx, k: int, limit: int, groups: np.ndarray | None = None) -> Top | None:
-    """The best ``k`` hits of ``root`` (with ``groups``, the collapse codes of every document: the
-    best ``k`` group heads) and its matches counted past ``limit``; None: the query has no such
-    form here (or is not worth it), and the full path must answer."""
+def top_k(
+    root: Node,
+    ctx: Ctx,
+    k: int,
+    limit: int,
+    groups: np.ndarray | None = None,
+    group_runs: np.ndarray | None = None,
+) -> Top | None:
+    """The best ``k`` hits of ``root`` (with ``groups``, the collapse codes of every document, and
+    ``group_runs``, each document's number of the run of equal codes it is in: the best ``k``
+    group heads) and its matches counted past ``limit``; None: the query has no such form here
+    (or is not worth it), and the full path must answer."""
     if not ENABLED or k <= 0 or ctx.restrict is not None:
         return None
     shape = _shape(root)
@@ -163,10 +171,17 @@ def top_k(root: Node, ctx: Ctx, k: int, limit: int, groups: np.ndarray | None = 
     # each matched piece's best document scores at least its low bound (the other clauses add
     # scores >= 0), and they are distinct documents: the k-th best score is at least the threshold
     matched = np.flatnonzero(best > 0)
-    bounds = low[matched] if groups is None else _group_bounds(groups, starts, ends, matched, low)
-    if len(bounds) < k:
+    if groups is None:
+        bounds = low[matched]
+        if len(bounds) < k:
+            return None
+        kth: float | None = float(np.partition(bounds, len(bounds) - k)[len(bounds) - k])
+    else:
+        assert group_runs is not None
+        kth = _kth_group_bound(groups, group_runs, starts, ends, matched, low, k)
+    if kth is None:
         return None
-    threshold = np.partition(bounds, len(bounds) - k)[len(bounds) - k] * (1 - MARGIN)
+    threshold = kth * (1 - MARGIN)
     if not threshold > 0:
         return None
     # a document outside the kept pieces scores at most its piece's high bound; inside them, at
@@ -201,20 +216,40 @@ def _representable(bounds: np.ndarray) -> bool:
     return not len(bounds) or bool(np.all(bounds < _FLOAT_MAX))  # NaN compares False
 
 
-def _group_bounds(
-    groups: np.ndarray, starts: np.ndarray, ends: np.ndarray, matched: np.ndarray, low: np.ndarray
-) -> np.ndarray:
-    """Per collapse group, the highest low bound of the matched pieces that hold only that group:
-    as many distinct groups have a document scoring at least that much (pieces holding several
-    groups count for none: their best document's group is not known)."""
-    change = np.flatnonzero(groups[1:] != groups[:-1]) + 1  # where the group code changes
-    single = np.searchsorted(change, starts[matched], side="right") == np.searchsorted(
-        change, ends[matched] - 1, side="right"
-    )
-    pieces = matched[single]
-    order = np.argsort(-low[pieces], kind="stable")
-    _, first = np.unique(groups[starts[pieces]][order], return_index=True)
-    return low[pieces][order][first]
+def _kth_group_bound(
+    codes: np.ndarray,
+    runs: np.ndarray,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    matched: np.ndarray,
+    low: np.ndarray,
+    k: int,
+) -> float | None:
+    """The k-th largest, over distinct groups, of each group's highest low bound among the matched
+    pieces that hold that group alone (None: fewer than k groups have one): at least k distinct
+    groups have a document scoring that much (a piece of several groups counts for none: its best
+    document's group is not known; a piece holds one group when its first and last documents are
+    in the same run of equal codes, ``runs``).
+
+    Only the pieces at or above the m-th best low bound are grouped (m = 4k, grown until k groups
+    are among them): a group whose best piece is below that cut is below every group above it, so
+    once k groups are above the cut, the k-th best group is the one over all pieces."""
+    pieces = matched[runs[starts[matched]] == runs[ends[matched] - 1]]
+    lows = low[pieces]
+    m = 4 * k
+    while True:
+        if m < len(lows):
+            top = np.flatnonzero(lows >= np.partition(lows, len(lows) - m)[len(lows) - m])
+        else:
+            top = np.arange(len(lows))
+        order = top[np.argsort(-lows[top], kind="stable")]
+        _, first = np.unique(codes[starts[pieces[order]]], return_index=True)  # each group's best
+        best = lows[order[first]]
+        if len(best) >= k:
+            return float(np.partition(best, len(best) - k)[len(best) - k])
+        if len(top) == len(lows):
+            return None
+        m *= 4
 
 
 # --- the query's shape ---------------------------------------------------------------------------

@@ -16,8 +16,6 @@
 
 from __future__ import annotations
 
-import numpy as np
-
 from scholar_es.engine.errors import EsError, illegal_argument, parsing_error, unsupported
 from scholar_es.engine.query.nodes import expl
 from scholar_es.engine.rest.url_query import with_url_query
@@ -86,7 +84,7 @@ def explain(engine, params: dict, body, index: str, doc_id: str) -> tuple[int, d
             "_index": handle.name,
             "_id": doc_id,
             "matched": True,
-            "explanation": run.explain(int(pos), np.asarray(scores)),
+            "explanation": run.explain(int(pos), float(scores[pos])),
         }
 
 

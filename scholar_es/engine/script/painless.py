@@ -408,8 +408,8 @@ class _Eval:
 
     def doc_count(self, node: Node, mask: np.ndarray) -> np.ndarray:
         f = self.field(node.a[0], mask)
-        if self.ctx.field_kind(f) == "dense_vector":
-            return np.asarray(self.ctx.vectors(f)[1], bool).astype(np.int32)
+        if self.ctx.field_kind(f) == "dense_vector":  # one vector or none: its presence, rows unread
+            return (np.asarray(self.ctx.doc_value_count(f)) > 0).astype(np.int32)
         return np.asarray(self.ctx.doc_value_count(f)).astype(np.int32)
 
     def _docsize(self, node: Node, mask: np.ndarray) -> Num:

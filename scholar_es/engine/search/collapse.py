@@ -15,6 +15,7 @@ candidates for numbers).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -28,7 +29,8 @@ NO_VALUE = -1  # the code of documents without a value: they collapse into one g
 
 @dataclass
 class CollapseKeys:
-    """Per-document group codes of one collapse field, and what each code shows as."""
+    """Per-document group codes of one collapse field, and what each code shows as. Kept per
+    version of the field's column (:func:`collapse_keys`): read-only, shared by searches."""
 
     codes: np.ndarray  # int64 per document, NO_VALUE where the document has none
     labels: list  # code -> the value shown in ``fields`` (str, int or float)
@@ -38,18 +40,46 @@ class CollapseKeys:
     def label(self, code: int):
         return None if code == NO_VALUE else self.labels[code]
 
-    def group(self, code: int, mask: np.ndarray) -> np.ndarray:
-        """Matching documents (``mask``) of the group ``code``, ascending."""
+    def members(self, code: int) -> np.ndarray:
+        """Every document of the group ``code``, ascending: the postings of its keyword value,
+        else the group's slice of the documents ordered by code (:attr:`by_code`)."""
         if code != NO_VALUE and self._members is not None:
             docs = self._members(code)
             if docs is not None:
-                docs = docs[self.codes[docs] == code]
-                return docs[mask[docs]]
-        return np.flatnonzero(mask & (self.codes == code))
+                return docs[self.codes[docs] == code]
+        order, bounds = self.by_code
+        at = int(np.searchsorted(bounds[0], code))
+        if at == len(bounds[0]) or bounds[0][at] != code:
+            return np.zeros(0, dtype=np.int64)
+        return order[bounds[1][at] : bounds[1][at + 1]]
+
+    def group(self, code: int, mask: np.ndarray) -> np.ndarray:
+        """Matching documents (``mask``) of the group ``code``, ascending."""
+        docs = self.members(code)
+        return docs[mask[docs]]
+
+    @functools.cached_property
+    def by_code(self) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:
+        """(documents ordered by code, ascending within a code; (each code present, where its
+        documents start in that order, with the end appended)): a group's documents without a
+        pass over every document. Computed on first use (a group without postings)."""
+        order = np.argsort(self.codes, kind="stable")
+        ordered = self.codes[order]
+        starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]]) if len(order) else order[:0]
+        return order, (ordered[starts], np.r_[starts, len(order)])
+
+    @functools.cached_property
+    def runs(self) -> np.ndarray:
+        """Per document, the number of the run of equal codes it is in (documents in index order):
+        a range of documents holds one group alone when its first and last run numbers agree."""
+        change = np.zeros(len(self.codes), dtype=np.int64)
+        change[1:] = self.codes[1:] != self.codes[:-1]
+        return np.cumsum(change)
 
 
 def collapse_keys(seg, field_name: str) -> CollapseKeys:
-    """The collapse codes of ``field_name``; the errors Elasticsearch gives for other field types."""
+    """The collapse codes of ``field_name``; the errors Elasticsearch gives for other field types.
+    Computed once per version of the field's column (every change rebinds its arrays)."""
     n = len(seg.seqs)
     fs = seg.mapping.get(field_name)
     if fs is None:
@@ -60,29 +90,52 @@ def collapse_keys(seg, field_name: str) -> CollapseKeys:
         col = seg.keyword.get(field_name)
         if col is None:
             return CollapseKeys(np.full(n, NO_VALUE, dtype=np.int64), [])
-        postings, terms = col.postings, col.terms()
-
-        def members(code: int) -> np.ndarray | None:
-            found = postings.postings(terms[code])
-            return None if found is None else found[0]
-
-        return CollapseKeys(col.first.astype(np.int64), terms, members)
+        return _kept(col, (col.first, col.postings), lambda: _keyword_keys(col))
     if fs.is_numeric:
         ncol = seg.numeric.get(field_name)
         if ncol is None:
             return CollapseKeys(np.full(n, NO_VALUE, dtype=np.int64), [])
         first = ncol.stats()[0]
-        has = ~np.isnan(first)
-        uniq, inverse = np.unique(first[has], return_inverse=True)
-        codes = np.full(n, NO_VALUE, dtype=np.int64)
-        codes[has] = inverse
-        labels = [int(v) if float(v).is_integer() else float(v) for v in uniq.tolist()]
-        return CollapseKeys(codes, labels)
+        return _kept(ncol, (first,), lambda: _numeric_keys(first))
     raise EsError(
         400,
         "illegal_argument_exception",
         f"unknown type for collapse field `{field_name}`, only keywords and numbers are accepted",
     )
+
+
+def _kept(col: object, sources: tuple, make: Callable[[], CollapseKeys]) -> CollapseKeys:
+    """``make()``, kept on the column while ``sources`` (its arrays) are the same objects."""
+    hit = col.__dict__.get("_collapse_keys")
+    if (
+        hit is None
+        or len(hit[0]) != len(sources)
+        or any(a is not b for a, b in zip(hit[0], sources, strict=True))
+    ):
+        keys = make()
+        keys.codes.setflags(write=False)  # shared by every search of this version
+        hit = (sources, keys)
+        col.__dict__["_collapse_keys"] = hit  # a copy of the column keeps it until it changes
+    return hit[1]
+
+
+def _keyword_keys(col) -> CollapseKeys:
+    postings, terms = col.postings, col.terms()
+
+    def members(code: int) -> np.ndarray | None:
+        found = postings.postings(terms[code])
+        return None if found is None else found[0]
+
+    return CollapseKeys(col.first.astype(np.int64), terms, members)
+
+
+def _numeric_keys(first: np.ndarray) -> CollapseKeys:
+    has = ~np.isnan(first)
+    uniq, inverse = np.unique(first[has], return_inverse=True)
+    codes = np.full(len(first), NO_VALUE, dtype=np.int64)
+    codes[has] = inverse
+    labels = [int(v) if float(v).is_integer() else float(v) for v in uniq.tolist()]
+    return CollapseKeys(codes, labels)
 
 
 def first_of_each_group(ordered: np.ndarray, codes: np.ndarray) -> np.ndarray:

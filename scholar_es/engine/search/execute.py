@@ -275,15 +275,17 @@ class SearchRun:
         if track is True:
             return None
         limit = 0 if track is False else TRACK_TOTAL_HITS if track is None else int(track)
-        groups = None
+        keys = None
         spec = body.get("collapse")
         if spec is not None:
             if not isinstance(spec, dict) or "field" not in spec:
                 return None  # the full path gives the error
-            groups = self._keys(spec["field"]).codes
+            keys = self._keys(spec["field"])
         # the hits the search orders: its page, or the rescore window (collect_size, as _run)
         want = collect_size(self.rescorers if self.size > 0 else [], self.from_ + self.size)
-        return topk.top_k(node, self.ctx, want, limit, groups)
+        if keys is None:
+            return topk.top_k(node, self.ctx, want, limit)
+        return topk.top_k(node, self.ctx, want, limit, keys.codes, keys.runs)
 
     def _keys(self, field: str) -> CollapseKeys:
         """The collapse codes of ``field``, computed once per search."""
@@ -295,9 +297,9 @@ class SearchRun:
         """A pruned search scored its candidates only: the shown groups' other matches are scored
         now (``mask``, ``scores`` completed in place), so that their inner hits are every match."""
         assert self._top is not None
-        keys, every = self._collapse_keys, np.ones(len(mask), dtype=bool)
+        keys = self._collapse_keys
         assert keys is not None
-        members = [keys.group(int(keys.codes[p]), every) for p in page]
+        members = [keys.members(int(keys.codes[p])) for p in page]
         docs = np.unique(np.concatenate(members)) if members else np.zeros(0, dtype=np.int64)
         docs, found = self._top.score(docs[~mask[docs]])
         mask[docs] = True
@@ -331,7 +333,7 @@ class SearchRun:
             if collapse:  # the groups of the retriever's ranked hits (linear/10_linear_retriever.yml)
                 ranked, _ = self.collapse(ranked, collapse, scores, presorted=True)
             page = ranked[self.from_ : self.from_ + self.size]
-            hits = self.render(page, scores, sort_values=None)
+            hits = self.render(page, scores[page], sort_values=None)
             if collapse:
                 self.add_collapse(hits, page, collapse, leaves, scores)
             max_score = float(scores[ranked[0]]) if len(ranked) else None
@@ -382,48 +384,51 @@ class SearchRun:
             ordered, _ = self.collapse(cand, collapse, scores, presorted=False, limit=limit)
         else:
             ordered = order_by_score(cand, scores, limit, cand_scores)
-        first_scores = scores
-        if rescorers:
+        if rescorers:  # the hits' new scores, in their new order (``scores`` stays the query's)
             dense = not sparse.sparse_enabled() or bool(body.get("explain"))  # explain reads dense arrays
-            ordered, scores = rescore(self, rescorers, ordered, scores, dense=dense)
-        show_scores = sort is None or sort.by_score_only or sort.tracks_score or body.get("track_scores")
-        if self.scroll:
-            self._kept = (ordered, scores, sort_values, bool(show_scores), total)
-        page, hits = self._page(ordered, scores if show_scores else None, sort_values, head_at, self.from_)
-        if collapse:
-            if self._top is not None and collapse.get("inner_hits"):  # what reads a group's matches
-                self._complete_groups(page, mask, first_scores)
-            self.add_collapse(hits, page, collapse, mask, first_scores)
-        # size 0 collects no top docs: Elasticsearch answers "max_score": null
-        if len(cand) and show_scores and self.size:
-            known = cand_scores if scores is first_scores else None  # not rescored since
-            max_score = float(np.float32((scores[cand] if known is None else known).max()))
+            ordered, ordered_scores = rescore(self, rescorers, ordered, scores, dense=dense)
         else:
+            ordered_scores = scores[ordered]
+        show_scores = sort is None or sort.by_score_only or sort.tracks_score or body.get("track_scores")
+        shown_scores = ordered_scores if show_scores else None
+        if self.scroll:
+            self._kept = (ordered, shown_scores, sort_values, total)
+        page, hits = self._page(ordered, shown_scores, sort_values, head_at, self.from_)
+        if collapse:  # inner hits: the query's scores (a rescore rescored the heads only)
+            if self._top is not None and collapse.get("inner_hits"):  # what reads a group's matches
+                self._complete_groups(page, mask, scores)
+            self.add_collapse(hits, page, collapse, mask, scores)
+        # size 0 collects no top docs: Elasticsearch answers "max_score": null
+        if not (len(cand) and show_scores and self.size):
             max_score = None
-        if rescorers and len(ordered) and max_score is not None:
-            max_score = float(np.float32(scores[ordered[0]]))
+        elif rescorers and len(ordered):
+            max_score = float(np.float32(ordered_scores[0]))
+        else:
+            max_score = float(np.float32((scores[cand] if cand_scores is None else cand_scores).max()))
         return self.response(hits, total, max_score, start)
 
     def _page(self, ordered, scores, sort_values, head_at, start: int) -> tuple[np.ndarray, list[dict]]:
-        """The hits ``ordered[start : start + size]``, rendered (``scores`` None: not shown)."""
+        """The hits ``ordered[start : start + size]``, rendered with their ``scores`` (aligned with
+        ``ordered``; None: not shown)."""
         page = ordered[start : start + self.size]
         shown = None
         if sort_values is not None:
             picks = range(start, start + len(page))
             rows = [int(head_at[i]) for i in picks] if head_at is not None else list(picks)
             shown = [[_json_value(vals[i]) for vals in sort_values] for i in rows]
-        return page, self.render(page, scores, shown)
+        return page, self.render(page, None if scores is None else scores[start : start + self.size], shown)
 
     def scroll_page(self, start: int) -> tuple[dict, int]:
         """A later page of a scroll, from its kept hits: (response, hits in it). Aggregations
         come with the first page only; ``max_score`` is the page's (null when nothing is left)."""
         begin = time.perf_counter()
         assert self._kept is not None, "scroll_page after a run with scroll=True"
-        ordered, scores, sort_values, show_scores, total = self._kept
+        ordered, scores, sort_values, total = self._kept
         self._rows = {}  # only this page's rows are kept
-        page, hits = self._page(ordered, scores if show_scores else None, sort_values, None, start)
+        page, hits = self._page(ordered, scores, sort_values, None, start)
         self.aggregations = None
-        max_score = float(np.float32(scores[page].max())) if len(page) and show_scores else None
+        shown = None if scores is None else scores[start : start + len(page)]
+        max_score = float(np.float32(shown.max())) if shown is not None and len(page) else None
         return self.response(hits, total, max_score, begin), len(page)
 
     def run_on(self, seg, reader) -> dict:
@@ -479,7 +484,9 @@ class SearchRun:
                 "hits": {
                     "total": {"value": len(group), "relation": "eq"},
                     "max_score": float(np.float32(scores[group].max())) if len(group) else None,
-                    "hits": sub.render(ordered[from_ : from_ + size], scores, None),
+                    "hits": sub.render(
+                        ordered[from_ : from_ + size], scores[ordered[from_ : from_ + size]], None
+                    ),
                 }
             }
 
@@ -495,6 +502,8 @@ class SearchRun:
 
     # --- hits --------------------------------------------------------------------------
     def render(self, page: np.ndarray, scores: np.ndarray | None, sort_values) -> list[dict]:
+        """The hits of the documents ``page`` (positions), with ``scores`` (aligned with ``page``;
+        None: ``_score`` null) and ``sort_values`` (aligned, or None)."""
         seg = self.seg
         seqs = [int(seg.seqs[p]) for p in page]
         show_id, show_source = fetch_fields.check_stored_fields(self.body)
@@ -528,7 +537,7 @@ class SearchRun:
             hit: dict = {"_index": self.handle.name}
             if show_id:
                 hit["_id"] = seg.ids[p]
-            hit["_score"] = float(np.float32(scores[p])) if scores is not None else None
+            hit["_score"] = float(np.float32(scores[i])) if scores is not None else None
             if version:
                 hit["_version"] = rows[seqs[i]][2] if seqs[i] in rows else 1
             if seq_no:  # what if_seq_no/if_primary_term compare with
@@ -562,7 +571,7 @@ class SearchRun:
             if explain:
                 hit["_shard"] = f"[{self.handle.name}][0]"
                 hit["_node"] = "embedded"
-                hit["_explanation"] = self.explain(int(p), scores)
+                hit["_explanation"] = self.explain(int(p), None if scores is None else float(scores[i]))
             hits.append(hit)
         return hits
 
@@ -598,13 +607,13 @@ class SearchRun:
 
         return terms_for
 
-    def explain(self, pos: int, scores) -> dict:
+    def explain(self, pos: int, score: float | None) -> dict:
         parts = [nd.explain(pos) for nd in self.nodes if nd.mask[pos]]
         if self.rescorers:
             value = float(sum(p["value"] for p in parts))
             first = parts[0] if len(parts) == 1 else expl(value, "sum of:", parts)
             return explain_rescore(self.rescorers, pos, first)
-        value = float(scores[pos]) if scores is not None else 0.0
+        value = score if score is not None else 0.0
         return parts[0] if len(parts) == 1 else expl(value, "sum of:", parts)
 
     # --- collapse ------------------------------------------------------------------------
@@ -661,7 +670,8 @@ class SearchRun:
             sub.body = {**self.body, "_source": ih.get("_source", self.body.get("_source", True))}
             sub.body.pop("explain", None)
             # every group's inner hits rendered at once: one read of their sources, not one per group
-            rendered = sub.render(np.concatenate(pages), scores, None)
+            shown = np.concatenate(pages)
+            rendered = sub.render(shown, scores[shown], None)
             at = 0
             for hit, group, inner_page in zip(hits, groups, pages, strict=True):
                 hit["inner_hits"][name] = {

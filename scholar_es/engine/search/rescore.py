@@ -166,10 +166,11 @@ def rescore(
     ``run`` is the :class:`~scholar_es.engine.search.execute.SearchRun` (its parser and context).
     ``dense``: run each rescore query over every document (the reference path, which ``explain``
     reads); otherwise only the window's documents are scored (engine/query/sparse.py).
-    Returns (the hits in their new order, a copy of ``scores`` holding their new scores).
+    Returns (the hits in their new order, their new scores in that order); ``scores`` (the
+    query's, per document) is only read: the work follows the hits, not the index's size.
     """
-    scores = scores.copy()
     ordered = np.asarray(ordered, dtype=np.int64)
+    current = scores[ordered].astype(np.float64)
     for r in rescorers:
         if len(ordered) == 0:
             break
@@ -179,15 +180,14 @@ def rescore(
         r.node = node
         matched, second = score_window(node, run.ctx, window, dense=dense)
         qw, rw = np.float32(r.query_weight), np.float32(r.rescore_query_weight)
-        first = scores[ordered].astype(np.float32) * qw
+        first = current.astype(np.float32) * qw
         new = first.copy()
         head = slice(0, len(window))
         weighted = second.astype(np.float32) * rw
         new[head] = np.where(matched, combine(r.score_mode, first[head], weighted), first[head])
-        scores[ordered] = new.astype(np.float64)
         order = np.lexsort((ordered, -new))  # score descending, ties by document order
-        ordered = ordered[order]
-    return ordered, scores
+        ordered, current = ordered[order], new[order].astype(np.float64)
+    return ordered, current
 
 
 def score_window(node: Node, ctx, window: np.ndarray, dense: bool) -> tuple[np.ndarray, np.ndarray]:

@@ -405,17 +405,58 @@ def test_ranges_lists_the_documents_of_sorted_ranges():
     assert topk._ranges(starts[:0], ends[:0]).tolist() == []
 
 
+def _runs(groups: np.ndarray) -> np.ndarray:
+    return np.cumsum(np.r_[0, groups[1:] != groups[:-1]])
+
+
 def test_a_piece_holding_several_groups_counts_for_none():
     """Collapse: the threshold counts distinct groups, each by a piece holding that group alone
     (a piece's best document could be in any group it holds)."""
     groups = np.array([0, 0, 0, 1, 1, 1, 2, 2, 2, 2])
     starts, ends = np.array([0, 3, 5, 7]), np.array([3, 5, 7, 10])  # the third holds groups 1 and 2
     low = np.array([1.0, 5.0, 9.0, 2.0])
-    bounds = topk._group_bounds(groups, starts, ends, np.arange(4), low)
-    assert sorted(bounds.tolist()) == [1.0, 2.0, 5.0]
+
+    def kth(low, k):
+        return topk._kth_group_bound(groups, _runs(groups), starts, ends, np.arange(4), low, k)
+
+    assert [kth(low, k) for k in (1, 2, 3, 4)] == [5.0, 2.0, 1.0, None]
     # a group's best piece counts, once
-    bounds = topk._group_bounds(groups, starts, ends, np.arange(4), np.array([1.0, 5.0, 9.0, 7.0]))
-    assert sorted(bounds.tolist()) == [1.0, 5.0, 7.0]
+    assert [kth(np.array([1.0, 5.0, 9.0, 7.0]), k) for k in (1, 2, 3, 4)] == [7.0, 5.0, 1.0, None]
+    # a piece whose first and last documents share a group, another group between them
+    groups = np.array([0, 0, 1, 0, 0, 2])
+    starts, ends = np.array([0, 1, 4, 5]), np.array([1, 4, 5, 6])
+    low = np.array([1.0, 9.0, 2.0, 4.0])
+    got = [
+        topk._kth_group_bound(groups, _runs(groups), starts, ends, np.arange(4), low, k) for k in (1, 2, 3)
+    ]
+    assert got == [4.0, 2.0, None]
+
+
+@given(
+    st.lists(st.integers(0, 6), min_size=1, max_size=60),
+    st.lists(st.integers(1, 4), min_size=1, max_size=60),
+    st.lists(st.sampled_from([0.5, 1.0, 2.0, 3.0, 7.5]), min_size=60, max_size=60),
+    st.integers(1, 8),
+)
+@settings(max_examples=300, deadline=None)
+def test_kth_group_bound_equals_grouping_every_piece(codes, lengths, lows, k):
+    """Grouping only the pieces above a cut (grown until k groups are above it) gives the k-th
+    best group of all pieces: many pieces of one group at the top, ties at the cut, few groups."""
+    groups = np.array(codes)
+    bounds = np.cumsum([0, *lengths])
+    bounds = bounds[bounds < len(groups)]
+    starts, ends = bounds, np.r_[bounds[1:], len(groups)]
+    low = np.array(lows[: len(starts)])
+    matched = np.flatnonzero(low > 0.5)  # some pieces unmatched
+    single = [len(set(groups[s:e].tolist())) == 1 for s, e in zip(starts, ends, strict=True)]
+    best: dict[int, float] = {}
+    for i in matched:
+        if single[i]:
+            g = int(groups[starts[i]])
+            best[g] = max(best.get(g, 0.0), float(low[i]))
+    expected = sorted(best.values(), reverse=True)[k - 1] if len(best) >= k else None
+    got = topk._kth_group_bound(groups, _runs(groups), starts, ends, matched, low, k)
+    assert got == expected
 
 
 def test_pieces_are_kept_per_runs_and_go_with_them():

@@ -49,6 +49,8 @@ class ArrayScriptContext:
         return np.where(has, values, 0.0), has
 
     def doc_value_count(self, field: str) -> np.ndarray:
+        if field in self._vectors:
+            return self.vectors(field)[1].astype(np.int64)
         return self.doc_values(field)[1].astype(np.int64)
 
     def vectors(self, field: str) -> tuple[np.ndarray, np.ndarray]:

@@ -162,3 +162,61 @@ def test_hits_and_inner_hits_show_their_documents_reading_each_row_once(es, monk
                 shown += 1
     assert shown > len(resp["hits"]["hits"])
     assert len(read) == len(set(read))
+
+
+def _expected_groups(docs: dict, hits: list[dict], field: str) -> list[tuple]:
+    """(head id, key, member ids in score order) per group, from an uncollapsed answer."""
+    groups: dict = {}
+    for h in hits:
+        groups.setdefault(docs[h["_id"]].get(field), []).append(h["_id"])
+    return [(ids[0], key, ids) for key, ids in groups.items()]
+
+
+@pytest.mark.parametrize("field", ["k", "n"])
+def test_collapse_keys_follow_every_write(tmp_path, field):
+    """The collapse keys are kept per version of the field's column: after appends (new values,
+    documents without one), an update moving a document to another group and a delete, the
+    groups, their labels and their inner hits are the index's as it is now."""
+    from scholar_es.engine.rest.transport import embedded_client
+
+    es = embedded_client(tmp_path / "e")
+    es.indices.create(index="w", mappings={"properties": {"k": {"type": "keyword"}, "n": {"type": "long"}}})
+    docs: dict = {}
+    rnd = random.Random(7)
+
+    def write(doc_id: str, src: dict) -> None:
+        docs[doc_id] = src
+        es.index(index="w", id=doc_id, document=src)
+
+    def check() -> None:
+        es.indices.refresh(index="w")
+        script = "doc['n'].size() == 0 ? 0.5 : doc['n'].value % 4 + 1"
+        query = {"script_score": {"query": {"match_all": {}}, "script": {"source": script}}}
+        every = es.search(index="w", query=query, size=1000)["hits"]["hits"]
+        resp = es.search(
+            index="w",
+            query=query,
+            size=100,
+            collapse={"field": field, "inner_hits": {"name": "g", "size": 100}},
+        )
+        got = [
+            (
+                h["_id"],
+                h["fields"].get(field, [None])[0],
+                [i["_id"] for i in h["inner_hits"]["g"]["hits"]["hits"]],
+            )
+            for h in resp["hits"]["hits"]
+        ]
+        assert got == _expected_groups(docs, every, field)
+
+    for i in range(30):
+        write(f"a{i}", {"k": rnd.choice("ABC"), "n": rnd.randint(0, 3)})
+    check()
+    for i in range(10):  # new values, and documents without one
+        write(f"b{i}", {"k": rnd.choice("CDE"), "n": rnd.randint(2, 6)} if i % 3 else {})
+    check()
+    write("a0", {"k": "Z", "n": 99})  # an update: another group, a new value
+    es.delete(index="w", id="a1")
+    del docs["a1"]
+    check()
+    es.close()
