@@ -51,6 +51,13 @@ def _non_finite_as_strings(obj):
 
 
 def _dumps(out, pretty: bool = False) -> bytes:
+    """The answer's JSON: orjson's compact text where it writes what ``json`` would read back
+    alike (:func:`engine.xcontent.orjson_exact`: ~20x faster on a page of ``_source``), else
+    ``json``'s (indented with ``pretty``; non-finite floats as strings)."""
+    if not pretty:
+        fast = xcontent.orjson_exact(out)
+        if fast is not None:
+            return fast
     indent = 2 if pretty else None
     try:
         data = json.dumps(out, ensure_ascii=False, allow_nan=False, indent=indent)
