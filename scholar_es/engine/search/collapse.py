@@ -8,9 +8,10 @@ the group's own matching documents. Sources: the reference's "Collapse search re
 
 Instead of one Python key per document (a list of N values, then a scan of all N per group), the
 keys are integer codes over the doc values (the keyword column's value ids, the numeric column's
-distinct first values): heads are the first occurrences of each code in an ordered prefix, and a
+distinct first values), computed once per version of the field's column and shared by the
+searches that read it: heads are the first occurrences of each code in an ordered prefix, and a
 group's documents come from the keyword postings of its value (or one vectorized pass over the
-candidates for numbers).
+codes for numbers and for documents without a value).
 """
 
 from __future__ import annotations
@@ -41,32 +42,18 @@ class CollapseKeys:
         return None if code == NO_VALUE else self.labels[code]
 
     def members(self, code: int) -> np.ndarray:
-        """Every document of the group ``code``, ascending: the postings of its keyword value,
-        else the group's slice of the documents ordered by code (:attr:`by_code`)."""
+        """Every document of the group ``code``, ascending: the postings of its keyword value
+        (the group's size), else one pass over the codes (a number, or no value)."""
         if code != NO_VALUE and self._members is not None:
             docs = self._members(code)
             if docs is not None:
                 return docs[self.codes[docs] == code]
-        order, bounds = self.by_code
-        at = int(np.searchsorted(bounds[0], code))
-        if at == len(bounds[0]) or bounds[0][at] != code:
-            return np.zeros(0, dtype=np.int64)
-        return order[bounds[1][at] : bounds[1][at + 1]]
+        return np.flatnonzero(self.codes == code)
 
     def group(self, code: int, mask: np.ndarray) -> np.ndarray:
         """Matching documents (``mask``) of the group ``code``, ascending."""
         docs = self.members(code)
         return docs[mask[docs]]
-
-    @functools.cached_property
-    def by_code(self) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:
-        """(documents ordered by code, ascending within a code; (each code present, where its
-        documents start in that order, with the end appended)): a group's documents without a
-        pass over every document. Computed on first use (a group without postings)."""
-        order = np.argsort(self.codes, kind="stable")
-        ordered = self.codes[order]
-        starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]]) if len(order) else order[:0]
-        return order, (ordered[starts], np.r_[starts, len(order)])
 
     @functools.cached_property
     def runs(self) -> np.ndarray:
