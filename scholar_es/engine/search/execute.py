@@ -278,8 +278,8 @@ class SearchRun:
         keys = None
         spec = body.get("collapse")
         if spec is not None:
-            if not isinstance(spec, dict) or "field" not in spec:
-                return None  # the full path gives the error
+            if _collapse_error(spec) is not None:
+                return None  # the full path gives the error, before any about the field
             keys = self._keys(spec["field"])
         # the hits the search orders: its page, or the rescore window (collect_size, as _run)
         want = collect_size(self.rescorers if self.size > 0 else [], self.from_ + self.size)
@@ -623,11 +623,9 @@ class SearchRun:
         """The first ``limit`` (default ``from + size``; a rescore asks for its window) group heads,
         and (``presorted``) their indexes in ``ordered``; without ``presorted``, ``ordered`` is the
         unordered candidates, ordered by score here."""
-        if not isinstance(spec, dict) or "field" not in spec:
-            raise parsing_error("[collapse] requires [field]")
-        unknown = set(spec) - {"field", "inner_hits", "max_concurrent_group_searches"}
-        if unknown:
-            raise parsing_error(f"[collapse] unknown field [{next(iter(unknown))}]")
+        error = _collapse_error(spec)
+        if error is not None:
+            raise error
         keys = self._keys(spec["field"])
         limit = self.from_ + self.size if limit is None else limit
         if presorted:
@@ -744,6 +742,17 @@ class SearchRun:
             lambda child, w, f: self.retrieve(child, w, f),
             filters,
         )
+
+
+def _collapse_error(spec) -> EsError | None:
+    """What is wrong with a ``collapse`` object itself (CollapseBuilder's parser: found before
+    anything about its field), or None."""
+    if not isinstance(spec, dict) or "field" not in spec:
+        return parsing_error("[collapse] requires [field]")
+    unknown = set(spec) - {"field", "inner_hits", "max_concurrent_group_searches"}
+    if unknown:
+        return parsing_error(f"[collapse] unknown field [{next(iter(unknown))}]")
+    return None
 
 
 def _top_level_knn(parser, spec):

@@ -296,6 +296,20 @@ def test_a_request_that_reads_every_match_is_not_pruned(es, pruned, extra):
     assert got == want
 
 
+@pytest.mark.parametrize("sort", [False, True])
+def test_a_malformed_collapse_fails_before_its_field_is_looked_up(es, sort):
+    """A ``collapse`` with an unknown key fails as CollapseBuilder's parser fails it, before its
+    field is looked at, whether or not the request could be pruned (a sort cannot)."""
+    from elasticsearch import BadRequestError
+
+    query = {"multi_match": {"query": "graph model", "fields": ["body", "abstract", "title"]}}
+    body = {"query": query, "collapse": {"field": "nope", "bogus": 1}, "track_total_hits": 5}
+    with pytest.raises(BadRequestError) as e:
+        es.search(index="p", **body, **({"sort": ["_score"]} if sort else {}))
+    assert e.value.body["error"]["type"] == "parsing_exception"
+    assert e.value.body["error"]["reason"] == "[collapse] unknown field [bogus]"
+
+
 def test_the_default_count_limit_gives_an_exact_total_below_it(es, pruned):
     """Fewer matches than 10,000 (the default track_total_hits): the total is exact, so the search
     scores every match (hits.total "eq")."""
