@@ -477,6 +477,7 @@ class SearchRun:
             else:
                 ordered = order_by_score(group, scores)
             from_, size = int(params.get("from", 0)), int(params.get("size", 3))
+            shown = ordered[from_ : from_ + size]
             sub = SearchRun.__new__(SearchRun)
             sub.__dict__.update(self.__dict__)
             sub.body = {"_source": params.get("_source", True), "version": params.get("version", False)}
@@ -484,9 +485,7 @@ class SearchRun:
                 "hits": {
                     "total": {"value": len(group), "relation": "eq"},
                     "max_score": float(np.float32(scores[group].max())) if len(group) else None,
-                    "hits": sub.render(
-                        ordered[from_ : from_ + size], scores[ordered[from_ : from_ + size]], None
-                    ),
+                    "hits": sub.render(shown, scores[shown], None),
                 }
             }
 
