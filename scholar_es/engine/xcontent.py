@@ -175,13 +175,18 @@ def loads_json(text: str) -> Any:
 
 def orjson_exact(obj: Any, default: Any = None) -> bytes | None:
     """orjson's compact text of ``obj``, or None where ``json`` must write it instead: orjson
-    refuses ``obj`` (integers beyond 64 bits, lone surrogates, non-string keys) or may have
-    written a non-finite float as ``null`` (any ``null`` in its text)."""
+    refuses ``obj`` (integers beyond 64 bits, lone surrogates, non-string keys), or its text
+    holds a ``null`` that does not read back as ``obj``'s own None (orjson writes a non-finite
+    float as ``null``; a text without ``null`` needs no check). The read-back is orjson's, then
+    ``==`` in C (None is not NaN, a list is not a tuple): a page of ``_source`` with null fields
+    is written ~4x faster than by ``json`` (issue 29)."""
     try:
         out = orjson.dumps(obj, default=default)
     except orjson.JSONEncodeError:
         return None
-    return None if b"null" in out else out
+    if b"null" in out and orjson.loads(out) != obj:
+        return None
+    return out
 
 
 def dumps_text(obj: Any) -> str:
@@ -191,8 +196,41 @@ def dumps_text(obj: Any) -> str:
     return json.dumps(obj, ensure_ascii=False) if out is None else out.decode("utf-8")
 
 
+def non_finite_as_strings(obj: Any) -> Any:
+    """Jackson's default (``WRITE_NAN_AS_STRINGS``): a non-finite float is written as the string
+    ``"Infinity"``/``"-Infinity"``/``"NaN"``, so the answer stays JSON (a script_score may return
+    Infinity, which Elasticsearch allows)."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return "NaN" if math.isnan(obj) else ("Infinity" if obj > 0 else "-Infinity")
+    if isinstance(obj, dict):
+        return {k: non_finite_as_strings(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [non_finite_as_strings(v) for v in obj]
+    return obj
+
+
+def answer_bytes(out: Any, pretty: bool = False) -> bytes:
+    """An answer's JSON, as the embedded transport and ``scholar-es serve`` write it: orjson's
+    compact text where it reads back as ``json``'s would (:func:`orjson_exact`: ~20x faster on a
+    page of ``_source``), else ``json``'s (indented by 2 with a final newline under ``pretty``);
+    non-finite floats as Jackson's strings either way. Raises ValueError/TypeError on what no
+    JSON can hold (the caller's 500)."""
+    if not pretty:
+        fast = orjson_exact(out)
+        if fast is not None:
+            return fast
+    indent = 2 if pretty else None
+    try:
+        data = json.dumps(out, ensure_ascii=False, allow_nan=False, indent=indent)
+    except ValueError:  # NaN/Infinity somewhere (rare): the slow path
+        data = json.dumps(non_finite_as_strings(out), ensure_ascii=False, allow_nan=False, indent=indent)
+    return (data + "\n" if pretty else data).encode("utf-8")
+
+
 __all__ = [
+    "answer_bytes",
     "dumps_text",
+    "non_finite_as_strings",
     "loads",
     "loads_json",
     "number_risk",

@@ -21,7 +21,6 @@ transport node and ``scholar-es console`` use); this module only does what HTTP 
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from typing import TYPE_CHECKING, Any
@@ -33,6 +32,7 @@ from starlette.responses import Response
 from scholar_es.engine.errors import EsError
 from scholar_es.engine.rest.handler import handle
 from scholar_es.engine.rest.shaping import TextBody
+from scholar_es.engine.xcontent import answer_bytes
 from scholar_es.serve.body import parse
 from scholar_es.serve.errors import PRODUCT_HEADER, error_body, error_response
 from scholar_es.serve.guard import BODY_KEY
@@ -119,10 +119,8 @@ def render(status: int, body, *, method: str, version: str | None, pretty: bool)
         media, data = body.content_type, (b"" if method == "HEAD" else body.encode("utf-8"))
     elif method == "HEAD" or body is None:
         data = b""
-    elif pretty:
-        data = (json.dumps(body, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
-    else:
-        data = json.dumps(body, ensure_ascii=False).encode("utf-8")
+    else:  # the embedded transport's text (non-finite floats as Jackson's strings)
+        data = answer_bytes(body, pretty)
     return Response(
         data, status_code=status, media_type=media, headers={PRODUCT_HEADER[0]: PRODUCT_HEADER[1]}
     )

@@ -20,7 +20,6 @@ parameters (:mod:`engine.rest.shaping`: ``filter_path``, ``error_trace``).
 
 from __future__ import annotations
 
-import json
 import logging
 import sqlite3
 from urllib.parse import unquote
@@ -687,7 +686,3 @@ def render_template_route(engine, params, body):
 @route("GET|POST", "/_render/template/{script_id}", api="render_search_template")
 def render_stored_template(engine, params, body, script_id):
     return render_template_route(engine, params, {**check_template_body(body), "id": script_id})
-
-
-def dumps(obj) -> bytes:
-    return json.dumps(obj, ensure_ascii=False).encode("utf-8")

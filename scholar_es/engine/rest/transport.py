@@ -10,7 +10,6 @@ as it would a cluster's: JSON (indented with ``?pretty``), or ``text/plain`` for
 from __future__ import annotations
 
 import json
-import math
 import time
 from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
@@ -35,35 +34,6 @@ def _decode_body(body: bytes | None, content_type: str):
         checked = not xcontent.number_risk(body)  # one scan of the body, not one per line
         return [xcontent.loads(line, checked) for line in text.splitlines() if line.strip()]
     return xcontent.loads(text)
-
-
-def _non_finite_as_strings(obj):
-    """Jackson's default (``WRITE_NAN_AS_STRINGS``): a non-finite float is written as the string
-    ``"Infinity"``/``"-Infinity"``/``"NaN"``, so the answer stays JSON (a script_score may return
-    Infinity, which Elasticsearch allows)."""
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return "NaN" if math.isnan(obj) else ("Infinity" if obj > 0 else "-Infinity")
-    if isinstance(obj, dict):
-        return {k: _non_finite_as_strings(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_non_finite_as_strings(v) for v in obj]
-    return obj
-
-
-def _dumps(out, pretty: bool = False) -> bytes:
-    """The answer's JSON: orjson's compact text where it writes what ``json`` would read back
-    alike (:func:`engine.xcontent.orjson_exact`: ~20x faster on a page of ``_source``), else
-    ``json``'s (indented with ``pretty``; non-finite floats as strings)."""
-    if not pretty:
-        fast = xcontent.orjson_exact(out)
-        if fast is not None:
-            return fast
-    indent = 2 if pretty else None
-    try:
-        data = json.dumps(out, ensure_ascii=False, allow_nan=False, indent=indent)
-    except ValueError:  # NaN/Infinity somewhere (rare): the slow path
-        data = json.dumps(_non_finite_as_strings(out), ensure_ascii=False, allow_nan=False, indent=indent)
-    return (data + "\n" if pretty else data).encode("utf-8")
 
 
 class EmbeddedNode(BaseNode):
@@ -106,7 +76,7 @@ class EmbeddedNode(BaseNode):
                 data, media = (b"" if method == "HEAD" else out.encode("utf-8")), out.content_type
             else:
                 pretty = params.get("pretty") in ("", "true")  # checked by the dispatcher
-                data = b"" if out is None or method == "HEAD" else _dumps(out, pretty)
+                data = b"" if out is None or method == "HEAD" else xcontent.answer_bytes(out, pretty)
         except (ValueError, TypeError, RecursionError) as exc:  # an answer we cannot write: our bug
             status, out = 500, internal_error(method, parts.path, exc).to_body()
             data = json.dumps(out).encode("utf-8")

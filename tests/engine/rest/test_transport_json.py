@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scholar_es.engine.rest.transport import _dumps, _non_finite_as_strings
+from scholar_es.engine.xcontent import answer_bytes as _dumps
+from scholar_es.engine.xcontent import non_finite_as_strings as _non_finite_as_strings
 
 SCALARS = (
     st.none()
@@ -45,3 +47,28 @@ def test_a_page_of_sources_is_written_by_orjson_and_non_finite_floats_by_json():
     assert _dumps(page) == json.dumps(page, ensure_ascii=False, separators=(",", ":")).encode()
     assert json.loads(_dumps({"s": float("inf")})) == {"s": "Infinity"}
     assert _dumps({"a": 1}, pretty=True) == b'{\n  "a": 1\n}\n'
+
+
+def test_a_page_whose_sources_hold_null_is_written_by_orjson():
+    """A ``null`` in a stored ``_source`` (a paper without a venue) is its own None: the answer
+    is orjson's compact text, not ``json``'s; a NaN beside it still goes to ``json``."""
+    page = {"hits": {"hits": [{"_score": 1.5, "_source": {"venue": None, "year": None, "t": "null"}}]}}
+    assert _dumps(page) == json.dumps(page, ensure_ascii=False, separators=(",", ":")).encode()
+    page["hits"]["hits"][0]["_score"] = float("nan")
+    assert json.loads(_dumps(page))["hits"]["hits"][0]["_score"] == "NaN"
+    assert _dumps([None, (1, 2)]) == b"[null, [1, 2]]"  # a tuple: json's text (reads back alike)
+
+
+def test_serve_writes_the_transports_text():
+    """``scholar-es serve`` answers with the same text: a script_score's Infinity is Jackson's
+    string over HTTP too (before, ``json.dumps`` wrote the bare literal ``Infinity``: not JSON)."""
+    from scholar_es.serve.es_api import render
+
+    body = {"hits": {"max_score": float("inf"), "hits": [{"_score": float("inf"), "_source": {"v": None}}]}}
+    for pretty in (False, True):
+        answer = render(200, body, method="GET", version=None, pretty=pretty)
+        assert answer.body == _dumps(body, pretty)
+        assert (
+            json.loads(answer.body, parse_constant=lambda c: pytest.fail(f"bare {c}"))["hits"]["max_score"]
+            == "Infinity"
+        )
