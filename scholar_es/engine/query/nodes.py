@@ -146,10 +146,7 @@ class TermNode(Node):
         """(weight, norm cache, idf, avgdl) of this term on its field: its BM25 scorer's constants
         from the field's statistics (every posting counts, whatever the documents scored)."""
         params = ctx.bm25.get(self.field)
-        idf = sim.bm25_idf(df, doc_count)
-        avgdl = sim.bm25_avgdl(sttf, doc_count)
-        cache = sim.bm25_norm_cache(avgdl, params.k1, params.b)
-        return sim.bm25_weight(self.boost, idf, params.k1), cache, idf, avgdl
+        return sim.bm25_term_constants(float(self.boost), df, doc_count, sttf, params.k1, params.b)
 
     def explain(self, pos: int) -> dict:
         s = self._stats
