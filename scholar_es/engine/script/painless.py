@@ -260,6 +260,11 @@ class _Eval:
         return Num([(t, m, d) for t, (m, d) in groups.items()])
 
     def map_parts(self, vals: list, nodes: list[Node], mask: np.ndarray, fn) -> Num:
+        if all(type(v) is Num and len(v.parts) == 1 and v.parts[0][1] is None for v in vals):
+            # one type for every document in each operand (the common case): the one combination
+            # that combos() and merge() would give, without their masks
+            t, d = fn(tuple(v.parts[0][0] for v in vals), tuple(v.parts[0][2] for v in vals), mask)
+            return Num([(t, None, np.asarray(d, _DT[t]))])
         out: list[tuple[str, np.ndarray, np.ndarray]] = []
         for ts, ds, m in self.combos(vals, nodes, mask):
             t, d = fn(ts, ds, m)
