@@ -231,23 +231,26 @@ def _kth_group_bound(
     document's group is not known; a piece holds one group when its first and last documents are
     in the same run of equal codes, ``runs``).
 
-    Only the pieces at or above the m-th best low bound are grouped (m = 4k, grown until k groups
-    are among them): a group whose best piece is below that cut is below every group above it, so
-    once k groups are above the cut, the k-th best group is the one over all pieces."""
-    pieces = matched[runs[starts[matched]] == runs[ends[matched] - 1]]
-    lows = low[pieces]
+    Only the pieces at or above the m-th best low bound of all matched pieces are looked at (m =
+    4k, grown until k groups are among them): a group whose best piece is below that cut is below
+    every group above it, whatever the cut, so once k groups are above the cut, the k-th best group
+    is the one over all pieces. Which pieces hold one group is asked of those above the cut only
+    (two gathers of the runs per piece: ~0.6 ms at 1M chunks when asked of every matched piece)."""
+    lows_all = low[matched]
     m = 4 * k
     while True:
-        if m < len(lows):
-            top = np.flatnonzero(lows >= np.partition(lows, len(lows) - m)[len(lows) - m])
+        if m < len(lows_all):
+            top = matched[lows_all >= np.partition(lows_all, len(lows_all) - m)[len(lows_all) - m]]
         else:
-            top = np.arange(len(lows))
-        order = top[np.argsort(-lows[top], kind="stable")]
-        _, first = np.unique(codes[starts[pieces[order]]], return_index=True)  # each group's best
+            top = matched
+        top = top[runs[starts[top]] == runs[ends[top] - 1]]  # the pieces of one group
+        lows = low[top]
+        order = np.argsort(-lows, kind="stable")
+        _, first = np.unique(codes[starts[top[order]]], return_index=True)  # each group's best
         best = lows[order[first]]
         if len(best) >= k:
             return float(np.partition(best, len(best) - k)[len(best) - k])
-        if len(top) == len(lows):
+        if m >= len(lows_all):
             return None
         m *= 4
 
