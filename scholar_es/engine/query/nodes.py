@@ -15,6 +15,7 @@ import numpy as np
 from scholar_es.engine.index.segment import Segment
 from scholar_es.engine.index.segment.runs import Runs
 from scholar_es.engine.query import similarity as sim
+from scholar_es.engine.query.sortedsearch import search_sorted
 
 
 @dataclass
@@ -118,7 +119,7 @@ class TermNode(Node):
         df = len(docs)  # idf counts every posting, whatever the documents scored
         weight, cache, idf, avgdl = self._bm25(ctx, df, doc_count, sttf)
         if ctx.restrict is not None:  # score the postings of the restricted documents only
-            at = np.searchsorted(docs, ctx.restrict)
+            at = search_sorted(docs, ctx.restrict)  # no int64 copy of int32 postings
             inside = at < len(docs)
             at = at[inside]
             at = at[docs[at] == ctx.restrict[inside]]

@@ -57,6 +57,7 @@ from scholar_es.engine.query.nodes import (
     TermNode,
     score_runs,
 )
+from scholar_es.engine.query.sortedsearch import search_sorted
 from scholar_es.engine.search.hits import order_by_score, union_docs
 
 #: (documents ascending, unique, int64; their scores, float64)
@@ -152,7 +153,7 @@ def _member(docs: np.ndarray, cand: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     """(is each candidate in ``docs``, its index there, clipped): both arrays ascending."""
     if not len(docs):
         return np.zeros(len(cand), dtype=bool), np.zeros(len(cand), dtype=np.int64)
-    idx = np.minimum(np.searchsorted(docs, cand), len(docs) - 1)
+    idx = np.minimum(search_sorted(docs, cand), len(docs) - 1)  # no int64 copy of int32 postings
     return docs[idx] == cand, idx
 
 
@@ -418,7 +419,7 @@ def _within(hits: Hits, lo: int, hi: int) -> Hits:
     docs, scores = hits
     if not len(docs) or (docs[0] >= lo and docs[-1] < hi):
         return hits
-    a, b = np.searchsorted(docs, [lo, hi])
+    a, b = search_sorted(docs, [lo, hi])
     return docs[a:b], scores[a:b]
 
 

@@ -1,0 +1,28 @@
+"""``np.searchsorted`` without the copy of the searched array that mixed integer types cost.
+
+NumPy searches in the common type of the array and the keys: postings (``int32`` documents) searched
+for ``int64`` positions (``np.flatnonzero``'s, a window's) are first converted whole to ``int64``,
+work in proportion to the postings on every call (164 against 8 us for 300 keys in 300,000
+postings). :func:`search_sorted` converts the keys to the array's type instead where every key
+fits in it, which finds the same indices (the values are equal); else it searches as NumPy does.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import numpy as np
+
+
+def search_sorted(a: np.ndarray, v: Any, side: Literal["left", "right"] = "left") -> Any:
+    """``np.searchsorted(a, v, side)`` (``a`` ascending), the same indices, with integer keys
+    converted to ``a``'s integer type when they all fit in it (no conversion of ``a``)."""
+    keys = np.asarray(v)
+    if a.dtype != keys.dtype and a.dtype.kind in "iu" and keys.dtype.kind in "iu" and keys.size:
+        info = np.iinfo(a.dtype)
+        if info.min <= keys.min() and keys.max() <= info.max:
+            keys = keys.astype(a.dtype)
+    return np.searchsorted(a, keys, side=side)
+
+
+__all__ = ["search_sorted"]
