@@ -48,15 +48,14 @@ try:  # ISA-L (python-isal): the same zlib format, ~7x faster than zlib at level
     from isal import isal_zlib
 
     _compress, _decompress = isal_zlib.compress, isal_zlib.decompress
-    #: what a damaged stored _source raises (isal's IsalError is not zlib.error)
-    _DAMAGED: tuple[type[BaseException], ...] = (
+    #: what isal raises on a damaged stream (its IsalError is not zlib.error)
+    _INFLATE_ERRORS: tuple[type[BaseException], ...] = (
         getattr(isal_zlib, "IsalError"),  # noqa: B009 (its stub types IsalError as an instance)
         zlib.error,
-        UnicodeDecodeError,
     )
 except ImportError:  # pragma: no cover - a platform without isal's wheels: zlib, slower
     _compress, _decompress = zlib.compress, zlib.decompress
-    _DAMAGED = (zlib.error, UnicodeDecodeError)
+    _INFLATE_ERRORS = (zlib.error,)
 
 log = logging.getLogger("scholar_es.engine")
 
@@ -111,8 +110,12 @@ def unpack_source(value: str | bytes, doc_id: str | None = None) -> str:
     if isinstance(value, str):
         return value
     try:
-        return _decompress(value).decode("utf-8", "surrogatepass")
-    except _DAMAGED as e:
+        raw = _decompress(value)
+    except _INFLATE_ERRORS:  # damaged: inflated again by zlib, whose words the message gives
+        raw = None
+    try:
+        return (zlib.decompress(value) if raw is None else raw).decode("utf-8", "surrogatepass")
+    except (zlib.error, UnicodeDecodeError) as e:
         raise DamagedSource(
             f"the stored _source of document [{doc_id}] is damaged ({e}); the engine's SQLite file "
             "needs restoring from a backup, or the document indexing again"

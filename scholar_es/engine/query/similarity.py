@@ -223,7 +223,6 @@ def bm25_scores(weight: np.float32 | np.ndarray, freqs: np.ndarray, norm_inverse
     return out
 
 
-@functools.lru_cache(maxsize=4096)
 def bm25_term_constants(
     boost: float, doc_freq: int, doc_count: int, sum_total_term_freq: int, k1: float, b: float
 ) -> tuple[np.float32, np.ndarray, np.float32, np.float32]:
@@ -231,6 +230,14 @@ def bm25_term_constants(
     :func:`bm25_norm_cache`, :func:`bm25_idf` and :func:`bm25_avgdl` of its statistics, kept per
     distinct statistics (a pure function of its arguments; ~10 us of numpy scalar steps a term,
     which a query's terms on three fields paid ~30 times). Source: BM25Similarity#scorer."""
+    # the boost's sign is part of the key: -0.0 == 0.0 would share an entry (a -0.0 weight)
+    return _term_constants(boost, math.copysign(1.0, boost), doc_freq, doc_count, sum_total_term_freq, k1, b)
+
+
+@functools.lru_cache(maxsize=4096)
+def _term_constants(
+    boost: float, _sign: float, doc_freq: int, doc_count: int, sum_total_term_freq: int, k1: float, b: float
+) -> tuple[np.float32, np.ndarray, np.float32, np.float32]:
     idf = bm25_idf(doc_freq, doc_count)
     avgdl = bm25_avgdl(sum_total_term_freq, doc_count)
     return bm25_weight(boost, idf, k1), bm25_norm_cache(avgdl, k1, b), idf, avgdl

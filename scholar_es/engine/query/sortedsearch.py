@@ -16,9 +16,18 @@ import numpy as np
 
 def search_sorted(a: np.ndarray, v: Any, side: Literal["left", "right"] = "left") -> Any:
     """``np.searchsorted(a, v, side)`` (``a`` ascending), the same indices, with integer keys
-    converted to ``a``'s integer type when they all fit in it (no conversion of ``a``)."""
+    converted to ``a``'s narrower integer type when they all fit in it (no conversion of ``a``)."""
     keys = np.asarray(v)
-    if a.dtype != keys.dtype and a.dtype.kind in "iu" and keys.dtype.kind in "iu" and keys.size:
+    # only where NumPy would search in the keys' type (the array's converts to it exactly): the
+    # same exact comparisons in ``a``'s type; other pairs (int64 with uint64: NumPy compares
+    # them as float64) are left to NumPy as they are
+    if (
+        a.dtype != keys.dtype
+        and a.dtype.kind in "iu"
+        and keys.dtype.kind in "iu"
+        and np.can_cast(a.dtype, keys.dtype)
+        and keys.size
+    ):
         info = np.iinfo(a.dtype)
         if info.min <= keys.min() and keys.max() <= info.max:
             keys = keys.astype(a.dtype)
