@@ -80,6 +80,20 @@ class Among:
     among: Callable[[np.ndarray], Hits]
 
 
+@dataclass(frozen=True)
+class Within:
+    """A memo entry (``Ctx.memo``) for a query scored among some documents only (a rescore's
+    window): its hits among ``docs`` (sorted), which answer any later run restricted to a subset of
+    them (a second rescore phase's window, the first's best): each document's score is its own,
+    whatever else the restriction holds."""
+
+    docs: np.ndarray
+    hits: Hits
+
+    def covers(self, restrict: np.ndarray) -> bool:
+        return bool(len(restrict) == 0 or _member(self.docs, restrict)[0].all())
+
+
 def use_sparse(enabled: bool) -> None:
     """Switch the sparse path on or off (off: every query runs densely; for reference tests)."""
     global _ENABLED
@@ -103,7 +117,9 @@ def run_sparse(node: Node, ctx: Ctx) -> Hits:
 
     A node with a ``memo_key`` (a text query, see ``Node.memo_key``) run over the whole segment
     keeps its hits in ``ctx.memo``; the same query run again in the search (a rescore's) reads them
-    -- restricted to the window -- instead of scoring again: the same numbers either way."""
+    -- restricted to the window -- instead of scoring again: the same numbers either way. Run
+    restricted, it keeps its hits among the restriction (:class:`Within`) for a later run
+    restricted to a subset of it (the second rescore phase repeating a script of the first)."""
     key = node.memo_key if MEMO else None
     if key is not None:
         kept = ctx.memo.get(key)
@@ -111,11 +127,17 @@ def run_sparse(node: Node, ctx: Ctx) -> Hits:
             if ctx.restrict is not None:
                 return kept.among(ctx.restrict.astype(np.int64, copy=False))
             kept = None
+        if isinstance(kept, Within):
+            if ctx.restrict is not None and kept.covers(ctx.restrict):
+                return _among(kept.hits, ctx.restrict)
+            kept = None
         if kept is not None:  # copies where unrestricted: a caller may work on its hits in place
             return _restricted(kept, ctx) if ctx.restrict is not None else (kept[0].copy(), kept[1].copy())
         out = _run_sparse(node, ctx)
         if ctx.restrict is None:
             ctx.memo[key] = out
+        else:  # copies: see above
+            ctx.memo[key] = Within(ctx.restrict.copy(), (out[0].copy(), out[1].copy()))
         return out
     return _run_sparse(node, ctx)
 

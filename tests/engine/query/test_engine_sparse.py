@@ -396,3 +396,57 @@ def test_rescore_reusing_first_pass_text_hits(es, index, text, other, window, fi
         sparse.use_sparse(True)
     assert kept[0] == dense[0] and kept[1] == dense[1], (first, rescore)
     assert kept[2] == pytest.approx(dense[2], rel=1e-6, abs=1e-9), (first, rescore)
+
+
+vector_script = st.sampled_from(
+    [
+        "doc['v'].size() == 0 ? 0.0 : (cosineSimilarity(params.query_vector, 'v') + 1.0) / 2.0 * params.w",
+        "doc['n'].size() == 0 ? params.w : doc['n'].value * params.w + _score",
+        "saturation(_score + 1.0, 2.0) * params.w",
+    ]
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    index=st.sampled_from(["c1", "c2"]),
+    text=text_leaf,
+    source=vector_script,
+    inner=st.sampled_from(["match_all", "text"]),
+    windows=st.sampled_from([(60, 20), (20, 60), (5, 5), (40, 1)]),
+    weights=st.sampled_from([(1.0, 1.0), (1.0, 0.5)]),
+)
+def test_two_rescore_phases_repeating_a_script_score(es, index, text, source, inner, windows, weights):
+    """The default request's shape (issue 29): the second rescore phase repeats the first's
+    script_score over the best of its window; its hits among that window are kept (``Within``)
+    and read for the second window when it is a subset (the same hits, order and scores as
+    scoring it again, and as the dense reference); a wider second window scores again."""
+
+    def phase(window, w):
+        query = {"match_all": {}} if inner == "match_all" else text
+        script = {"source": source, "params": {"query_vector": [1.0, 0.5, 2.0], "w": w}}
+        return {
+            "window_size": window,
+            "query": {
+                "rescore_query": {
+                    "bool": {"should": [{"script_score": {"query": query, "script": script}}, text]}
+                },
+                "query_weight": 0.0,
+                "rescore_query_weight": 1.0,
+            },
+        }
+
+    rescore = [phase(windows[0], weights[0]), phase(windows[1], weights[1])]
+    kept = _with_memo(es, index, text, rescore, True)
+    again = _with_memo(es, index, text, rescore, False)
+    assert kept == again, (text, rescore)
+    sparse.use_sparse(False)
+    try:
+        dense = _rescored(es, index, text, rescore)
+    finally:
+        sparse.use_sparse(True)
+    if kept[0] == "error":
+        assert dense[0] == "error"
+        return
+    assert kept[0] == dense[0] and kept[1] == dense[1], (text, rescore)
+    assert kept[2] == pytest.approx(dense[2], rel=1e-6, abs=1e-9), (text, rescore)
