@@ -17,6 +17,7 @@ from scholar_es.engine.query import sparse, topk
 from scholar_es.engine.query.functions import parse_function_score
 from scholar_es.engine.query.knn import constructor_error, knn_query, parse_knn
 from scholar_es.engine.query.nodes import Ctx, Node, expl
+from scholar_es.engine.query.sortedsearch import search_sorted
 from scholar_es.engine.query.text import TextQueryParser
 from scholar_es.engine.search import fetch_fields, fusion, highlight, profile, search_after
 from scholar_es.engine.search.aggregations.parser import parse_aggs
@@ -105,6 +106,10 @@ _TOP_K_KEYS = frozenset(
         "rescore",  # its window is the best window_size hits (or groups)
     }
 )
+#: of :data:`_TOP_K_KEYS`, the parts of a request that read the query's scores or matches per
+#: document of the index (``SearchRun.score``'s arrays); a pruned search without them reads its
+#: hits alone (``SearchRun._run_pruned``)
+_DENSE_READERS = frozenset({"collapse", "rescore"})
 RETRIEVERS = ("standard", "knn", "rrf", "linear")
 
 
@@ -211,6 +216,14 @@ class SearchRun:
     # --- scoring ---------------------------------------------------------------------
     def score(self) -> tuple[np.ndarray, np.ndarray, list[Node]]:
         """(mask, scores, scoring nodes) of query + top-level knn (a SHOULD union, summed)."""
+        mask, scores, nodes = self._score(dense_arrays=True)
+        assert mask is not None and scores is not None
+        return mask, scores, nodes
+
+    def _score(self, dense_arrays: bool) -> tuple[np.ndarray | None, np.ndarray | None, list[Node]]:
+        """:meth:`score`; ``dense_arrays`` False: a pruned search (``_top_k``) answers (None,
+        None, nodes) instead of making the two arrays of the index's size (its hits are
+        ``self.matched`` and ``self.matched_scores`` alone)."""
         nodes: list[Node] = []
         knn_spec = self.body.get("knn")
         profiling = self.body.get("profile") is True  # timings per node: the dense path (search/profile.py)
@@ -254,9 +267,12 @@ class SearchRun:
         if "min_score" in self.body:
             keep = total >= float(self.body["min_score"])
             docs, total = docs[keep], total[keep]
+        rounded = total.astype(np.float32)
+        if top is not None and not dense_arrays:
+            self.matched, self.matched_scores = docs, rounded
+            return None, None, nodes
         mask, scores = np.zeros(self.ctx.n, dtype=bool), np.zeros(self.ctx.n)
         mask[docs] = True
-        rounded = total.astype(np.float32)
         scores[docs] = rounded
         # the same documents as ``mask``, ascending, and their scores (``scores[docs]``): no second
         # pass over the mask, no gather of the scores again
@@ -338,7 +354,10 @@ class SearchRun:
                 self.add_collapse(hits, page, collapse, leaves, scores)
             max_score = float(scores[ranked[0]]) if len(ranked) else None
             return self.response(hits, total, max_score, start)
-        mask, scores, self.nodes = self.score()
+        dense_mask, dense_scores, self.nodes = self._score(dense_arrays=bool(_DENSE_READERS & body.keys()))
+        if dense_mask is None or dense_scores is None:
+            return self._run_pruned(start)
+        mask, scores = dense_mask, dense_scores
         post = None
         if "post_filter" in body:
             self.parser.named = self.named  # post_filter's named queries count too (MatchedQueriesPhase)
@@ -405,6 +424,22 @@ class SearchRun:
             max_score = float(np.float32(ordered_scores[0]))
         else:
             max_score = float(np.float32((scores[cand] if cand_scores is None else cand_scores).max()))
+        return self.response(hits, total, max_score, start)
+
+    def _run_pruned(self, start: float) -> dict:
+        """:meth:`_run` for a pruned search that reads nothing but its hits (its keys are in
+        :data:`_TOP_K_KEYS`, none in :data:`_DENSE_READERS`: no aggregations, post_filter, sort,
+        search_after, terminate_after, scroll, collapse or rescore): the same answer, ordered
+        from the candidates' own scores, without arrays of the index's size (two per search:
+        ~0.9 MB at 100k documents, 9 MB at 1M)."""
+        self.named_queries = NamedQueries(self.named)
+        self.aggregations = None
+        cand, cand_scores = self.matched, self.matched_scores  # ascending, scored exactly
+        total = max(len(cand), self.at_least)
+        ordered = order_by_score(cand, cand_scores, self.from_ + self.size, cand_scores)
+        ordered_scores = cand_scores[search_sorted(cand, ordered)]
+        page, hits = self._page(ordered, ordered_scores, None, None, self.from_)
+        max_score = float(np.float32(cand_scores.max())) if len(cand) and self.size else None
         return self.response(hits, total, max_score, start)
 
     def _page(self, ordered, scores, sort_values, head_at, start: int) -> tuple[np.ndarray, list[dict]]:
