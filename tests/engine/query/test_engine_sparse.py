@@ -386,16 +386,25 @@ def test_rescore_reusing_first_pass_text_hits(es, index, text, other, window, fi
         "window_size": window,
         "query": {"rescore_query": rescore_query, "query_weight": 0.0, "rescore_query_weight": 1.0},
     }
-    kept = _with_memo(es, index, first, rescore, True)
-    again = _with_memo(es, index, first, rescore, False)
-    assert kept == again, (first, rescore)
+    _memo_equals_rescoring_and_dense(es, index, first, rescore)
+
+
+def _memo_equals_rescoring_and_dense(es, index, query, rescore, errors_alike: bool = False):
+    """The memo's answer equals scoring again (the memo off), exactly, and the dense reference
+    (``errors_alike``: an error must be an error on the dense path too, and nothing more)."""
+    kept = _with_memo(es, index, query, rescore, True)
+    again = _with_memo(es, index, query, rescore, False)
+    assert kept == again, (query, rescore)
     sparse.use_sparse(False)
     try:
-        dense = _rescored(es, index, first, rescore)
+        dense = _rescored(es, index, query, rescore)
     finally:
         sparse.use_sparse(True)
-    assert kept[0] == dense[0] and kept[1] == dense[1], (first, rescore)
-    assert kept[2] == pytest.approx(dense[2], rel=1e-6, abs=1e-9), (first, rescore)
+    if errors_alike and kept[0] == "error":
+        assert dense[0] == "error"
+        return
+    assert kept[0] == dense[0] and kept[1] == dense[1], (query, rescore)
+    assert kept[2] == pytest.approx(dense[2], rel=1e-6, abs=1e-9), (query, rescore)
 
 
 vector_script = st.sampled_from(
@@ -437,16 +446,4 @@ def test_two_rescore_phases_repeating_a_script_score(es, index, text, source, in
         }
 
     rescore = [phase(windows[0], weights[0]), phase(windows[1], weights[1])]
-    kept = _with_memo(es, index, text, rescore, True)
-    again = _with_memo(es, index, text, rescore, False)
-    assert kept == again, (text, rescore)
-    sparse.use_sparse(False)
-    try:
-        dense = _rescored(es, index, text, rescore)
-    finally:
-        sparse.use_sparse(True)
-    if kept[0] == "error":
-        assert dense[0] == "error"
-        return
-    assert kept[0] == dense[0] and kept[1] == dense[1], (text, rescore)
-    assert kept[2] == pytest.approx(dense[2], rel=1e-6, abs=1e-9), (text, rescore)
+    _memo_equals_rescoring_and_dense(es, index, text, rescore, errors_alike=True)
