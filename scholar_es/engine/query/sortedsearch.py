@@ -2,9 +2,10 @@
 
 NumPy searches in the common type of the array and the keys: postings (``int32`` documents) searched
 for ``int64`` positions (``np.flatnonzero``'s, a window's) are first converted whole to ``int64``,
-work in proportion to the postings on every call (164 against 8 us for 300 keys in 300,000
-postings). :func:`search_sorted` converts the keys to the array's type instead where every key
-fits in it, which finds the same indices (the values are equal); else it searches as NumPy does.
+work in proportion to the postings on every call. :func:`search_sorted` converts the keys to the
+array's type instead where every key fits in it, which finds the same indices (the values are
+equal); else it searches as NumPy does. 300 candidates in the 120,303 postings of ``model`` in
+``chunk_text`` of 1M QASPER chunks: 32 us by ``np.searchsorted``, 11 us here.
 """
 
 from __future__ import annotations
