@@ -140,16 +140,19 @@ def heads_in_order(ordered: np.ndarray, codes: np.ndarray, limit: int) -> tuple[
     return ordered[idx], idx
 
 
-def heads_by_score(cand: np.ndarray, scores: np.ndarray, codes: np.ndarray, limit: int) -> np.ndarray:
+def heads_by_score(
+    cand: np.ndarray, scores: np.ndarray, codes: np.ndarray, limit: int, cand_scores: np.ndarray | None = None
+) -> np.ndarray:
     """The first ``limit`` group heads in (score desc, position asc) order, ordering only as many
     top candidates as the groups need: a prefix of the total order holds the same heads, in the
-    same order, as the whole order does for every group that starts inside it."""
+    same order, as the whole order does for every group that starts inside it. ``cand_scores``:
+    ``scores[cand]``, where the caller has the candidates' scores alone."""
     if limit <= 0 or not len(cand):
         return cand[:0]
     window = max(4 * limit, 64)
     while True:
         whole = window >= len(cand)
-        ordered = order_by_score(cand, scores, None if whole else window)
+        ordered = order_by_score(cand, scores, None if whole else window, cand_scores)
         heads, _ = heads_in_order(ordered, codes, limit)
         if len(heads) >= limit or whole:
             return heads

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import numpy as np
 
@@ -106,11 +107,31 @@ _TOP_K_KEYS = frozenset(
         "rescore",  # its window is the best window_size hits (or groups)
     }
 )
-#: of :data:`_TOP_K_KEYS`, the parts of a request that read the query's scores or matches per
-#: document of the index (``SearchRun.score``'s arrays); a pruned search without them reads its
-#: hits alone (``SearchRun._run_pruned``)
-_DENSE_READERS = frozenset({"collapse", "rescore"})
 RETRIEVERS = ("standard", "knn", "rrf", "linear")
+
+#: collapse groups' matches: (collapse keys, group codes) -> per code, (its matching documents
+#: ascending, their query scores)
+GroupsOf = Callable[[CollapseKeys, list[int]], list[tuple[np.ndarray, np.ndarray]]]
+
+
+def _dense_groups(mask: np.ndarray, scores: np.ndarray) -> GroupsOf:
+    """:data:`GroupsOf` over a full scoring: per document of the index, ``mask`` (matches) and
+    ``scores``."""
+
+    def groups_of(keys: CollapseKeys, codes: list[int]) -> list[tuple[np.ndarray, np.ndarray]]:
+        groups = [keys.group(code, mask) for code in codes]
+        return [(group, scores[group]) for group in groups]
+
+    return groups_of
+
+
+def _positions_in(docs: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(which ``keys`` are in ``docs``, where): both ascending; ``where`` is meaningful where found."""
+    at = search_sorted(docs, keys)
+    inside = at < len(docs)
+    found = np.zeros(len(keys), dtype=bool)
+    found[inside] = docs[at[inside]] == keys[inside]
+    return found, at
 
 
 def _int(body: dict, key: str, default: int) -> int:
@@ -309,18 +330,6 @@ class SearchRun:
             self._collapse_keys, self._collapse_field = collapse_keys(self.seg, field), field
         return self._collapse_keys
 
-    def _complete_groups(self, page: np.ndarray, mask: np.ndarray, scores: np.ndarray) -> None:
-        """A pruned search scored its candidates only: the shown groups' other matches are scored
-        now (``mask``, ``scores`` completed in place), so that their inner hits are every match."""
-        assert self._top is not None
-        keys = self._collapse_keys
-        assert keys is not None
-        members = [keys.members(int(keys.codes[p])) for p in page]
-        docs = np.unique(np.concatenate(members)) if members else np.zeros(0, dtype=np.int64)
-        docs, found = self._top.score(docs[~mask[docs]])
-        mask[docs] = True
-        scores[docs] = (0.0 + found).astype(np.float32)  # as score() rounds a search's scores
-
     def run(self) -> dict:
         """Run on a snapshot pinned for the whole search (hits and ``_source`` agree)."""
         with self.handle.reading() as (seg, reader):
@@ -351,10 +360,10 @@ class SearchRun:
             page = ranked[self.from_ : self.from_ + self.size]
             hits = self.render(page, scores[page], sort_values=None)
             if collapse:
-                self.add_collapse(hits, page, collapse, leaves, scores)
+                self.add_collapse(hits, page, collapse, _dense_groups(leaves, scores))
             max_score = float(scores[ranked[0]]) if len(ranked) else None
             return self.response(hits, total, max_score, start)
-        dense_mask, dense_scores, self.nodes = self._score(dense_arrays=bool(_DENSE_READERS & body.keys()))
+        dense_mask, dense_scores, self.nodes = self._score(dense_arrays=False)
         if dense_mask is None or dense_scores is None:
             return self._run_pruned(start)
         mask, scores = dense_mask, dense_scores
@@ -405,7 +414,7 @@ class SearchRun:
             ordered = order_by_score(cand, scores, limit, cand_scores)
         if rescorers:  # the hits' new scores, in their new order (``scores`` stays the query's)
             dense = not sparse.sparse_enabled() or bool(body.get("explain"))  # explain reads dense arrays
-            ordered, ordered_scores = rescore(self, rescorers, ordered, scores, dense=dense)
+            ordered, ordered_scores = rescore(self, rescorers, ordered, scores[ordered], dense=dense)
         else:
             ordered_scores = scores[ordered]
         show_scores = sort is None or sort.by_score_only or sort.tracks_score or body.get("track_scores")
@@ -414,9 +423,7 @@ class SearchRun:
             self._kept = (ordered, shown_scores, sort_values, total)
         page, hits = self._page(ordered, shown_scores, sort_values, head_at, self.from_)
         if collapse:  # inner hits: the query's scores (a rescore rescored the heads only)
-            if self._top is not None and collapse.get("inner_hits"):  # what reads a group's matches
-                self._complete_groups(page, mask, scores)
-            self.add_collapse(hits, page, collapse, mask, scores)
+            self.add_collapse(hits, page, collapse, _dense_groups(mask, scores))
         # size 0 collects no top docs: Elasticsearch answers "max_score": null
         if not (len(cand) and show_scores and self.size):
             max_score = None
@@ -427,20 +434,62 @@ class SearchRun:
         return self.response(hits, total, max_score, start)
 
     def _run_pruned(self, start: float) -> dict:
-        """:meth:`_run` for a pruned search that reads nothing but its hits (its keys are in
-        :data:`_TOP_K_KEYS`, none in :data:`_DENSE_READERS`: no aggregations, post_filter, sort,
-        search_after, terminate_after, scroll, collapse or rescore): the same answer, ordered
-        from the candidates' own scores, without arrays of the index's size (two per search:
-        ~0.9 MB at 100k documents, 9 MB at 1M)."""
+        """:meth:`_run` for a pruned search (its keys are in :data:`_TOP_K_KEYS`: no
+        aggregations, post_filter, sort, search_after, terminate_after or scroll): the same
+        answer from the candidates' own scores, without arrays of the index's size (two per
+        search: ~0.9 MB at 100k documents, 9 MB at 1M). ``collapse`` orders the candidates'
+        groups; a shown group's other matches are scored for its inner hits
+        (:meth:`_pruned_groups`); ``rescore`` reads its window's query scores."""
         self.named_queries = NamedQueries(self.named)
         self.aggregations = None
+        body = self.body
         cand, cand_scores = self.matched, self.matched_scores  # ascending, scored exactly
         total = max(len(cand), self.at_least)
-        ordered = order_by_score(cand, cand_scores, self.from_ + self.size, cand_scores)
+        collapse = body.get("collapse")
+        rescorers = self.rescorers if self.size > 0 else []  # RescorePhase: nothing to do for size 0
+        limit = collect_size(rescorers, self.from_ + self.size)
+        if collapse:
+            ordered, _ = self.collapse(
+                cand, collapse, cand_scores, presorted=False, limit=limit, aligned=True
+            )
+        else:
+            ordered = order_by_score(cand, cand_scores, limit, cand_scores)
         ordered_scores = cand_scores[search_sorted(cand, ordered)]
+        if rescorers:  # explain and profile never prune: the window is scored the sparse way
+            ordered, ordered_scores = rescore(self, rescorers, ordered, ordered_scores, dense=False)
         page, hits = self._page(ordered, ordered_scores, None, None, self.from_)
-        max_score = float(np.float32(cand_scores.max())) if len(cand) and self.size else None
+        if collapse:
+            self.add_collapse(hits, page, collapse, self._pruned_groups)
+        if not (len(cand) and self.size):
+            max_score = None
+        elif rescorers and len(ordered):
+            max_score = float(np.float32(ordered_scores[0]))
+        else:
+            max_score = float(np.float32(cand_scores.max()))
         return self.response(hits, total, max_score, start)
+
+    def _pruned_groups(self, keys: CollapseKeys, codes: list[int]) -> list[tuple[np.ndarray, np.ndarray]]:
+        """:data:`GroupsOf` for a pruned search: the candidates' own scores, the groups' other
+        members scored now, all at once (:meth:`topk.Top.score`), so that inner hits see every
+        match, as :func:`_dense_groups` does after a full scoring."""
+        assert self._top is not None
+        members = [keys.members(code) for code in codes]
+        if not members:
+            return []
+        everyone = np.unique(np.concatenate(members))
+        cand, cand_scores = self.matched, self.matched_scores
+        known, at = _positions_in(cand, everyone)
+        rest, found = self._top.score(everyone[~known])
+        docs = np.concatenate([everyone[known], rest])
+        # the candidates' scores are float32 already; the others rounded as score() rounds them
+        values = np.concatenate([cand_scores[at[known]], (0.0 + found).astype(np.float32)])
+        order = np.argsort(docs, kind="stable")
+        docs, values = docs[order], values[order].astype(np.float64)
+        out = []
+        for group in members:
+            matched, where = _positions_in(docs, group)
+            out.append((group[matched], values[where[matched]]))
+        return out
 
     def _page(self, ordered, scores, sort_values, head_at, start: int) -> tuple[np.ndarray, list[dict]]:
         """The hits ``ordered[start : start + size]``, rendered with their ``scores`` (aligned with
@@ -652,11 +701,18 @@ class SearchRun:
 
     # --- collapse ------------------------------------------------------------------------
     def collapse(
-        self, ordered: np.ndarray, spec: dict, scores: np.ndarray, presorted: bool, limit: int | None = None
+        self,
+        ordered: np.ndarray,
+        spec: dict,
+        scores: np.ndarray,
+        presorted: bool,
+        limit: int | None = None,
+        aligned: bool = False,
     ) -> tuple[np.ndarray, np.ndarray | None]:
         """The first ``limit`` (default ``from + size``; a rescore asks for its window) group heads,
         and (``presorted``) their indexes in ``ordered``; without ``presorted``, ``ordered`` is the
-        unordered candidates, ordered by score here."""
+        unordered candidates, ordered by score here (``aligned``: ``scores`` are the candidates'
+        own, one per candidate, instead of one per document of the index)."""
         error = _collapse_error(spec)
         if error is not None:
             raise error
@@ -664,52 +720,58 @@ class SearchRun:
         limit = self.from_ + self.size if limit is None else limit
         if presorted:
             return heads_in_order(ordered, keys.codes, limit)
+        if aligned:
+            return heads_by_score(ordered, scores, keys.codes, limit, cand_scores=scores), None
         return heads_by_score(ordered, scores, keys.codes, limit), None
 
-    def add_collapse(
-        self, hits: list[dict], page: np.ndarray, spec: dict, mask: np.ndarray, scores: np.ndarray
-    ) -> None:
+    def add_collapse(self, hits: list[dict], page: np.ndarray, spec: dict, groups_of: GroupsOf) -> None:
+        """Each hit's collapse value under ``fields``, and its group's inner hits: ``groups_of``
+        gives the groups' matches, ascending, and their query scores (:func:`_dense_groups`,
+        :meth:`_pruned_groups`)."""
         field = spec["field"]
         keys = self._keys(field)
         inner = spec.get("inner_hits")
         inner_specs = inner if isinstance(inner, list) else ([inner] if inner else [])
-        groups: list[np.ndarray] = []
+        codes: list[int] = []
         for hit, p in zip(hits, page, strict=True):
             fields = hit.setdefault("fields", {})  # beside what `fields`/`docvalue_fields` asked for
             code = int(keys.codes[p])
             if code != NO_VALUE:
                 fields[field] = [keys.label(code)]
             if inner_specs:
-                groups.append(keys.group(code, mask))
+                codes.append(code)
                 hit["inner_hits"] = {}
-        if not groups:
+        if not codes:
             return
+        groups = groups_of(keys, codes)
         for ih in inner_specs:
             unknown = set(ih) - {"name", "size", "from", "_source", "sort"}
             if unknown:
                 raise unsupported(f"collapse.inner_hits.{next(iter(unknown))}")
             name = ih.get("name", field)
             size, from_ = int(ih.get("size", 3)), int(ih.get("from", 0))
-            pages = []
-            for group in groups:
+            pages, page_scores = [], []
+            for group, group_scores in groups:
                 if "sort" in ih:
-                    ordered, _ = SortSpec(ih["sort"]).order(self.seg, group, scores)
+                    ordered, _ = SortSpec(ih["sort"]).order(self.seg, group, group_scores, aligned=True)
                 else:
-                    ordered = order_by_score(group, scores, from_ + size)
-                pages.append(ordered[from_ : from_ + size])
+                    ordered = order_by_score(group, group_scores, from_ + size, group_scores)
+                shown_here = ordered[from_ : from_ + size]
+                pages.append(shown_here)
+                page_scores.append(group_scores[search_sorted(group, shown_here)])
             sub = SearchRun.__new__(SearchRun)
             sub.__dict__.update(self.__dict__)
             sub.body = {**self.body, "_source": ih.get("_source", self.body.get("_source", True))}
             sub.body.pop("explain", None)
             # every group's inner hits rendered at once: one read of their sources, not one per group
             shown = np.concatenate(pages)
-            rendered = sub.render(shown, scores[shown], None)
+            rendered = sub.render(shown, np.concatenate(page_scores), None)
             at = 0
-            for hit, group, inner_page in zip(hits, groups, pages, strict=True):
+            for hit, (group, group_scores), inner_page in zip(hits, groups, pages, strict=True):
                 hit["inner_hits"][name] = {
                     "hits": {
                         "total": {"value": len(group), "relation": "eq"},
-                        "max_score": float(np.float32(scores[group].max())) if len(group) else None,
+                        "max_score": float(np.float32(group_scores.max())) if len(group) else None,
                         "hits": rendered[at : at + len(inner_page)],
                     }
                 }

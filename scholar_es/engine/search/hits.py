@@ -95,14 +95,17 @@ class SortSpec:
     def tracks_score(self) -> bool:
         return any(k[0] == "_score" for k in self.keys)
 
-    def order(self, seg, cand: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, list]:
-        """Ordered candidates and, per key, the value arrays shown as ``sort`` in hits."""
+    def order(
+        self, seg, cand: np.ndarray, scores: np.ndarray, aligned: bool = False
+    ) -> tuple[np.ndarray, list]:
+        """Ordered candidates and, per key, the value arrays shown as ``sort`` in hits (``scores``:
+        per document of the index; ``aligned``: the candidates' own, one per candidate)."""
         lex, shown = [cand], []
         for (kind, name, desc, missing_last), mode in zip(
             reversed(self.keys), reversed(self.modes), strict=True
         ):
             if kind == "_score":
-                vals = scores[cand]
+                vals = scores if aligned else scores[cand]
                 lex.append(-vals if desc else vals)
                 shown.append(vals)
             elif kind in ("_doc", "_shard_doc"):  # _shard_doc: one shard, index 0 (search_after.py)

@@ -159,18 +159,19 @@ def collect_size(rescorers: list[QueryRescorer], from_size: int) -> int:
 
 
 def rescore(
-    run, rescorers: list[QueryRescorer], ordered: np.ndarray, scores: np.ndarray, dense: bool = False
+    run, rescorers: list[QueryRescorer], ordered: np.ndarray, current: np.ndarray, dense: bool = False
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Apply ``rescorers`` in order to the top hits ``ordered`` (positions, best first).
+    """Apply ``rescorers`` in order to the top hits ``ordered`` (positions, best first), whose
+    query scores are ``current`` (aligned with ``ordered``).
 
     ``run`` is the :class:`~scholar_es.engine.search.execute.SearchRun` (its parser and context).
     ``dense``: run each rescore query over every document (the reference path, which ``explain``
     reads); otherwise only the window's documents are scored (engine/query/sparse.py).
-    Returns (the hits in their new order, their new scores in that order); ``scores`` (the
-    query's, per document) is only read: the work follows the hits, not the index's size.
+    Returns (the hits in their new order, their new scores in that order): the work follows the
+    hits, not the index's size.
     """
     ordered = np.asarray(ordered, dtype=np.int64)
-    current = scores[ordered].astype(np.float64)
+    current = np.asarray(current).astype(np.float64)
     for r in rescorers:
         if len(ordered) == 0:
             break

@@ -106,12 +106,12 @@ def _answer(es, body: dict):
 
 
 def _hit(h: dict) -> tuple:
-    """A hit's id, score, collapse value and inner hits (their totals, ids and scores)."""
+    """A hit's id, score, collapse value and inner hits (their totals, ids, scores and sort values)."""
     inner = {
         name: (
             ih["hits"]["total"],
             ih["hits"]["max_score"],
-            [(x["_id"], x["_score"]) for x in ih["hits"]["hits"]],
+            [(x["_id"], x["_score"], x.get("sort")) for x in ih["hits"]["hits"]],
         )
         for name, ih in h.get("inner_hits", {}).items()
     }
@@ -167,9 +167,14 @@ queries = st.one_of(
 collapses = st.one_of(
     st.none(),
     st.builds(
-        lambda f, n: {"field": f, "inner_hits": {"name": "best", "size": n, "_source": False}},
+        lambda f, n, start, order: {
+            "field": f,
+            "inner_hits": {"name": "best", "size": n, "from": start, "_source": False, **order},
+        },
         st.sampled_from(["paper", "year", "section"]),
         st.integers(1, 4),
+        st.sampled_from([0, 0, 2]),
+        st.sampled_from([{}, {}, {"sort": [{"year": "desc"}, "_score"]}, {"sort": ["_score"]}]),
     ),
     st.just({"field": "paper"}),
 )
