@@ -108,6 +108,10 @@ _TOP_K_KEYS = frozenset(
     }
 )
 RETRIEVERS = ("standard", "knn", "rrf", "linear")
+#: what a collapse's inner hits render from their own options (InnerHitBuilder; ExpandSearchPhase
+#: copies these into each group's search, and nothing else of the request)
+_INNER_HITS_SHOWN = ("_source", "fields", "docvalue_fields", "version", "seq_no_primary_term")
+_INNER_HITS_KEYS = frozenset({"name", "size", "from", "sort", "track_scores", *_INNER_HITS_SHOWN})
 
 #: collapse groups' matches: (collapse keys, group codes) -> per code, (its matching documents
 #: ascending, their query scores)
@@ -745,15 +749,23 @@ class SearchRun:
             return
         groups = groups_of(keys, codes)
         for ih in inner_specs:
-            unknown = set(ih) - {"name", "size", "from", "_source", "sort"}
+            unknown = set(ih) - _INNER_HITS_KEYS
             if unknown:
                 raise unsupported(f"collapse.inner_hits.{next(iter(unknown))}")
             name = ih.get("name", field)
             size, from_ = int(ih.get("size", 3)), int(ih.get("from", 0))
+            # ExpandSearchPhase: each group is searched with the inner hit's own options alone
+            # (sort, track_scores, _source, fields, version...), none of the request's
+            sort = SortSpec(ih["sort"]) if "sort" in ih else None
+            by_field = sort if sort is not None and not sort.by_score_only else None  # shows "sort"
+            show_scores = by_field is None or by_field.tracks_score or bool(ih.get("track_scores"))
             pages, page_scores = [], []
+            page_sorts: list[list] = []
             for group, group_scores in groups:
-                if "sort" in ih:
-                    ordered, _ = SortSpec(ih["sort"]).order(self.seg, group, group_scores, aligned=True)
+                if by_field is not None:
+                    ordered, values = by_field.order(self.seg, group, group_scores, aligned=True)
+                    picks = range(from_, min(from_ + size, len(ordered)))
+                    page_sorts.extend([_json_value(vals[i]) for vals in values] for i in picks)
                 else:
                     ordered = order_by_score(group, group_scores, from_ + size, group_scores)
                 shown_here = ordered[from_ : from_ + size]
@@ -761,17 +773,21 @@ class SearchRun:
                 page_scores.append(group_scores[search_sorted(group, shown_here)])
             sub = SearchRun.__new__(SearchRun)
             sub.__dict__.update(self.__dict__)
-            sub.body = {**self.body, "_source": ih.get("_source", self.body.get("_source", True))}
-            sub.body.pop("explain", None)
+            sub.body = {key: ih[key] for key in _INNER_HITS_SHOWN if key in ih}
             # every group's inner hits rendered at once: one read of their sources, not one per group
             shown = np.concatenate(pages)
-            rendered = sub.render(shown, np.concatenate(page_scores), None)
+            rendered = sub.render(
+                shown,
+                np.concatenate(page_scores) if show_scores else None,
+                page_sorts if by_field is not None else None,
+            )
             at = 0
             for hit, (group, group_scores), inner_page in zip(hits, groups, pages, strict=True):
+                best = float(np.float32(group_scores.max())) if len(group) and show_scores else None
                 hit["inner_hits"][name] = {
                     "hits": {
                         "total": {"value": len(group), "relation": "eq"},
-                        "max_score": float(np.float32(group_scores.max())) if len(group) else None,
+                        "max_score": best,
                         "hits": rendered[at : at + len(inner_page)],
                     }
                 }

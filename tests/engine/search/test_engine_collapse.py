@@ -130,8 +130,10 @@ def test_inner_hits_with_the_same_name_are_a_400(es, inner_hits, key):
 
 @pytest.mark.parametrize("source", [True, ["t", "k"], {"excludes": ["n"]}])
 def test_hits_and_inner_hits_show_their_documents_reading_each_row_once(es, monkeypatch, source):
-    """Every hit and inner hit shows its own document (filtered as asked); the rows are read once
-    per search, so a group's head -- also its first inner hit -- is not read twice (issue 29)."""
+    """Every hit and inner hit shows its own document, filtered as asked: an inner hit by its own
+    ``_source`` alone, the whole document without one (ExpandSearchPhase searches each group with
+    the inner hit's options, none of the request's). The rows are read once per search, so a
+    group's head -- also its first inner hit -- is not read twice (issue 29)."""
     from scholar_es.engine.index.store import Reader
     from scholar_es.engine.search.hits import filter_source
 
@@ -150,15 +152,15 @@ def test_hits_and_inner_hits_show_their_documents_reading_each_row_once(es, monk
         _source=source,
         collapse={
             "field": "k",
-            "inner_hits": [{"name": "a", "size": 3}, {"name": "b", "size": 2, "from": 1}],
+            "inner_hits": [{"name": "a", "size": 3}, {"name": "b", "size": 2, "from": 1, "_source": source}],
         },
     )
     shown = 0
     for hit in resp["hits"]["hits"]:
         assert hit["_source"] == filter_source(es.docs[hit["_id"]], source)
-        for name in ("a", "b"):
+        for name, spec in (("a", True), ("b", source)):
             for inner in hit["inner_hits"][name]["hits"]["hits"]:
-                assert inner["_source"] == filter_source(es.docs[inner["_id"]], source)
+                assert inner["_source"] == filter_source(es.docs[inner["_id"]], spec)
                 shown += 1
     assert shown > len(resp["hits"]["hits"])
     assert len(read) == len(set(read))
@@ -220,3 +222,45 @@ def test_collapse_keys_follow_every_write(tmp_path, field):
     del docs["a1"]
     check()
     es.close()
+
+
+def test_inner_hits_take_their_own_options_alone(es):
+    """ExpandSearchPhase searches each group with the inner hit's own options (sort, track_scores,
+    _source, version...; buildExpandSearchSourceBuilder), none of the request's: a group sorted by
+    a field shows its ``sort`` values and, without ``track_scores``, a null ``_score`` and
+    ``max_score``, as a top-level search sorted so does; the request's ``version`` is its own."""
+    query = {"match": {"t": "neural model gene"}}
+    plain = es.search(index="r", query=query, size=1000, sort=[{"n": "desc"}, {"_doc": "asc"}])["hits"][
+        "hits"
+    ]
+    scored = {h["_id"]: h["_score"] for h in es.search(index="r", query=query, size=1000)["hits"]["hits"]}
+    for track in (False, True):
+        resp = es.search(
+            index="r",
+            query=query,
+            size=3,
+            version=True,
+            collapse={
+                "field": "k",
+                "inner_hits": {
+                    "name": "g",
+                    "size": 2,
+                    "sort": [{"n": "desc"}, {"_doc": "asc"}],
+                    "track_scores": track,
+                },
+            },
+        )
+        for hit in resp["hits"]["hits"]:
+            assert "_version" in hit
+            key = es.docs[hit["_id"]].get("k")
+            members = [h for h in plain if es.docs[h["_id"]].get("k") == key]
+            inner = hit["inner_hits"]["g"]["hits"]
+            assert [(h["_id"], h["sort"]) for h in inner["hits"]] == [
+                (h["_id"], h["sort"]) for h in members[:2]
+            ]
+            assert all("_version" not in h for h in inner["hits"])
+            if track:
+                assert [h["_score"] for h in inner["hits"]] == [scored[h["_id"]] for h in members[:2]]
+                assert inner["max_score"] == max(scored[h["_id"]] for h in members)
+            else:
+                assert all(h["_score"] is None for h in inner["hits"]) and inner["max_score"] is None
