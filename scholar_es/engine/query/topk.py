@@ -112,12 +112,16 @@ class _Scorer:
     outer: BoolNode | None
     others: list[Node]
     other_hits: list[sparse.Hits]
+    #: the documents of the first :meth:`score` (the candidates) and the core's hits among them
+    scored: tuple[np.ndarray, sparse.Hits] | None = None
 
     def score(self, docs: np.ndarray) -> sparse.Hits:
         """As the sparse path scores ``docs``: the core's operations (:func:`_core_scores`), the
         wrappers' (``sparse._script_score``, ``sparse._boost``), the bool's sum in clause order
         (``sparse._bool_of``) with the other clauses' hits among ``docs``."""
         hit, scores = _core_scores(self.fields, docs)
+        if self.scored is None:
+            self.scored = (docs, (hit, scores))
         scores = _through(self.chain, self.ctx, hit, scores)
         if self.outer is None:
             return hit, scores
@@ -201,8 +205,19 @@ def top_k(
     scorer = _Scorer(ctx, fields, chain, outer, others, other_hits)
     docs, scores = scorer.score(cand)
     if core.memo_key is not None and sparse.MEMO:  # a rescore repeating the text query reads it
-        ctx.memo[core.memo_key] = sparse.Among(lambda among: _core_scores(fields, among))
+        ctx.memo[core.memo_key] = sparse.Among(lambda among: _core_among(scorer, among))
     return Top(docs, scores, at_least, scorer)
+
+
+def _core_among(scorer: _Scorer, among: np.ndarray) -> sparse.Hits:
+    """The core's hits among ``among`` (ascending): read from the candidates' (each document's
+    core score is its own, whatever else is scored with it) when they hold every one of
+    ``among`` (a rescore window of the best hits), else scored (:func:`_core_scores`)."""
+    if scorer.scored is not None:
+        cand, hits = scorer.scored
+        if not len(among) or sparse._member(cand, among)[0].all():
+            return sparse._among(hits, among)
+    return _core_scores(scorer.fields, among)
 
 
 #: bounds at or above this are not trusted: the scores are floats, and past the largest one the
