@@ -480,19 +480,33 @@ class SearchRun:
         members = [keys.members(code) for code in codes]
         if not members:
             return []
-        everyone = np.unique(np.concatenate(members))
+        # the groups are distinct (their documents too): one sort orders all of them at once
+        joined = np.concatenate(members)
+        order = np.argsort(joined, kind="stable")
+        everyone = joined[order]
         cand, cand_scores = self.matched, self.matched_scores
         known, at = _positions_in(cand, everyone)
         rest, found = self._top.score(everyone[~known])
-        docs = np.concatenate([everyone[known], rest])
-        # the candidates' scores are float32 already; the others rounded as score() rounds them
-        values = np.concatenate([cand_scores[at[known]], (0.0 + found).astype(np.float32)])
-        order = np.argsort(docs, kind="stable")
-        docs, values = docs[order], values[order].astype(np.float64)
+        values = np.zeros(len(everyone))
+        values[known] = cand_scores[at[known]]
+        # the others the query matches, rounded as score() rounds a search's scores
+        hit, where = _positions_in(everyone, rest)
+        assert hit.all()
+        values[where] = (0.0 + found).astype(np.float32)
+        matched = known.copy()
+        matched[where] = True
+        # back in the groups' order (each group ascending), then split per group
+        in_joined = np.empty_like(matched)
+        in_joined[order] = matched
+        joined_values = np.empty_like(values)
+        joined_values[order] = values
         out = []
+        start = 0
         for group in members:
-            matched, where = _positions_in(docs, group)
-            out.append((group[matched], values[where[matched]]))
+            end = start + len(group)
+            keep = in_joined[start:end]
+            out.append((group[keep], joined_values[start:end][keep]))
+            start = end
         return out
 
     def _page(self, ordered, scores, sort_values, head_at, start: int) -> tuple[np.ndarray, list[dict]]:
