@@ -35,6 +35,7 @@ from scholar_es.engine.search.hits import (
     SortSpec,
     filter_source,
     order_by_score,
+    shown_source,
     stored_source,
     total_hits,
     union_docs,
@@ -644,7 +645,11 @@ class SearchRun:
             if seq_no:  # what if_seq_no/if_primary_term compare with
                 hit["_seq_no"] = versioning.seq_no(int(seqs[i]))
                 hit["_primary_term"] = versioning.PRIMARY_TERM
-            if seqs[i] in rows:
+            if seqs[i] in rows and show_source and want_fields is None and not highlight_fields:
+                shown_src = shown_source(rows[seqs[i]][1], excludes, source_spec)  # all it reads
+                if shown_src is not None:
+                    hit["_source"] = shown_src
+            elif seqs[i] in rows:
                 src = stored_source(rows[seqs[i]][1], excludes)
                 filtered = filter_source(src, source_spec) if show_source else None
                 if filtered is not None:

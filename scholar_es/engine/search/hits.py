@@ -266,6 +266,42 @@ def stored_source(text: str, excludes: list[str]) -> dict:
     return _filter(source, "", [], excludes)
 
 
+def shown_source(text: str, excludes: list[str], spec) -> dict | None:
+    """``filter_source(stored_source(text, excludes), spec)``: a hit's ``_source`` as shown.
+    Where ``spec`` lists top-level names only and the mapping's excludes are top-level names
+    too, the names shown are the listed ones less the excluded ones, and each is filtered as the
+    includes filter does (empty arrays dropped inside it): one pass over the document's keys
+    instead of two filters (issue 29: 60 sources in the default request)."""
+    plain = isinstance(spec, list) and all(isinstance(p, str) for p in spec)
+    names = _shown_names(tuple(spec), tuple(excludes)) if plain else None
+    if names is None:
+        return filter_source(stored_source(text, excludes), spec)
+    out: dict = {}
+    for key, value in json.loads(text).items():
+        if key not in names:
+            continue
+        if isinstance(value, dict):
+            out[key] = _filter_rx(value, key + ".", None, None)
+        elif isinstance(value, list):
+            items = _filter_list(value, key, None, None, True)
+            if items:
+                out[key] = items
+        else:
+            out[key] = value
+    return out
+
+
+@functools.lru_cache(maxsize=256)
+def _shown_names(spec: tuple, excludes: tuple[str, ...]) -> frozenset[str] | None:
+    """The top-level names :func:`shown_source` keeps (None: ``spec`` or ``excludes`` is not
+    a plain list of top-level names: the two filters decide). ``spec``: the listed includes."""
+    if not spec:
+        return None
+    if not all(_plain_key(p) for p in (*spec, *excludes)):
+        return None
+    return frozenset(spec) - frozenset(excludes)
+
+
 def _untouched(text: str, excludes: tuple[str, ...]) -> bool:
     """Whether filtering ``text``'s object by ``excludes`` surely leaves it as it is: every pattern
     is a plain top-level name (ASCII, no wildcard, dot, quote or backslash: written as itself

@@ -1,5 +1,7 @@
 """``stored_source``'s shortcut (issue 29): a stored document the mapping's ``_source.excludes``
-cannot change is returned as parsed, without filtering it; the answer is always the filter's."""
+cannot change is returned as parsed, without filtering it; the answer is always the filter's.
+``shown_source``'s (a request listing top-level names): one pass instead of the two filters,
+the same answer."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scholar_es.engine.search.hits import _filter, stored_source
+from scholar_es.engine.search.hits import _filter, filter_source, shown_source, stored_source
 
 KEYS = ["vector", "a", "b", "a.b", "x", "", "v\u00e9", 'q"', "*"]
 scalars = st.one_of(
@@ -43,3 +45,24 @@ def test_a_document_without_the_excluded_field_is_returned_as_parsed():
     # the filter drops empty arrays, so a document holding one is filtered
     assert stored_source(json.dumps({"a": [], "b": 1}), ["vector"]) == {"b": 1}
     assert stored_source(json.dumps({"vector": [1.0], "b": 1}), ["vector"]) == {"b": 1}
+
+
+specs = st.one_of(
+    st.lists(st.sampled_from(["a", "b", "x", "vector", "v\u00e9", "a.b", "a.*", "*", 'q"', ""]), max_size=4),
+    st.sampled_from([True, False, None, "a", {"includes": ["a"]}, {"excludes": ["b"]}]),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(doc=documents, excludes=patterns, spec=specs)
+def test_shown_source_is_the_two_filters(doc, excludes, spec):
+    """What a hit shows: the mapping's excludes, then the request's ``_source`` (the reference:
+    the general filter twice), key order included."""
+    text = json.dumps(doc)
+    stored = _filter(json.loads(text), "", [], excludes) if excludes else json.loads(text)
+    expected = filter_source(stored, spec)
+    got = shown_source(text, excludes, spec)
+    assert got == expected
+    assert (got is None) == (expected is None)
+    if got is not None and expected is not None:
+        assert json.dumps(got) == json.dumps(expected)  # key order, nested too
