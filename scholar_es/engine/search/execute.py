@@ -754,7 +754,13 @@ class SearchRun:
         field = spec["field"]
         keys = self._keys(field)
         inner = spec.get("inner_hits")
-        inner_specs = inner if isinstance(inner, list) else ([inner] if inner else [])
+        # {} is one inner hit with the defaults (InnerHitBuilder), as each {} of a list is
+        inner_specs = inner if isinstance(inner, list) else ([inner] if inner is not None else [])
+        for ih in inner_specs:  # refused whether or not there are hits to expand
+            unknown = set(ih) - _INNER_HITS_KEYS
+            if unknown:
+                raise unsupported(f"collapse.inner_hits.{next(iter(unknown))}")
+        sorts = [SortSpec(ih["sort"]) if "sort" in ih else None for ih in inner_specs]
         codes: list[int] = []
         for hit, p in zip(hits, page, strict=True):
             fields = hit.setdefault("fields", {})  # beside what `fields`/`docvalue_fields` asked for
@@ -767,15 +773,11 @@ class SearchRun:
         if not codes:
             return
         groups = groups_of(keys, codes)
-        for ih in inner_specs:
-            unknown = set(ih) - _INNER_HITS_KEYS
-            if unknown:
-                raise unsupported(f"collapse.inner_hits.{next(iter(unknown))}")
+        for ih, sort in zip(inner_specs, sorts, strict=True):
             name = ih.get("name", field)
             size, from_ = int(ih.get("size", 3)), int(ih.get("from", 0))
             # ExpandSearchPhase: each group is searched with the inner hit's own options alone
             # (sort, track_scores, _source, fields, version...), none of the request's
-            sort = SortSpec(ih["sort"]) if "sort" in ih else None
             by_field = sort if sort is not None and not sort.by_score_only else None  # shows "sort"
             show_scores = by_field is None or by_field.tracks_score or bool(ih.get("track_scores"))
             pages, page_scores = [], []
@@ -802,7 +804,8 @@ class SearchRun:
             )
             at = 0
             for hit, (group, group_scores), inner_page in zip(hits, groups, pages, strict=True):
-                best = float(np.float32(group_scores.max())) if len(group) and show_scores else None
+                # a search of size 0 collects no top docs: "max_score": null, as at the top level
+                best = float(np.float32(group_scores.max())) if len(group) and show_scores and size else None
                 hit["inner_hits"][name] = {
                     "hits": {
                         "total": {"value": len(group), "relation": "eq"},

@@ -264,3 +264,35 @@ def test_inner_hits_take_their_own_options_alone(es):
                 assert inner["max_score"] == max(scored[h["_id"]] for h in members)
             else:
                 assert all(h["_score"] is None for h in inner["hits"]) and inner["max_score"] is None
+
+
+def test_inner_hits_of_size_0_count_their_group_and_show_no_max_score(es):
+    """A group searched with size 0 collects no top docs: its total, no hits, ``max_score`` null
+    (as "no hits and inner_hits max_score null" in search/110_field_collapsing.yml at the top)."""
+    resp = es.search(
+        index="r", query={"match": {"t": "graph"}}, collapse={"field": "k", "inner_hits": {"size": 0}}
+    )
+    for hit in resp["hits"]["hits"]:
+        inner = hit["inner_hits"]["k"]["hits"]
+        key = es.docs[hit["_id"]].get("k")
+        members = [d for d, src in es.docs.items() if src.get("k") == key and "graph" in src["t"].split()]
+        assert inner == {"total": {"value": len(members), "relation": "eq"}, "max_score": None, "hits": []}
+
+
+def test_an_empty_inner_hits_object_is_one_with_the_defaults(es):
+    """``inner_hits: {}`` is an InnerHitBuilder with its defaults (size 3, keyed by the field),
+    as ``[{}]`` is."""
+    query = {"match": {"t": "model"}}
+    one = es.search(index="r", query=query, collapse={"field": "k", "inner_hits": {}})["hits"]["hits"]
+    listed = es.search(index="r", query=query, collapse={"field": "k", "inner_hits": [{}]})["hits"]["hits"]
+    assert one == listed and one
+    assert all(1 <= len(h["inner_hits"]["k"]["hits"]["hits"]) <= 3 for h in one)
+
+
+@pytest.mark.parametrize("size", [0, 5])
+def test_an_inner_hits_option_the_engine_lacks_is_refused_with_or_without_hits(es, size):
+    from elasticsearch import ApiError
+
+    with pytest.raises(ApiError) as e:
+        es.search(index="r", size=size, collapse={"field": "k", "inner_hits": {"name": "a", "highlight": {}}})
+    assert "collapse.inner_hits.highlight" in str(e.value.body)
