@@ -107,6 +107,23 @@ def number_risk(raw: bytes) -> bool:
     return False
 
 
+def java_float(value: Any) -> float:
+    """The number a client reads where Elasticsearch writes ``value`` as a Java ``float`` (a hit's
+    ``_score``, ``max_score``, an explanation's ``value``, a ``float`` field's value in ``fields``):
+    Jackson writes a float as its shortest decimal (Float.toString since JDK 19, Schubfach), e.g.
+    ``0.2876821``, which reads as another double than the float's own expansion
+    (0.28768208622932434); both round to the same float. Where one digit would do, Java picks the
+    closest decimal of one or two digits (``1.4E-45``, not ``1E-45``). NaN and infinities as
+    themselves (the writers decide how they show)."""
+    f = np.float32(value)
+    if not np.isfinite(f):
+        return float(f)
+    text = str(f)  # NumPy's shortest decimal that reads back as f
+    if len(text.split("e")[0].replace("-", "").replace(".", "").strip("0")) <= 1:
+        text = np.format_float_scientific(f, precision=1, unique=False)  # the closest of two digits
+    return float(text)
+
+
 def nesting_depth(text: str) -> int:
     """The deepest ``[``/``{`` nesting of a JSON text (brackets inside strings not counted)."""
     raw = text.encode("utf-8", "surrogatepass")

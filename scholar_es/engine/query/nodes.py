@@ -16,6 +16,7 @@ from scholar_es.engine.index.segment import Segment
 from scholar_es.engine.index.segment.runs import Runs
 from scholar_es.engine.query import similarity as sim
 from scholar_es.engine.query.sortedsearch import search_sorted
+from scholar_es.engine.xcontent import java_float
 
 
 @dataclass
@@ -70,7 +71,13 @@ class Node:
 
 
 def expl(value: float | np.floating, description: str, details: list | None = None) -> dict:
-    return {"value": float(np.float32(value)), "description": description, "details": details or []}
+    """An explanation: its value a float, shown as Elasticsearch writes one (:func:`java_float`)."""
+    return {"value": java_float(value), "description": description, "details": details or []}
+
+
+def expl_value(e: dict) -> float:
+    """An explanation's float value itself, for arithmetic (its shown decimal reads back to it)."""
+    return float(np.float32(e["value"]))
 
 
 def _empty(n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -358,7 +365,7 @@ def _unboosted(value: float, boost: float) -> float:
 def _boosted(e: dict, boost: float) -> dict:
     if boost == 1.0:
         return e
-    return expl(e["value"] * boost, "product of:", [e, expl(boost, "boost")])
+    return expl(expl_value(e) * boost, "product of:", [e, expl(boost, "boost")])
 
 
 # --- parsing -----------------------------------------------------------------------------

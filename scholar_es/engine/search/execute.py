@@ -17,7 +17,7 @@ from scholar_es.engine.index import versioning
 from scholar_es.engine.query import sparse, topk
 from scholar_es.engine.query.functions import parse_function_score
 from scholar_es.engine.query.knn import constructor_error, knn_query, parse_knn
-from scholar_es.engine.query.nodes import Ctx, Node, expl
+from scholar_es.engine.query.nodes import Ctx, Node, expl, expl_value
 from scholar_es.engine.query.sortedsearch import search_sorted
 from scholar_es.engine.query.text import TextQueryParser
 from scholar_es.engine.search import fetch_fields, fusion, highlight, profile, search_after
@@ -43,6 +43,7 @@ from scholar_es.engine.search.hits import (
 from scholar_es.engine.search.named import NamedQueries
 from scholar_es.engine.search.rescore import check_sort, collect_size, parse_rescore, rescore
 from scholar_es.engine.search.rescore import explain as explain_rescore
+from scholar_es.engine.xcontent import java_float
 
 SEARCH_KEYS = {
     "query",
@@ -433,9 +434,9 @@ class SearchRun:
         if not (len(cand) and show_scores and self.size):
             max_score = None
         elif rescorers and len(ordered):
-            max_score = float(np.float32(ordered_scores[0]))
+            max_score = java_float(ordered_scores[0])
         else:
-            max_score = float(np.float32((scores[cand] if cand_scores is None else cand_scores).max()))
+            max_score = java_float((scores[cand] if cand_scores is None else cand_scores).max())
         return self.response(hits, total, max_score, start)
 
     def _run_pruned(self, start: float) -> dict:
@@ -468,9 +469,9 @@ class SearchRun:
         if not (len(cand) and self.size):
             max_score = None
         elif rescorers and len(ordered):
-            max_score = float(np.float32(ordered_scores[0]))
+            max_score = java_float(ordered_scores[0])
         else:
-            max_score = float(np.float32(cand_scores.max()))
+            max_score = java_float(cand_scores.max())
         return self.response(hits, total, max_score, start)
 
     def _pruned_groups(self, keys: CollapseKeys, codes: list[int]) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -531,7 +532,7 @@ class SearchRun:
         page, hits = self._page(ordered, scores, sort_values, None, start)
         self.aggregations = None
         shown = None if scores is None else scores[start : start + len(page)]
-        max_score = float(np.float32(shown.max())) if shown is not None and len(page) else None
+        max_score = java_float(shown.max()) if shown is not None and len(page) else None
         return self.response(hits, total, max_score, begin), len(page)
 
     def run_on(self, seg, reader) -> dict:
@@ -587,7 +588,7 @@ class SearchRun:
             return {
                 "hits": {
                     "total": {"value": len(group), "relation": "eq"},
-                    "max_score": float(np.float32(scores[group].max())) if len(group) else None,
+                    "max_score": java_float(scores[group].max()) if len(group) else None,
                     "hits": sub.render(shown, scores[shown], None),
                 }
             }
@@ -639,7 +640,7 @@ class SearchRun:
             hit: dict = {"_index": self.handle.name}
             if show_id:
                 hit["_id"] = seg.ids[p]
-            hit["_score"] = float(np.float32(scores[i])) if scores is not None else None
+            hit["_score"] = java_float(scores[i]) if scores is not None else None
             if version:
                 hit["_version"] = rows[seqs[i]][2] if seqs[i] in rows else 1
             if seq_no:  # what if_seq_no/if_primary_term compare with
@@ -716,7 +717,7 @@ class SearchRun:
     def explain(self, pos: int, score: float | None) -> dict:
         parts = [nd.explain(pos) for nd in self.nodes if nd.mask[pos]]
         if self.rescorers:
-            value = float(sum(p["value"] for p in parts))
+            value = float(sum(expl_value(p) for p in parts))
             first = parts[0] if len(parts) == 1 else expl(value, "sum of:", parts)
             return explain_rescore(self.rescorers, pos, first)
         value = score if score is not None else 0.0
@@ -805,7 +806,7 @@ class SearchRun:
             at = 0
             for hit, (group, group_scores), inner_page in zip(hits, groups, pages, strict=True):
                 # a search of size 0 collects no top docs: "max_score": null, as at the top level
-                best = float(np.float32(group_scores.max())) if len(group) and show_scores and size else None
+                best = java_float(group_scores.max()) if len(group) and show_scores and size else None
                 hit["inner_hits"][name] = {
                     "hits": {
                         "total": {"value": len(group), "relation": "eq"},
@@ -921,6 +922,8 @@ def _as_list(v) -> list:
 
 
 def _json_value(v):
+    if isinstance(v, np.float32):  # a score: Elasticsearch writes a Java float, 1.0 as 1.0
+        return java_float(v)
     if isinstance(v, (np.floating, float)):
         f = float(v)
         return int(f) if f.is_integer() else f

@@ -23,6 +23,7 @@ import numpy as np
 
 from scholar_es.engine.errors import EsError, illegal_argument, parsing_error, unsupported
 from scholar_es.engine.index.mapping import INTEGER_TYPES, KEYWORD, TEXT, VECTOR, _coerce, keyword_normalizer
+from scholar_es.engine.xcontent import java_float
 
 _JAVA_DATE_TOKENS = [
     ("yyyy", "%Y"),
@@ -156,7 +157,11 @@ def _render(fs, v, fmt: str | None, docvalue: bool):
             return _number(fs.type, v)
         raise unsupported(f"numeric format {fmt}", "leave [format] out")
     if fs.is_numeric:
-        return _number(fs.type, v) if docvalue or fs.type in INTEGER_TYPES else float(v)
+        if docvalue or fs.type in INTEGER_TYPES:
+            return _number(fs.type, v)
+        if fs.type in ("float", "half_float"):  # NumberType.parse gives a Java float, written as one
+            return java_float(np.float16(v) if fs.type == "half_float" else v)
+        return float(v)
     return v
 
 

@@ -107,7 +107,7 @@ class SortSpec:
             if kind == "_score":
                 vals = scores if aligned else scores[cand]
                 lex.append(-vals if desc else vals)
-                shown.append(vals)
+                shown.append(vals.astype(np.float32))  # a Java float: shown as one (java_float)
             elif kind in ("_doc", "_shard_doc"):  # _shard_doc: one shard, index 0 (search_after.py)
                 lex.append(-cand if desc else cand)
                 shown.append(cand)

@@ -33,7 +33,7 @@ import numpy as np
 
 from scholar_es.engine.errors import EsError, illegal_argument, parsing_error, unsupported
 from scholar_es.engine.query import sparse
-from scholar_es.engine.query.nodes import Node, expl
+from scholar_es.engine.query.nodes import Node, expl, expl_value
 
 DEFAULT_WINDOW_SIZE = 10  # RescorerBuilder.DEFAULT_WINDOW_SIZE
 MAX_RESCORE_WINDOW = 10_000  # index.max_rescore_window defaults to index.max_result_window
@@ -229,7 +229,7 @@ def explain(rescorers: list[QueryRescorer], pos: int, first: dict) -> dict:
     out = first
     for r in rescorers:
         prim = expl(
-            out["value"] * float(np.float32(r.query_weight)),
+            expl_value(out) * float(np.float32(r.query_weight)),
             "product of:",
             [out, expl(r.query_weight, "primaryWeight")],
         )
@@ -240,7 +240,7 @@ def explain(rescorers: list[QueryRescorer], pos: int, first: dict) -> dict:
                 "product of:",
                 [node.explain(pos), expl(r.rescore_query_weight, "secondaryWeight")],
             )
-            value = combine(r.score_mode, np.array([prim["value"]]), np.array([sec["value"]]))[0]
+            value = combine(r.score_mode, np.array([expl_value(prim)]), np.array([expl_value(sec)]))[0]
             out = expl(float(value), f"{_MODE_WORD[r.score_mode]} of:", [prim, sec])
         else:
             out = prim
