@@ -367,7 +367,7 @@ class SearchRun:
             hits = self.render(page, scores[page], sort_values=None)
             if collapse:
                 self.add_collapse(hits, page, collapse, _dense_groups(leaves, scores))
-            max_score = float(scores[ranked[0]]) if len(ranked) else None
+            max_score = java_float(scores[ranked[0]]) if len(ranked) else None
             return self.response(hits, total, max_score, start)
         dense_mask, dense_scores, self.nodes = self._score(dense_arrays=False)
         if dense_mask is None or dense_scores is None:

@@ -117,3 +117,8 @@ def test_docvalue_fields_of_a_float_field_are_doubles(es):
     reads 1.100000023841858."""
     hit = es.search(index="f", query={"term": {"_id": "0"}}, docvalue_fields=["p"])["hits"]["hits"][0]
     assert hit["fields"]["p"] == [float(np.float32(1.1))]
+
+
+def test_a_retrievers_max_score_reads_as_a_float_written(es):
+    hits = _floats(es, {"retriever": {"standard": {"query": {"match": {"t": "graph model"}}}}})["hits"]
+    assert hits["max_score"] == hits["hits"][0]["_score"] == repr(_java_text(float(hits["max_score"])))
