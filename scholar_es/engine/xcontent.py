@@ -107,6 +107,9 @@ def number_risk(raw: bytes) -> bool:
     return False
 
 
+_FLOAT_MIN_NORMAL = float(np.finfo(np.float32).tiny)
+
+
 def java_float(value: Any) -> float:
     """The number a client reads where Elasticsearch writes ``value`` as a Java ``float`` (a hit's
     ``_score``, ``max_score``, an explanation's ``value``, a ``float`` field's value in ``fields``):
@@ -116,12 +119,17 @@ def java_float(value: Any) -> float:
     closest decimal of one or two digits (``1.4E-45``, not ``1E-45``). NaN and infinities as
     themselves (the writers decide how they show)."""
     f = np.float32(value)
-    if not np.isfinite(f):
-        return float(f)
-    text = str(f)  # NumPy's shortest decimal that reads back as f
-    if len(text.split("e")[0].replace("-", "").replace(".", "").strip("0")) <= 1:
-        text = np.format_float_scientific(f, precision=1, unique=False)  # the closest of two digits
-    return float(text)
+    x = float(f)
+    if not math.isfinite(x):
+        return x
+    if abs(x) < _FLOAT_MIN_NORMAL:
+        # a subnormal float is far coarser than two digits: where NumPy's shortest decimal has
+        # one digit, the closest decimal of two may be another (for a normal float whose one-digit
+        # decimal reads back, that decimal is also the closest of two digits)
+        text = str(f)
+        if len(text.split("e")[0].replace("-", "").replace(".", "").strip("0")) <= 1:
+            return float(np.format_float_scientific(f, precision=1, unique=False))
+    return float(str(f))  # NumPy's shortest decimal that reads back as f
 
 
 def nesting_depth(text: str) -> int:
