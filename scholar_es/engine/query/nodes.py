@@ -75,6 +75,12 @@ def expl(value: float | np.floating, description: str, details: list | None = No
     return {"value": java_float(value), "description": description, "details": details or []}
 
 
+def expl_count(n: int, description: str) -> dict:
+    """An explanation whose value is a count (Lucene's ``Explanation.match(long ...)``: BM25's
+    ``n`` and ``N``), written as an integer."""
+    return {"value": int(n), "description": description, "details": []}
+
+
 def expl_value(e: dict) -> float:
     """An explanation's float value itself, for arithmetic (its shown decimal reads back to it)."""
     return float(np.float32(e["value"]))
@@ -177,8 +183,8 @@ class TermNode(Node):
                             s["idf"],
                             "idf, computed as log(1 + (N - n + 0.5) / (n + 0.5)) from:",
                             [
-                                expl(s["n"], "n, number of documents containing term"),
-                                expl(s["N"], "N, total number of documents with field"),
+                                expl_count(s["n"], "n, number of documents containing term"),
+                                expl_count(s["N"], "N, total number of documents with field"),
                             ],
                         ),
                         expl(

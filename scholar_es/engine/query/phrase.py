@@ -32,7 +32,7 @@ from scholar_es.engine.analysis.tokens import positions
 from scholar_es.engine.errors import EsError, unsupported
 from scholar_es.engine.index.mapping import _json_scalar_text
 from scholar_es.engine.query import similarity as sim
-from scholar_es.engine.query.nodes import Ctx, Node, expl
+from scholar_es.engine.query.nodes import Ctx, Node, expl, expl_count
 
 DEFAULT_POSITION_INCREMENT_GAP = 100  # TextFieldMapper.Defaults.POSITION_INCREMENT_GAP
 
@@ -234,8 +234,8 @@ class PhraseNode(Node):
                 idf,
                 "idf, computed as log(1 + (N - n + 0.5) / (n + 0.5)) from:",
                 [
-                    expl(df, "n, number of documents containing term"),
-                    expl(s["N"], "N, total number of documents with field"),
+                    expl_count(df, "n, number of documents containing term"),
+                    expl_count(s["N"], "N, total number of documents with field"),
                 ],
             )
             for idf, df in zip(s["idfs"], s["dfs"], strict=True)

@@ -291,8 +291,8 @@ class SearchRun:
             total = np.zeros(len(docs))
             for d, s in parts:
                 total[np.searchsorted(docs, d)] += s
-        if "min_score" in self.body:
-            keep = total >= float(self.body["min_score"])
+        if "min_score" in self.body:  # a float score against a float (SearchSourceBuilder.minScore)
+            keep = total.astype(np.float32) >= np.float32(float(self.body["min_score"]))
             docs, total = docs[keep], total[keep]
         rounded = total.astype(np.float32)
         if top is not None and not dense_arrays:
@@ -839,8 +839,8 @@ class SearchRun:
             mask, scores = q.run(self.ctx)
             for f in [*_as_list(p.get("filter")), *filters]:
                 mask = mask & self.parser.parse(f).run(self.ctx)[0]
-            if "min_score" in p:
-                mask = mask & (scores >= float(p["min_score"]))
+            if "min_score" in p:  # float against float, as the search's own min_score
+                mask = mask & (scores.astype(np.float32) >= np.float32(float(p["min_score"])))
             scores = np.where(mask, scores.astype(np.float32).astype(np.float64), 0.0)
             cand = np.flatnonzero(mask)
             self._note_leaf(mask)

@@ -135,8 +135,15 @@ def doc_value(fs, values: np.ndarray) -> np.ndarray:
         return values.astype(np.float16).astype(np.float64)
     if fs.type == "scaled_float":
         factor = float(fs.raw.get("scaling_factor", 1.0))
-        return np.round(values * factor) / factor
+        return java_round(values * factor) / factor
     return values
+
+
+def java_round(x: np.ndarray) -> np.ndarray:
+    """Java's ``Math.round`` (half up: ``floor(x + 1/2)`` computed exactly), which
+    ScaledFloatFieldMapper applies to ``value * scaling_factor`` (NumPy's ``round`` is half to even)."""
+    low = np.floor(x)
+    return low + (x - low >= 0.5)
 
 
 def _number(fs_type: str, v: float):
@@ -161,6 +168,9 @@ def _render(fs, v, fmt: str | None, docvalue: bool):
             return _number(fs.type, v)
         if fs.type in ("float", "half_float"):  # NumberType.parse gives a Java float, written as one
             return java_float(np.float16(v) if fs.type == "half_float" else v)
+        if fs.type == "scaled_float":  # ScaledFloatFieldMapper's fetcher: round(v * factor) / factor
+            factor = float(fs.raw.get("scaling_factor", 1.0))
+            return float(java_round(np.array([float(v) * factor]))[0] / factor)
         return float(v)
     return v
 

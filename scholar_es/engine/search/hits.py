@@ -136,6 +136,11 @@ def _sort_mode(value) -> str:
     return mode
 
 
+#: field types Elasticsearch sorts as Java floats (``IndexNumericFieldData.NumericType``: FLOAT and
+#: HALF_FLOAT sort as ``SortField.Type.FLOAT``): their values compared, and shown, as floats
+FLOAT_SORTED = frozenset({"float", "half_float"})
+
+
 def _field_sort_values(seg, name: str, cand: np.ndarray, desc: bool, mode: str | None = None):
     fs = seg.mapping.get(name)
     if fs is None:
@@ -144,6 +149,10 @@ def _field_sort_values(seg, name: str, cand: np.ndarray, desc: bool, mode: str |
         _, lo, hi = seg.numeric[name].stats()
         use_max = desc if mode is None else mode == "max"  # SortMode default: max for desc, min for asc
         vals = (hi if use_max else lo)[cand]
+        if fs.type in FLOAT_SORTED:  # NumericType FLOAT/HALF_FLOAT: SortField.Type.FLOAT, a Float shown
+            held = vals.astype(np.float16) if fs.type == "half_float" else vals
+            shown = held.astype(np.float32)
+            return shown.astype(np.float64), shown
         return vals, vals
     if name in seg.keyword:
         col = seg.keyword[name]

@@ -18,7 +18,7 @@ import numpy as np
 
 from scholar_es.engine.errors import EsError, illegal_argument
 from scholar_es.engine.index.mapping import parse_date
-from scholar_es.engine.search.hits import SortSpec, _field_sort_values
+from scholar_es.engine.search.hits import FLOAT_SORTED, SortSpec, _field_sort_values
 
 SHARD_DOC = "_shard_doc"
 
@@ -85,9 +85,9 @@ def keep_after(seg, sort: SortSpec | None, cand: np.ndarray, scores: np.ndarray,
 
 def _compare(seg, kind, name, desc, missing_last, mode, cand, scores, value) -> np.ndarray:
     """Per candidate: 1 when it sorts after ``value`` on this key, -1 before, 0 equal."""
-    if kind == "_score":
+    if kind == "_score":  # SearchAfterBuilder.convertValueFromSortType: SCORE reads floatValue()
         vals = scores[cand].astype(np.float32).astype(np.float64)
-        return _directional(vals, _number(name, value), desc, missing_last)
+        return _directional(vals, _as_float(_number(name, value)), desc, missing_last)
     if kind in ("_doc", SHARD_DOC):
         return _directional(cand.astype(np.float64), _number(name, value), desc, missing_last)
     num, shown = _field_sort_values(seg, name, cand, desc, mode)
@@ -100,7 +100,14 @@ def _compare(seg, kind, name, desc, missing_last, mode, cand, scores, value) -> 
         return _with_missing(raw, present, target is None, desc, missing_last)
     fs = seg.mapping.get(name)
     target_num = _date(name, value) if fs is not None and fs.type == "date" else _number(name, value)
+    if fs is not None and fs.type in FLOAT_SORTED:  # a FLOAT sort: floatValue(), as the field's values
+        target_num = _as_float(target_num)
     return _directional(num, target_num, desc, missing_last)
+
+
+def _as_float(value: float | None) -> float | None:
+    """A search_after value as Java's ``floatValue()`` reads it (None: missing)."""
+    return None if value is None else float(np.float32(value))
 
 
 def _directional(vals: np.ndarray, target: float | None, desc: bool, missing_last: bool) -> np.ndarray:
