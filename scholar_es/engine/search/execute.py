@@ -922,11 +922,13 @@ def _as_list(v) -> list:
 
 
 def _json_value(v):
-    if isinstance(v, np.float32):  # a score: Elasticsearch writes a Java float, 1.0 as 1.0
+    """A sort value as Elasticsearch writes it (hits.SortSpec.order types them by the field's sort
+    type): a float (np.float32: a score, a float field) as a Java float, a double as itself (2.0
+    stays 2.0), a long as an integer."""
+    if isinstance(v, np.float32):
         return java_float(v)
-    if isinstance(v, (np.floating, float)):
-        f = float(v)
-        return int(f) if f.is_integer() else f
+    if isinstance(v, np.floating):
+        return float(v)
     if isinstance(v, np.integer):
         return int(v)
     return v

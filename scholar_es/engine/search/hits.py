@@ -112,9 +112,9 @@ class SortSpec:
                 lex.append(-cand if desc else cand)
                 shown.append(cand)
             else:
-                num, disp = _field_sort_values(seg, name, cand, desc, mode)
+                num, disp = _field_sort_values(seg, name, cand, desc, mode, missing_last)
                 big = np.inf if missing_last != desc else -np.inf
-                key = np.where(np.isnan(num), big, num)
+                key = np.where(np.isnan(num), big, num)  # a keyword's missing value (numbers have theirs)
                 lex.append(-key if desc else key)
                 shown.append(disp)
         order = np.lexsort(lex)
@@ -136,12 +136,23 @@ def _sort_mode(value) -> str:
     return mode
 
 
+#: field types Elasticsearch sorts as Java doubles (NumericType DOUBLE, SCALED_FLOAT)
+DOUBLE_SORTED = frozenset({"double", "scaled_float"})
+
 #: field types Elasticsearch sorts as Java floats (``IndexNumericFieldData.NumericType``: FLOAT and
 #: HALF_FLOAT sort as ``SortField.Type.FLOAT``): their values compared, and shown, as floats
 FLOAT_SORTED = frozenset({"float", "half_float"})
 
 
-def _field_sort_values(seg, name: str, cand: np.ndarray, desc: bool, mode: str | None = None):
+def _field_sort_values(
+    seg, name: str, cand: np.ndarray, desc: bool, mode: str | None = None, missing_last: bool = True
+):
+    """(values to order by, values shown as ``sort``) of field ``name`` for ``cand``. A number
+    sorts as Elasticsearch's ``SortField`` type for the field (IndexNumericFieldData.NumericType):
+    FLOAT (float, half_float: the float, shown as one), DOUBLE (double, scaled_float: a double,
+    2.0 shown as 2.0) or LONG (the rest: an integer); a document without a value takes the type's
+    missing object (XFieldComparatorSource.missingObject: the largest value where it sorts last
+    ascending or first descending, else the smallest), which it is also shown as."""
     fs = seg.mapping.get(name)
     if fs is None:
         raise EsError(400, "query_shard_exception", f"No mapping found for [{name}] in order to sort on")
@@ -149,11 +160,24 @@ def _field_sort_values(seg, name: str, cand: np.ndarray, desc: bool, mode: str |
         _, lo, hi = seg.numeric[name].stats()
         use_max = desc if mode is None else mode == "max"  # SortMode default: max for desc, min for asc
         vals = (hi if use_max else lo)[cand]
-        if fs.type in FLOAT_SORTED:  # NumericType FLOAT/HALF_FLOAT: SortField.Type.FLOAT, a Float shown
+        missing = np.isnan(vals)
+        high = missing_last != desc  # sortMissingLast xor reversed picks the maximum
+        if fs.type in FLOAT_SORTED:
             held = vals.astype(np.float16) if fs.type == "half_float" else vals
-            shown = held.astype(np.float32)
-            return shown.astype(np.float64), shown
-        return vals, vals
+            floats = held.astype(np.float32)
+            floats[missing] = np.inf if high else -np.inf
+            return floats.astype(np.float64), floats
+        if fs.type in DOUBLE_SORTED:
+            doubles = vals.copy()
+            if fs.type == "scaled_float":  # the doc value: Math.round(v * factor) / factor
+                factor = float(fs.raw.get("scaling_factor", 1.0))
+                low = np.floor(doubles * factor)
+                doubles = (low + (doubles * factor - low >= 0.5)) / factor
+            doubles[missing] = np.inf if high else -np.inf
+            return doubles, doubles
+        longs = np.where(missing, 0.0, vals).astype(np.int64)
+        longs[missing] = np.iinfo(np.int64).max if high else np.iinfo(np.int64).min
+        return np.where(missing, float(2**63 - 1) if high else -float(2**63), vals), longs
     if name in seg.keyword:
         col = seg.keyword[name]
         terms = col.terms()

@@ -90,7 +90,7 @@ def _compare(seg, kind, name, desc, missing_last, mode, cand, scores, value) -> 
         return _directional(vals, _as_float(_number(name, value)), desc, missing_last)
     if kind in ("_doc", SHARD_DOC):
         return _directional(cand.astype(np.float64), _number(name, value), desc, missing_last)
-    num, shown = _field_sort_values(seg, name, cand, desc, mode)
+    num, shown = _field_sort_values(seg, name, cand, desc, mode, missing_last)
     if name in seg.keyword:
         target = None if value is None else str(value)
         present = np.array([s is not None for s in shown], dtype=bool)

@@ -1,0 +1,82 @@
+"""The ``sort`` values of hits, as Elasticsearch shows them.
+
+A numeric field sorts as its ``IndexNumericFieldData.NumericType``'s comparator source: float and
+half_float as floats (FloatValuesComparatorSource), double and scaled_float as doubles, every other
+number (long, integer, short, byte, date, boolean) as a long. A document without a value takes
+``XFieldComparatorSource.missingObject``: the type's largest value where it sorts last ascending or
+first descending (``min = missing first XOR reversed``), else its smallest -- ``Long.MAX_VALUE``,
+``Float/Double.POSITIVE_INFINITY`` -- and shows it (SearchSortValues shows the FieldDoc's value;
+Jackson writes an infinite float as the string ``"Infinity"``). A double shows as a double (2.0).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from scholar_es.engine.rest.transport import embedded_client
+
+LONG_MAX, LONG_MIN = 2**63 - 1, -(2**63)
+
+
+@pytest.fixture(scope="module")
+def es(tmp_path_factory):
+    client = embedded_client(tmp_path_factory.mktemp("sortvalues"))
+    client.indices.create(
+        index="s",
+        mappings={
+            "properties": {
+                "k": {"type": "keyword"},
+                "l": {"type": "long"},
+                "i": {"type": "integer"},
+                "d": {"type": "double"},
+                "f": {"type": "float"},
+                "h": {"type": "half_float"},
+                "sf": {"type": "scaled_float", "scaling_factor": 100},
+                "dt": {"type": "date"},
+            }
+        },
+    )
+    full = {"k": "a", "l": 2, "i": 3, "d": 2.0, "f": 0.1, "h": 1.1, "sf": 0.125, "dt": "2020-01-01"}
+    client.index(index="s", id="full", document=full)
+    client.index(index="s", id="empty", document={"k": "b"})
+    client.indices.refresh(index="s")
+    yield client
+    client.close()
+
+
+@pytest.mark.parametrize(
+    "field, value, high, low",
+    [
+        ("l", 2, LONG_MAX, LONG_MIN),
+        ("i", 3, LONG_MAX, LONG_MIN),  # INT sorts as a LONG
+        ("dt", 1577836800000, LONG_MAX, LONG_MIN),  # epoch millis, a long
+        ("d", 2.0, "Infinity", "-Infinity"),
+        ("sf", 0.13, "Infinity", "-Infinity"),  # Math.round(0.125 * 100) / 100
+        ("f", 0.1, "Infinity", "-Infinity"),  # the float 0.1f, written as Float.toString does
+        ("h", 1.0996094, "Infinity", "-Infinity"),  # 1.1 as a half float, a Float
+    ],
+)
+@pytest.mark.parametrize("order", ["asc", "desc"])
+@pytest.mark.parametrize("missing", [None, "_first", "_last"])
+def test_sort_values_and_missing_objects(es, field, value, high, low, order, missing):
+    spec: dict = {"order": order}
+    if missing is not None:
+        spec["missing"] = missing
+    hits = es.search(index="s", sort=[{field: spec}])["hits"]["hits"]
+    first = missing == "_first"
+    assert [h["_id"] for h in hits] == (["empty", "full"] if first else ["full", "empty"])
+    shown = {h["_id"]: h["sort"] for h in hits}
+    assert shown["full"] == [value]
+    assert type(shown["full"][0]) is type(value)  # a double stays a double: 2.0, not 2
+    biggest = first == (order == "desc")  # min = missing first XOR reversed
+    assert shown["empty"] == [high if biggest else low]
+
+
+def test_search_after_a_missing_object_pages_on(es):
+    """The shown missing object, sent back, finds the documents after it (ties: the next key)."""
+    sort = [{"l": "asc"}, {"k": "asc"}]
+    first = es.search(index="s", sort=sort, size=1)["hits"]["hits"]
+    second = es.search(index="s", sort=sort, size=1, search_after=first[0]["sort"])["hits"]["hits"]
+    third = es.search(index="s", sort=sort, size=1, search_after=second[0]["sort"])["hits"]["hits"]
+    assert [h["_id"] for h in first + second] == ["full", "empty"] and third == []
+    assert second[0]["sort"] == [LONG_MAX, "b"]
