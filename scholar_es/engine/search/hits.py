@@ -136,6 +136,16 @@ def _sort_mode(value) -> str:
     return mode
 
 
+def scaled_doc_values(values: np.ndarray, factor: float) -> np.ndarray:
+    """A scaled_float's doc values: the long ``Math.round(value * factor)`` (half up, saturated at
+    the long range) read back as ``long * (1d / factor)`` (ScaledFloatLeafFieldData); NaN stays."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        scaled = values * factor
+        low = np.floor(scaled)
+        rounded = np.clip(low + (scaled - low >= 0.5), -float(2**63), float(2**63 - 1))
+        return np.where(np.isnan(values), np.nan, rounded * (1.0 / factor))
+
+
 #: field types Elasticsearch sorts as Java doubles (NumericType DOUBLE, SCALED_FLOAT)
 DOUBLE_SORTED = frozenset({"double", "scaled_float"})
 
@@ -169,10 +179,8 @@ def _field_sort_values(
             return floats.astype(np.float64), floats
         if fs.type in DOUBLE_SORTED:
             doubles = vals.copy()
-            if fs.type == "scaled_float":  # the doc value: Math.round(v * factor) / factor
-                factor = float(fs.raw.get("scaling_factor", 1.0))
-                low = np.floor(doubles * factor)
-                doubles = (low + (doubles * factor - low >= 0.5)) / factor
+            if fs.type == "scaled_float":
+                doubles = scaled_doc_values(doubles, float(fs.raw.get("scaling_factor", 1.0)))
             doubles[missing] = np.inf if high else -np.inf
             return doubles, doubles
         longs = np.where(missing, 0.0, vals).astype(np.int64)

@@ -14,11 +14,13 @@ time, and a point-in-time search with a ``sort`` that does not end with it gets 
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from scholar_es.engine.errors import EsError, illegal_argument
 from scholar_es.engine.index.mapping import parse_date
-from scholar_es.engine.search.hits import FLOAT_SORTED, SortSpec, _field_sort_values
+from scholar_es.engine.search.hits import DOUBLE_SORTED, FLOAT_SORTED, SortSpec, _field_sort_values
 
 SHARD_DOC = "_shard_doc"
 
@@ -102,20 +104,41 @@ def _compare(seg, kind, name, desc, missing_last, mode, cand, scores, value) -> 
     target_num = _date(name, value) if fs is not None and fs.type == "date" else _number(name, value)
     if fs is not None and fs.type in FLOAT_SORTED:  # a FLOAT sort: floatValue(), as the field's values
         target_num = _as_float(target_num)
+    elif fs is not None and fs.type not in DOUBLE_SORTED and target_num is not None:
+        target_num = _as_long(target_num)  # a LONG sort: longValue() truncates a fraction
+    if target_num is None and name in seg.numeric:
+        # a null value: the missing object the field's documents without a value sort as (they tie)
+        big = missing_last != desc
+        if fs is not None and fs.type in FLOAT_SORTED | DOUBLE_SORTED:
+            target_num = math.inf if big else -math.inf
+        else:
+            target_num = float(2**63 - 1) if big else -float(2**63)
     return _directional(num, target_num, desc, missing_last)
 
 
 def _as_float(value: float | None) -> float | None:
-    """A search_after value as Java's ``floatValue()`` reads it (None: missing)."""
-    return None if value is None else float(np.float32(value))
+    """A search_after value as Java's ``floatValue()`` reads it (None: missing; beyond a float's
+    range: infinite, as Java's cast)."""
+    if value is None:
+        return None
+    with np.errstate(over="ignore"):
+        return float(np.float32(value))
+
+
+def _as_long(value: float) -> float:
+    """A search_after value as Java's ``longValue()`` reads a number: a fraction truncated toward
+    zero, saturated at the long range (kept as a float, as the engine holds long sort values)."""
+    if value != value:
+        return value
+    return float(max(min(math.trunc(value), 2**63 - 1), -(2**63))) if math.isfinite(value) else value
 
 
 def _directional(vals: np.ndarray, target: float | None, desc: bool, missing_last: bool) -> np.ndarray:
     present = ~np.isnan(vals)
     raw = np.zeros(len(vals), dtype=np.int8)
-    if target is not None:
+    if target is not None:  # compared, not subtracted: infinite missing objects tie with themselves
         safe = np.where(present, vals, 0.0)
-        raw = (np.sign(safe - target)).astype(np.int8)
+        raw = (safe > target).astype(np.int8) - (safe < target).astype(np.int8)
     return _with_missing(raw, present, target is None, desc, missing_last)
 
 

@@ -80,3 +80,67 @@ def test_search_after_a_missing_object_pages_on(es):
     third = es.search(index="s", sort=sort, size=1, search_after=second[0]["sort"])["hits"]["hits"]
     assert [h["_id"] for h in first + second] == ["full", "empty"] and third == []
     assert second[0]["sort"] == [LONG_MAX, "b"]
+
+
+@pytest.mark.parametrize("field", ["d", "f", "sf", "l", "dt"])
+@pytest.mark.parametrize("order", ["asc", "desc"])
+def test_paging_through_missing_objects_sees_every_document_once(tmp_path, field, order):
+    """search_after with a shown missing object (``"Infinity"``, ``Long.MAX_VALUE``) pages on
+    through the documents that share it, ordered by the next key (found by a review: infinity
+    minus infinity had made the comparison NaN)."""
+    client = embedded_client(tmp_path)
+    client.indices.create(
+        index="p",
+        mappings={
+            "properties": {
+                "k": {"type": "keyword"},
+                "d": {"type": "double"},
+                "f": {"type": "float"},
+                "sf": {"type": "scaled_float", "scaling_factor": 10},
+                "l": {"type": "long"},
+                "dt": {"type": "date"},
+            }
+        },
+    )
+    values = {"d": 1.5, "f": 1.5, "sf": 1.5, "l": 3, "dt": "2021-02-03"}
+    for i in range(3):
+        client.index(index="p", id=f"full{i}", document={"k": f"a{i}", field: values[field]})
+        client.index(index="p", id=f"empty{i}", document={"k": f"b{i}"})
+    client.indices.refresh(index="p")
+    sort = [{field: order}, {"k": "asc"}]
+    seen, after = [], None
+    while True:
+        extra = {"search_after": after} if after is not None else {}
+        hits = client.search(index="p", sort=sort, size=1, **extra)["hits"]["hits"]
+        if not hits:
+            break
+        seen.append(hits[0]["_id"])
+        after = hits[0]["sort"]
+    assert seen == ["full0", "full1", "full2", "empty0", "empty1", "empty2"]
+    client.close()
+
+
+def test_scaled_float_sort_values_are_its_doc_values(tmp_path):
+    """ScaledFloatLeafFieldData reads ``long * (1d / factor)``: 0.3 at factor 10 is 3 * 0.1,
+    shown 0.30000000000000004 (``fields`` divides instead: 0.3); a value beyond the long range is
+    saturated by Math.round."""
+    client = embedded_client(tmp_path)
+    client.indices.create(
+        index="q", mappings={"properties": {"s": {"type": "scaled_float", "scaling_factor": 10}}}
+    )
+    client.index(index="q", id="1", document={"s": 0.3})
+    client.index(index="q", id="2", document={"s": 1e307})
+    client.indices.refresh(index="q")
+    hits = client.search(index="q", sort=[{"s": "asc"}], fields=["s"])["hits"]["hits"]
+    assert [h["sort"] for h in hits] == [[3 * 0.1], [(2**63 - 1) * 0.1]]
+    assert hits[0]["fields"]["s"] == [0.3]
+    client.close()
+
+
+def test_search_after_reads_a_long_as_long_value_does(es):
+    """``longValue()`` truncates a fraction toward zero: descending after 2.5 is after 2, so the
+    document holding 2 is not after it (read as 2.5 it would be)."""
+    hits = es.search(index="s", sort=[{"l": "desc"}], search_after=[2.5])["hits"]["hits"]
+    assert [h["_id"] for h in hits] == ["empty"]
+    hits = es.search(index="s", sort=[{"l": "desc"}], search_after=[3.5])["hits"]["hits"]
+    assert [h["_id"] for h in hits] == ["full", "empty"]
