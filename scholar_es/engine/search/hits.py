@@ -63,6 +63,8 @@ class SortSpec:
         items = spec if isinstance(spec, list) else [spec]
         self.keys: list[tuple[str, str, bool, bool]] = []
         self.modes: list[str | None] = []  # per key: "min", "max" or None (the order's default)
+        #: per key: the type an unmapped field sorts as (``unmapped_type``), or None
+        self.unmapped: list[str | None] = []
         opts: object
         for item in items:
             if isinstance(item, str):
@@ -86,6 +88,7 @@ class SortSpec:
             kind = name if name in ("_score", "_doc", "_shard_doc") else "field"
             self.keys.append((kind, name, order == "desc", missing == "_last"))
             self.modes.append(_sort_mode(opts["mode"]) if "mode" in opts else None)
+            self.unmapped.append(_unmapped_type(opts["unmapped_type"]) if "unmapped_type" in opts else None)
 
     @property
     def by_score_only(self) -> bool:
@@ -101,8 +104,8 @@ class SortSpec:
         """Ordered candidates and, per key, the value arrays shown as ``sort`` in hits (``scores``:
         per document of the index; ``aligned``: the candidates' own, one per candidate)."""
         lex, shown = [cand], []
-        for (kind, name, desc, missing_last), mode in zip(
-            reversed(self.keys), reversed(self.modes), strict=True
+        for (kind, name, desc, missing_last), mode, unmapped in zip(
+            reversed(self.keys), reversed(self.modes), reversed(self.unmapped), strict=True
         ):
             if kind == "_score":
                 vals = scores if aligned else scores[cand]
@@ -112,7 +115,7 @@ class SortSpec:
                 lex.append(-cand if desc else cand)
                 shown.append(cand)
             else:
-                num, disp = _field_sort_values(seg, name, cand, desc, mode, missing_last)
+                num, disp = _field_sort_values(seg, name, cand, desc, mode, missing_last, unmapped)
                 big = np.inf if missing_last != desc else -np.inf
                 key = np.where(np.isnan(num), big, num)  # a keyword's missing value (numbers have theirs)
                 lex.append(-key if desc else key)
@@ -136,6 +139,40 @@ def _sort_mode(value) -> str:
     return mode
 
 
+#: ``unmapped_type`` values the engine sorts by (FieldSortBuilder builds such a field type)
+UNMAPPED_TYPES = (
+    "long",
+    "integer",
+    "short",
+    "byte",
+    "date",
+    "boolean",
+    "double",
+    "float",
+    "half_float",
+    "keyword",
+)
+
+
+def _unmapped_type(value) -> str:
+    if value not in UNMAPPED_TYPES:
+        raise unsupported(f"sort unmapped_type [{value}]", f"use one of {', '.join(UNMAPPED_TYPES)}")
+    return str(value)
+
+
+def _missing_values(field_type: str, n: int, high: bool) -> tuple[np.ndarray, np.ndarray | list]:
+    """(values to order by, values shown) of ``n`` documents without a value of a field of
+    ``field_type``: the type's missing object (a keyword's: null), as :func:`_field_sort_values`."""
+    if field_type == "keyword":
+        return np.full(n, np.nan), [None] * n
+    if field_type in FLOAT_SORTED or field_type in DOUBLE_SORTED:
+        value = np.inf if high else -np.inf
+        shown = np.full(n, value, dtype=np.float32 if field_type in FLOAT_SORTED else np.float64)
+        return np.full(n, value), shown
+    longs = np.full(n, np.iinfo(np.int64).max if high else np.iinfo(np.int64).min, dtype=np.int64)
+    return np.full(n, float(2**63 - 1) if high else -float(2**63)), longs
+
+
 def scaled_doc_values(values: np.ndarray, factor: float) -> np.ndarray:
     """A scaled_float's doc values: the long ``Math.round(value * factor)`` (half up, saturated at
     the long range) read back as ``long * (1d / factor)`` (ScaledFloatLeafFieldData); NaN stays."""
@@ -155,7 +192,13 @@ FLOAT_SORTED = frozenset({"float", "half_float"})
 
 
 def _field_sort_values(
-    seg, name: str, cand: np.ndarray, desc: bool, mode: str | None = None, missing_last: bool = True
+    seg,
+    name: str,
+    cand: np.ndarray,
+    desc: bool,
+    mode: str | None = None,
+    missing_last: bool = True,
+    unmapped_type: str | None = None,
 ):
     """(values to order by, values shown as ``sort``) of field ``name`` for ``cand``. A number
     sorts as Elasticsearch's ``SortField`` type for the field (IndexNumericFieldData.NumericType):
@@ -165,7 +208,10 @@ def _field_sort_values(
     ascending or first descending, else the smallest), which it is also shown as."""
     fs = seg.mapping.get(name)
     if fs is None:
-        raise EsError(400, "query_shard_exception", f"No mapping found for [{name}] in order to sort on")
+        if unmapped_type is None:
+            raise EsError(400, "query_shard_exception", f"No mapping found for [{name}] in order to sort on")
+        # sorted as a field of ``unmapped_type`` that no document holds
+        return _missing_values(unmapped_type, len(cand), missing_last != desc)
     if name in seg.numeric:
         _, lo, hi = seg.numeric[name].stats()
         use_max = desc if mode is None else mode == "max"  # SortMode default: max for desc, min for asc

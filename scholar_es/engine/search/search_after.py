@@ -75,8 +75,10 @@ def keep_after(seg, sort: SortSpec | None, cand: np.ndarray, scores: np.ndarray,
         raise illegal_argument(f"search_after has {len(after)} value(s) but sort has {len(sort.keys)}.")
     decided = np.zeros(len(cand), dtype=bool)
     keep = np.zeros(len(cand), dtype=bool)
-    for (kind, name, desc, missing_last), mode, value in zip(sort.keys, sort.modes, after, strict=True):
-        cmp = _compare(seg, kind, name, desc, missing_last, mode, cand, scores, value)
+    for (kind, name, desc, missing_last), mode, unmapped, value in zip(
+        sort.keys, sort.modes, sort.unmapped, after, strict=True
+    ):
+        cmp = _compare(seg, kind, name, desc, missing_last, mode, cand, scores, value, unmapped)
         now = ~decided & (cmp != 0)
         keep[now] = cmp[now] > 0
         decided |= cmp != 0
@@ -85,14 +87,14 @@ def keep_after(seg, sort: SortSpec | None, cand: np.ndarray, scores: np.ndarray,
     return cand[keep]
 
 
-def _compare(seg, kind, name, desc, missing_last, mode, cand, scores, value) -> np.ndarray:
+def _compare(seg, kind, name, desc, missing_last, mode, cand, scores, value, unmapped=None) -> np.ndarray:
     """Per candidate: 1 when it sorts after ``value`` on this key, -1 before, 0 equal."""
     if kind == "_score":  # SearchAfterBuilder.convertValueFromSortType: SCORE reads floatValue()
         vals = scores[cand].astype(np.float32).astype(np.float64)
         return _directional(vals, _as_float(_number(name, value)), desc, missing_last)
     if kind in ("_doc", SHARD_DOC):
         return _directional(cand.astype(np.float64), _number(name, value), desc, missing_last)
-    num, shown = _field_sort_values(seg, name, cand, desc, mode, missing_last)
+    num, shown = _field_sort_values(seg, name, cand, desc, mode, missing_last, unmapped)
     if name in seg.keyword:
         target = None if value is None else str(value)
         present = np.array([s is not None for s in shown], dtype=bool)

@@ -144,3 +144,34 @@ def test_search_after_reads_a_long_as_long_value_does(es):
     assert [h["_id"] for h in hits] == ["empty"]
     hits = es.search(index="s", sort=[{"l": "desc"}], search_after=[3.5])["hits"]["hits"]
     assert [h["_id"] for h in hits] == ["full", "empty"]
+
+
+@pytest.mark.parametrize(
+    "unmapped_type, high, low",
+    [
+        ("long", LONG_MAX, LONG_MIN),
+        ("double", "Infinity", "-Infinity"),
+        ("float", "Infinity", "-Infinity"),
+        ("keyword", None, None),
+    ],
+)
+@pytest.mark.parametrize("order", ["asc", "desc"])
+def test_unmapped_type_sorts_an_unmapped_field_as_missing_everywhere(es, unmapped_type, high, low, order):
+    """FieldSortBuilder: an unmapped field with ``unmapped_type`` sorts as a field of that type no
+    document holds: every hit shows the type's missing object and the next key orders them;
+    without it the request fails (the existing 400)."""
+    sort = [{"nope": {"order": order, "unmapped_type": unmapped_type}}, {"k": "asc"}]
+    hits = es.search(index="s", sort=sort)["hits"]["hits"]
+    assert [h["_id"] for h in hits] == ["full", "empty"]
+    shown = high if order == "asc" else low
+    assert [h["sort"] for h in hits] == [[shown, "a"], [shown, "b"]]
+    after = es.search(index="s", sort=sort, search_after=hits[0]["sort"])["hits"]["hits"]
+    assert [h["_id"] for h in after] == ["empty"]
+
+
+def test_an_unmapped_type_the_engine_lacks_is_refused_by_name(es):
+    from elasticsearch import ApiError
+
+    with pytest.raises(ApiError) as e:
+        es.search(index="s", sort=[{"nope": {"unmapped_type": "geo_point"}}])
+    assert "unmapped_type [geo_point]" in str(e.value.body)
