@@ -575,21 +575,31 @@ class SearchRun:
         tree = parse_aggs(spec)
 
         def top_hits(params: dict, bucket: np.ndarray) -> dict:
+            """TopHitsAggregator: sorted by a field, its hits show their ``sort`` values and (no
+            ``track_scores``, no ``_score`` key: no MaxScoreCollector) a null ``_score`` and
+            ``max_score``, as a sorted search and a collapse's inner hits do."""
             group = np.flatnonzero(bucket)
-            if "sort" in params:
-                ordered, _ = SortSpec(params["sort"]).order(self.seg, group, scores)
+            from_, size = int(params.get("from", 0)), int(params.get("size", 3))
+            sort = SortSpec(params["sort"]) if "sort" in params else None
+            by_field = sort if sort is not None and not sort.by_score_only else None
+            show_scores = by_field is None or by_field.tracks_score or bool(params.get("track_scores"))
+            sort_values = None
+            if by_field is not None:
+                ordered, values = by_field.order(self.seg, group, scores)
+                picks = range(from_, min(from_ + size, len(ordered)))
+                sort_values = [[_json_value(vals[i]) for vals in values] for i in picks]
             else:
                 ordered = order_by_score(group, scores)
-            from_, size = int(params.get("from", 0)), int(params.get("size", 3))
             shown = ordered[from_ : from_ + size]
             sub = SearchRun.__new__(SearchRun)
             sub.__dict__.update(self.__dict__)
             sub.body = {"_source": params.get("_source", True), "version": params.get("version", False)}
+            best = java_float(scores[group].max()) if len(group) and show_scores else None
             return {
                 "hits": {
                     "total": {"value": len(group), "relation": "eq"},
-                    "max_score": java_float(scores[group].max()) if len(group) else None,
-                    "hits": sub.render(shown, scores[shown], None),
+                    "max_score": best,
+                    "hits": sub.render(shown, scores[shown] if show_scores else None, sort_values),
                 }
             }
 

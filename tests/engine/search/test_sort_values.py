@@ -175,3 +175,19 @@ def test_an_unmapped_type_the_engine_lacks_is_refused_by_name(es):
     with pytest.raises(ApiError) as e:
         es.search(index="s", sort=[{"nope": {"unmapped_type": "geo_point"}}])
     assert "unmapped_type [geo_point]" in str(e.value.body)
+
+
+@pytest.mark.parametrize("track", [False, True])
+def test_top_hits_sorted_by_a_field_show_sort_values_and_scores_only_when_tracked(es, track):
+    """TopHitsAggregator: a field sort collects no scores without ``track_scores`` (no
+    MaxScoreCollector: ``max_score`` NaN, written null; each hit's ``_score`` null) and each hit
+    shows its sort values, as the search's own hits do."""
+    aggs = {"top": {"top_hits": {"sort": [{"l": "asc"}], "track_scores": track}}}
+    hits = es.search(index="s", query={"match_all": {}}, size=0, aggs=aggs)["aggregations"]["top"]["hits"]
+    plain = es.search(index="s", query={"match_all": {}}, sort=[{"l": "asc"}], track_scores=track)["hits"]
+    assert [(h["_id"], h["sort"], h["_score"]) for h in hits["hits"]] == [
+        (h["_id"], h["sort"], h["_score"]) for h in plain["hits"]
+    ]
+    assert (hits["max_score"] is None) == (not track) and (
+        [h["_score"] is None for h in hits["hits"]] == [not track] * 2
+    )
