@@ -237,9 +237,18 @@ def _field_sort_values(
         terms = col.terms()
         rank = np.empty(len(terms), dtype=np.float64)
         rank[np.argsort(np.array(terms, dtype=object), kind="stable")] = np.arange(len(terms))
-        first = col.first[cand]
-        num = np.where(first >= 0, rank[np.maximum(first, 0)], np.nan)
-        return num, [terms[f] if f >= 0 else None for f in first]
+        chosen = col.first[cand].astype(np.int64)
+        # a document with several values sorts by its smallest (ascending) or largest (descending,
+        # or as ``mode`` says: SortMode MIN/MAX), read from its row of the doc x term matrix
+        several = np.flatnonzero(col.postings.row_counts()[cand] > 1)
+        if len(several):
+            use_max = desc if mode is None else mode == "max"
+            for i in several.tolist():
+                ids = col.postings.row_terms(int(cand[i]))
+                ranks = rank[ids]
+                chosen[i] = ids[int(np.argmax(ranks) if use_max else np.argmin(ranks))]
+        num = np.where(chosen >= 0, rank[np.maximum(chosen, 0)], np.nan)
+        return num, [terms[f] if f >= 0 else None for f in chosen.tolist()]
     if fs.type in ("text", "dense_vector"):
         raise EsError(
             400,

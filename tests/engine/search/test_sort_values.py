@@ -191,3 +191,25 @@ def test_top_hits_sorted_by_a_field_show_sort_values_and_scores_only_when_tracke
     assert (hits["max_score"] is None) == (not track) and (
         [h["_score"] is None for h in hits["hits"]] == [not track] * 2
     )
+
+
+@pytest.mark.parametrize(
+    "spec, ids, shown",
+    [
+        ({"order": "asc"}, ["multi", "one"], [["a"], ["m"]]),  # MIN ascending: "a" of ["z", "a"]
+        ({"order": "desc"}, ["multi", "one"], [["z"], ["m"]]),  # MAX descending: "z"
+        ({"order": "asc", "mode": "max"}, ["one", "multi"], [["m"], ["z"]]),
+        ({"order": "desc", "mode": "min"}, ["one", "multi"], [["m"], ["a"]]),
+    ],
+)
+def test_a_multi_valued_keyword_sorts_by_its_min_or_max(tmp_path, spec, ids, shown):
+    """SortMode: MIN for ascending, MAX for descending unless ``mode`` says (a review found the
+    engine sorted by the first value given)."""
+    client = embedded_client(tmp_path)
+    client.indices.create(index="m", mappings={"properties": {"k": {"type": "keyword"}}})
+    client.index(index="m", id="multi", document={"k": ["z", "a"]})
+    client.index(index="m", id="one", document={"k": "m"})
+    client.indices.refresh(index="m")
+    hits = client.search(index="m", sort=[{"k": spec}])["hits"]["hits"]
+    assert [h["_id"] for h in hits] == ids and [h["sort"] for h in hits] == shown
+    client.close()
