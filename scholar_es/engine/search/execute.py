@@ -431,7 +431,10 @@ class SearchRun:
         if collapse:  # inner hits: the query's scores (a rescore rescored the heads only)
             self.add_collapse(hits, page, collapse, _dense_groups(mask, scores))
         # size 0 collects no top docs: Elasticsearch answers "max_score": null
-        if not (len(cand) and show_scores and self.size):
+        # a field sort collects no max score without track_scores (QueryPhaseCollectorManager:
+        # NaN, written null), even where a _score key shows each hit's score
+        max_tracked = sort is None or sort.by_score_only or _flag(body.get("track_scores"))
+        if not (len(cand) and max_tracked and self.size):
             max_score = None
         elif rescorers and len(ordered):
             max_score = java_float(ordered_scores[0])
@@ -582,7 +585,7 @@ class SearchRun:
             from_, size = int(params.get("from", 0)), int(params.get("size", 3))
             sort = SortSpec(params["sort"]) if "sort" in params else None
             by_field = sort if sort is not None and not sort.by_score_only else None
-            show_scores = by_field is None or by_field.tracks_score or bool(params.get("track_scores"))
+            show_scores = by_field is None or _flag(params.get("track_scores"))
             sort_values = None
             if by_field is not None:
                 ordered, values = by_field.order(self.seg, group, scores)
@@ -593,7 +596,7 @@ class SearchRun:
             shown = ordered[from_ : from_ + size]
             sub = SearchRun.__new__(SearchRun)
             sub.__dict__.update(self.__dict__)
-            sub.body = {"_source": params.get("_source", True), "version": params.get("version", False)}
+            sub.body = {"_source": params.get("_source", True), "version": _flag(params.get("version"))}
             best = java_float(scores[group].max()) if len(group) and show_scores else None
             return {
                 "hits": {
@@ -790,7 +793,8 @@ class SearchRun:
             # ExpandSearchPhase: each group is searched with the inner hit's own options alone
             # (sort, track_scores, _source, fields, version...), none of the request's
             by_field = sort if sort is not None and not sort.by_score_only else None  # shows "sort"
-            show_scores = by_field is None or by_field.tracks_score or bool(ih.get("track_scores"))
+            tracked = _flag(ih.get("track_scores"))
+            show_scores = by_field is None or by_field.tracks_score or tracked
             pages, page_scores = [], []
             page_sorts: list[list] = []
             for group, group_scores in groups:
@@ -806,6 +810,9 @@ class SearchRun:
             sub = SearchRun.__new__(SearchRun)
             sub.__dict__.update(self.__dict__)
             sub.body = {key: ih[key] for key in _INNER_HITS_SHOWN if key in ih}
+            for key in ("version", "seq_no_primary_term"):  # declareBoolean: "false" is false
+                if key in sub.body:
+                    sub.body[key] = _flag(sub.body[key])
             # every group's inner hits rendered at once: one read of their sources, not one per group
             shown = np.concatenate(pages)
             rendered = sub.render(
@@ -816,7 +823,9 @@ class SearchRun:
             at = 0
             for hit, (group, group_scores), inner_page in zip(hits, groups, pages, strict=True):
                 # a search of size 0 collects no top docs: "max_score": null, as at the top level
-                best = java_float(group_scores.max()) if len(group) and show_scores and size else None
+                # a field sort collects no max score without track_scores (QueryPhaseCollectorManager)
+                max_tracked = by_field is None or tracked
+                best = java_float(group_scores.max()) if len(group) and max_tracked and size else None
                 hit["inner_hits"][name] = {
                     "hits": {
                         "total": {"value": len(group), "relation": "eq"},
@@ -929,6 +938,11 @@ def _as_list(v) -> list:
     if v is None:
         return []
     return v if isinstance(v, list) else [v]
+
+
+def _flag(value) -> bool:
+    """A boolean option as Elasticsearch's ``declareBoolean`` reads it: ``true`` or ``"true"``."""
+    return value is True or value == "true"
 
 
 def _json_value(v):

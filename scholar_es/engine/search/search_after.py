@@ -89,13 +89,20 @@ def keep_after(seg, sort: SortSpec | None, cand: np.ndarray, scores: np.ndarray,
 
 def _compare(seg, kind, name, desc, missing_last, mode, cand, scores, value, unmapped=None) -> np.ndarray:
     """Per candidate: 1 when it sorts after ``value`` on this key, -1 before, 0 equal."""
+    if value is None and not _keyword_sorted(seg, name, unmapped):
+        # Elasticsearch fails on a null top value of a numeric comparator (a 500 before
+        # elastic/elasticsearch#132434, a 400 since): refused here, with the value to send
+        raise illegal_argument(
+            f"search_after value for [{name}] is null; a numeric sort takes the value the hit shows "
+            "(a document without the field shows its missing value, e.g. 9223372036854775807)"
+        )
     if kind == "_score":  # SearchAfterBuilder.convertValueFromSortType: SCORE reads floatValue()
         vals = scores[cand].astype(np.float32).astype(np.float64)
         return _directional(vals, _as_float(_number(name, value)), desc, missing_last)
     if kind in ("_doc", SHARD_DOC):
         return _directional(cand.astype(np.float64), _number(name, value), desc, missing_last)
     num, shown = _field_sort_values(seg, name, cand, desc, mode, missing_last, unmapped)
-    if name in seg.keyword:
+    if _keyword_sorted(seg, name, unmapped):
         target = None if value is None else str(value)
         present = np.array([s is not None for s in shown], dtype=bool)
         raw = np.zeros(len(cand), dtype=np.int8)
@@ -103,19 +110,18 @@ def _compare(seg, kind, name, desc, missing_last, mode, cand, scores, value, unm
             raw = np.array([0 if s is None else (s > target) - (s < target) for s in shown], dtype=np.int8)
         return _with_missing(raw, present, target is None, desc, missing_last)
     fs = seg.mapping.get(name)
-    target_num = _date(name, value) if fs is not None and fs.type == "date" else _number(name, value)
-    if fs is not None and fs.type in FLOAT_SORTED:  # a FLOAT sort: floatValue(), as the field's values
+    field_type = fs.type if fs is not None else unmapped
+    target_num = _date(name, value) if field_type == "date" else _number(name, value)
+    if field_type in FLOAT_SORTED:  # a FLOAT sort: floatValue(), as the field's values
         target_num = _as_float(target_num)
-    elif fs is not None and fs.type not in DOUBLE_SORTED and target_num is not None:
-        target_num = _as_long(target_num)  # a LONG sort: longValue() truncates a fraction
-    if target_num is None and name in seg.numeric:
-        # a null value: the missing object the field's documents without a value sort as (they tie)
-        big = missing_last != desc
-        if fs is not None and fs.type in FLOAT_SORTED | DOUBLE_SORTED:
-            target_num = math.inf if big else -math.inf
-        else:
-            target_num = float(2**63 - 1) if big else -float(2**63)
+    elif field_type not in DOUBLE_SORTED:  # a LONG sort: a number's longValue(), a text's parseLong
+        target_num = _as_long(value, target_num)
     return _directional(num, target_num, desc, missing_last)
+
+
+def _keyword_sorted(seg, name: str, unmapped: str | None) -> bool:
+    """Whether the key sorts by terms (a keyword field, or an unmapped one sorted as keyword)."""
+    return name in seg.keyword or (seg.mapping.get(name) is None and unmapped == "keyword")
 
 
 def _as_float(value: float | None) -> float | None:
@@ -127,12 +133,19 @@ def _as_float(value: float | None) -> float | None:
         return float(np.float32(value))
 
 
-def _as_long(value: float) -> float:
-    """A search_after value as Java's ``longValue()`` reads a number: a fraction truncated toward
-    zero, saturated at the long range (kept as a float, as the engine holds long sort values)."""
+def _as_long(given, value: float | None) -> float | None:
+    """A search_after value of a LONG sort as SearchAfterBuilder reads it: a number's
+    ``longValue()`` (a fraction truncated toward zero), a text's ``DocValueFormat.RAW.parseLong``
+    (``Math.round(Math.floor(Double.parseDouble))``: floored); saturated at the long range, NaN
+    as 0 (Java's conversions); held as a float, as the engine holds long sort values."""
+    if value is None:
+        return None
     if value != value:
-        return value
-    return float(max(min(math.trunc(value), 2**63 - 1), -(2**63))) if math.isfinite(value) else value
+        return 0.0
+    if math.isinf(value):
+        return float(2**63 - 1) if value > 0 else -float(2**63)
+    whole = math.floor(value) if isinstance(given, str) else math.trunc(value)
+    return float(max(min(whole, 2**63 - 1), -(2**63)))
 
 
 def _directional(vals: np.ndarray, target: float | None, desc: bool, missing_last: bool) -> np.ndarray:
@@ -163,6 +176,8 @@ def _number(name: str, value) -> float | None:
         return float(value)
     try:
         number = float(value)
+    except OverflowError:  # an integer beyond a double: its text parsed as a double is infinite
+        return math.inf if value > 0 else -math.inf
     except (TypeError, ValueError):
         raise illegal_argument(f"Failed to parse search_after value for field [{name}].") from None
     return None if number != number else number  # NaN: the engine's sort value of a missing number

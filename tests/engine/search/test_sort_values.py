@@ -213,3 +213,74 @@ def test_a_multi_valued_keyword_sorts_by_its_min_or_max(tmp_path, spec, ids, sho
     hits = client.search(index="m", sort=[{"k": spec}])["hits"]["hits"]
     assert [h["_id"] for h in hits] == ids and [h["sort"] for h in hits] == shown
     client.close()
+
+
+@pytest.fixture(scope="module")
+def longs(tmp_path_factory):
+    client = embedded_client(tmp_path_factory.mktemp("longs"))
+    client.indices.create(
+        index="n",
+        mappings={"properties": {"l": {"type": "long"}, "d": {"type": "double"}, "k": {"type": "keyword"}}},
+    )
+    for doc_id, doc in {
+        "five": {"l": 5, "d": 5.0, "k": "a"},
+        "none": {"k": "b"},
+        "seven": {"l": 7, "d": 7.0, "k": "c"},
+        "minus3": {"l": -3, "d": -3.0, "k": "d"},
+        "minus2": {"l": -2, "d": -2.0, "k": "e"},
+    }.items():
+        client.index(index="n", id=doc_id, document=doc)
+    client.indices.refresh(index="n")
+    yield client
+    client.close()
+
+
+def _after(client, sort, value) -> list[str]:
+    return [
+        h["_id"] for h in client.search(index="n", sort=sort, search_after=[value], size=10)["hits"]["hits"]
+    ]
+
+
+def test_search_after_reads_values_as_search_after_builder_does(longs):
+    """convertValueFromSortType: a LONG sort reads ``"Infinity"`` as Long.MAX_VALUE (it ties with
+    the missing object), a text through ``Math.floor`` and a number through ``longValue()``; an
+    integer beyond a double reads as infinite, not a 500 (found by a review)."""
+    desc_first = [{"l": {"order": "desc", "missing": "_first"}}]
+    assert _after(longs, desc_first, "Infinity") == ["seven", "five", "minus2", "minus3"]
+    asc = [{"l": "asc"}]
+    assert _after(longs, asc, "-2.5") == ["minus2", "five", "seven", "none"]  # floor: -3
+    assert _after(longs, asc, -2.5) == ["five", "seven", "none"]  # truncated: -2
+    assert _after(longs, [{"d": "asc"}], 2**1100) == []  # +Infinity ties with the missing object
+    assert _after(longs, [{"d": "desc"}], 2**1100) == ["seven", "five", "minus2", "minus3", "none"]
+
+
+@pytest.mark.parametrize("sort", [[{"l": "asc"}], [{"_score": "desc"}, {"k": "asc"}]])
+def test_a_null_search_after_value_of_a_numeric_sort_is_refused(longs, sort):
+    from elasticsearch import BadRequestError
+
+    with pytest.raises(BadRequestError) as e:
+        longs.search(index="n", sort=sort, search_after=[None] * len(sort))
+    assert "is null" in str(e.value.body)
+    assert _after(longs, [{"k": "asc"}], None) == []  # a keyword's missing value is null: allowed
+
+
+def test_unmapped_keyword_and_date_sorts_read_their_search_after_values(longs):
+    for unmapped, value in (("keyword", "a"), ("date", "2020-01-01")):
+        sort = [{"nope": {"unmapped_type": unmapped}}, {"k": "asc"}]
+        hits = longs.search(index="n", sort=sort, search_after=[value, "b"])["hits"]["hits"]
+        assert hits is not None  # read, not "Failed to parse"
+
+
+def test_max_score_under_a_field_sort_needs_track_scores(longs):
+    """QueryPhaseCollectorManager keeps a max score under a field sort only with track_scores;
+    a ``_score`` key still shows each hit's score (SearchPhaseController's sortScoreIndex); a
+    top_hits shows scores only under track_scores (a string "false" is false: declareBoolean)."""
+    sort = [{"_score": "desc"}, {"k": "asc"}]
+    plain = longs.search(index="n", query={"match_all": {}}, sort=sort)["hits"]
+    assert plain["max_score"] is None and all(h["_score"] == 1.0 for h in plain["hits"])
+    tracked = longs.search(index="n", query={"match_all": {}}, sort=sort, track_scores=True)["hits"]
+    assert tracked["max_score"] == 1.0
+    for track in (False, "false"):
+        aggs = {"t": {"top_hits": {"sort": [{"_score": "asc"}], "track_scores": track}}}
+        top = longs.search(index="n", size=0, aggs=aggs)["aggregations"]["t"]["hits"]
+        assert top["max_score"] is None and all(h["_score"] is None for h in top["hits"])
