@@ -17,6 +17,7 @@ from scholar_es.engine.errors import (
     unsupported,
     x_content_parse_error,
 )
+from scholar_es.engine.index.segment.buffers import take
 
 
 def union_docs(parts: list[np.ndarray]) -> np.ndarray:
@@ -240,13 +241,18 @@ def _field_sort_values(
         chosen = col.first[cand].astype(np.int64)
         # a document with several values sorts by its smallest (ascending) or largest (descending,
         # or as ``mode`` says: SortMode MIN/MAX), read from its row of the doc x term matrix
-        several = np.flatnonzero(col.postings.row_counts()[cand] > 1)
+        counts = col.postings.row_counts()[cand]
+        several = np.flatnonzero(counts > 1)
         if len(several):
             use_max = desc if mode is None else mode == "max"
-            for i in several.tolist():
-                ids = col.postings.row_terms(int(cand[i]))
-                ranks = rank[ids]
-                chosen[i] = ids[int(np.argmax(ranks) if use_max else np.argmin(ranks))]
+            lens = counts[several]
+            firsts = np.cumsum(lens) - lens  # each document's first value among the gathered ones
+            at = np.repeat(col.postings.indptr[cand[several]] - firsts, lens) + np.arange(int(lens.sum()))
+            ranks = rank[take(col.postings, "indices", at)].astype(np.int64)
+            best = (np.maximum if use_max else np.minimum).reduceat(ranks, firsts)
+            term_of_rank = np.empty(len(rank), dtype=np.int64)
+            term_of_rank[rank.astype(np.int64)] = np.arange(len(rank))
+            chosen[several] = term_of_rank[best]
         num = np.where(chosen >= 0, rank[np.maximum(chosen, 0)], np.nan)
         return num, [terms[f] if f >= 0 else None for f in chosen.tolist()]
     if fs.type in ("text", "dense_vector"):

@@ -284,3 +284,31 @@ def test_max_score_under_a_field_sort_needs_track_scores(longs):
         aggs = {"t": {"top_hits": {"sort": [{"_score": "asc"}], "track_scores": track}}}
         top = longs.search(index="n", size=0, aggs=aggs)["aggregations"]["t"]["hits"]
         assert top["max_score"] is None and all(h["_score"] is None for h in top["hits"])
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_multi_valued_keywords_sort_as_a_reference_orders_them(tmp_path, seed):
+    """Random documents of 0-3 values written in three refreshed batches (values gathered across
+    the segment's parts): ascending by each one's smallest value, descending by its largest,
+    documents without a value last, ties in index order."""
+    import random
+
+    rnd = random.Random(seed)
+    client = embedded_client(tmp_path)
+    client.indices.create(index="r", mappings={"properties": {"k": {"type": "keyword"}}})
+    docs = []
+    for batch in range(3):
+        for i in range(40):
+            values = rnd.sample(["ant", "bee", "cat", "dog", "eel", "fox", "gnu"], rnd.randint(0, 3))
+            doc_id = f"{batch}-{i:02d}"
+            client.index(index="r", id=doc_id, document={"k": values} if values else {})
+            docs.append((doc_id, values))
+        client.indices.refresh(index="r")
+    for order in ("asc", "desc"):
+        hits = client.search(index="r", sort=[{"k": order}], size=200)["hits"]["hits"]
+        with_values = [(d, min(v) if order == "asc" else max(v)) for d, v in docs if v]
+        ranked = sorted(with_values, key=lambda t: t[1], reverse=order == "desc")  # stable: ties in order
+        expected = [d for d, _ in ranked] + [d for d, v in docs if not v]
+        assert [h["_id"] for h in hits] == expected
+        assert [h["sort"][0] for h in hits][: len(ranked)] == [k for _, k in ranked]
+    client.close()
