@@ -34,6 +34,7 @@ from scholar_es.engine.search.hits import (
     TRACK_TOTAL_HITS,
     SortSpec,
     filter_source,
+    kept_scores,
     order_by_score,
     shown_source,
     stored_source,
@@ -129,15 +130,6 @@ def _dense_groups(mask: np.ndarray, scores: np.ndarray) -> GroupsOf:
         return [(group, scores[group]) for group in groups]
 
     return groups_of
-
-
-def _positions_in(docs: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(which ``keys`` are in ``docs``, where): both ascending; ``where`` is meaningful where found."""
-    at = search_sorted(docs, keys)
-    inside = at < len(docs)
-    found = np.zeros(len(keys), dtype=bool)
-    found[inside] = docs[at[inside]] == keys[inside]
-    return found, at
 
 
 def _int(body: dict, key: str, default: int) -> int:
@@ -423,7 +415,7 @@ class SearchRun:
             ordered, ordered_scores = rescore(self, rescorers, ordered, scores[ordered], dense=dense)
         else:
             ordered_scores = scores[ordered]
-        show_scores = sort is None or sort.by_score_only or sort.tracks_score or body.get("track_scores")
+        show_scores, max_tracked = kept_scores(sort, _flag(body.get("track_scores")))
         shown_scores = ordered_scores if show_scores else None
         if self.scroll:
             self._kept = (ordered, shown_scores, sort_values, total)
@@ -431,9 +423,6 @@ class SearchRun:
         if collapse:  # inner hits: the query's scores (a rescore rescored the heads only)
             self.add_collapse(hits, page, collapse, _dense_groups(mask, scores))
         # size 0 collects no top docs: Elasticsearch answers "max_score": null
-        # a field sort collects no max score without track_scores (QueryPhaseCollectorManager:
-        # NaN, written null), even where a _score key shows each hit's score
-        max_tracked = sort is None or sort.by_score_only or _flag(body.get("track_scores"))
         if not (len(cand) and max_tracked and self.size):
             max_score = None
         elif rescorers and len(ordered):
@@ -490,12 +479,12 @@ class SearchRun:
         order = np.argsort(joined, kind="stable")
         everyone = joined[order]
         cand, cand_scores = self.matched, self.matched_scores
-        known, at = _positions_in(cand, everyone)
+        known, at = sparse._member(cand, everyone)
         rest, found = self._top.score(everyone[~known])
         values = np.zeros(len(everyone))
         values[known] = cand_scores[at[known]]
         # the others the query matches, rounded as score() rounds a search's scores
-        hit, where = _positions_in(everyone, rest)
+        hit, where = sparse._member(everyone, rest)
         assert hit.all()
         values[where] = (0.0 + found).astype(np.float32)
         matched = known.copy()
@@ -522,7 +511,7 @@ class SearchRun:
         if sort_values is not None:
             picks = range(start, start + len(page))
             rows = [int(head_at[i]) for i in picks] if head_at is not None else list(picks)
-            shown = [[_json_value(vals[i]) for vals in sort_values] for i in rows]
+            shown = _shown_sort_values(sort_values, rows)
         return page, self.render(page, None if scores is None else scores[start : start + self.size], shown)
 
     def scroll_page(self, start: int) -> tuple[dict, int]:
@@ -585,12 +574,11 @@ class SearchRun:
             from_, size = int(params.get("from", 0)), int(params.get("size", 3))
             sort = SortSpec(params["sort"]) if "sort" in params else None
             by_field = sort if sort is not None and not sort.by_score_only else None
-            show_scores = by_field is None or _flag(params.get("track_scores"))
+            _, show_scores = kept_scores(sort, _flag(params.get("track_scores")))  # as max_score
             sort_values = None
             if by_field is not None:
                 ordered, values = by_field.order(self.seg, group, scores)
-                picks = range(from_, min(from_ + size, len(ordered)))
-                sort_values = [[_json_value(vals[i]) for vals in values] for i in picks]
+                sort_values = _shown_sort_values(values, range(from_, min(from_ + size, len(ordered))))
             else:
                 ordered = order_by_score(group, scores)
             shown = ordered[from_ : from_ + size]
@@ -793,15 +781,15 @@ class SearchRun:
             # ExpandSearchPhase: each group is searched with the inner hit's own options alone
             # (sort, track_scores, _source, fields, version...), none of the request's
             by_field = sort if sort is not None and not sort.by_score_only else None  # shows "sort"
-            tracked = _flag(ih.get("track_scores"))
-            show_scores = by_field is None or by_field.tracks_score or tracked
+            show_scores, max_tracked = kept_scores(sort, _flag(ih.get("track_scores")))
             pages, page_scores = [], []
             page_sorts: list[list] = []
             for group, group_scores in groups:
                 if by_field is not None:
                     ordered, values = by_field.order(self.seg, group, group_scores, aligned=True)
-                    picks = range(from_, min(from_ + size, len(ordered)))
-                    page_sorts.extend([_json_value(vals[i]) for vals in values] for i in picks)
+                    page_sorts.extend(
+                        _shown_sort_values(values, range(from_, min(from_ + size, len(ordered))))
+                    )
                 else:
                     ordered = order_by_score(group, group_scores, from_ + size, group_scores)
                 shown_here = ordered[from_ : from_ + size]
@@ -823,8 +811,6 @@ class SearchRun:
             at = 0
             for hit, (group, group_scores), inner_page in zip(hits, groups, pages, strict=True):
                 # a search of size 0 collects no top docs: "max_score": null, as at the top level
-                # a field sort collects no max score without track_scores (QueryPhaseCollectorManager)
-                max_tracked = by_field is None or tracked
                 best = java_float(group_scores.max()) if len(group) and max_tracked and size else None
                 hit["inner_hits"][name] = {
                     "hits": {
@@ -943,6 +929,11 @@ def _as_list(v) -> list:
 def _flag(value) -> bool:
     """A boolean option as Elasticsearch's ``declareBoolean`` reads it: ``true`` or ``"true"``."""
     return value is True or value == "true"
+
+
+def _shown_sort_values(values: list, rows) -> list[list]:
+    """Each of ``rows``'s ``sort`` values (``values``: per key, as SortSpec.order gives them)."""
+    return [[_json_value(vals[i]) for vals in values] for i in rows]
 
 
 def _json_value(v):

@@ -23,7 +23,7 @@ import numpy as np
 
 from scholar_es.engine.errors import EsError, illegal_argument, parsing_error, unsupported
 from scholar_es.engine.index.mapping import INTEGER_TYPES, KEYWORD, TEXT, VECTOR, _coerce, keyword_normalizer
-from scholar_es.engine.search.hits import scaled_doc_values
+from scholar_es.engine.search.hits import java_round, scaled_doc_values
 from scholar_es.engine.xcontent import java_float
 
 _JAVA_DATE_TOKENS = [
@@ -137,15 +137,6 @@ def doc_value(fs, values: np.ndarray) -> np.ndarray:
     if fs.type == "scaled_float":
         return scaled_doc_values(values, float(fs.raw.get("scaling_factor", 1.0)))
     return values
-
-
-def java_round(x: np.ndarray) -> np.ndarray:
-    """Java's ``Math.round`` (half up: ``floor(x + 1/2)`` computed exactly, saturated at the long
-    range), which ScaledFloatFieldMapper applies to ``value * scaling_factor`` (NumPy's ``round``
-    is half to even)."""
-    with np.errstate(invalid="ignore"):
-        low = np.floor(x)
-        return np.clip(low + (x - low >= 0.5), -float(2**63), float(2**63 - 1))
 
 
 def _number(fs_type: str, v: float):

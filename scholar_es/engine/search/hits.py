@@ -5,6 +5,7 @@ from __future__ import annotations
 import fnmatch
 import functools
 import json
+import math
 import re
 from collections.abc import Callable
 
@@ -127,6 +128,17 @@ class SortSpec:
         ]
 
 
+def kept_scores(sort: SortSpec | None, track_scores: bool) -> tuple[bool, bool]:
+    """(each hit shows its ``_score``, ``max_score`` is kept) for a search sorted by ``sort``.
+    Unsorted or by ``_score`` alone: both. By a field: the max score only with ``track_scores``
+    (QueryPhaseCollectorManager: NaN, written null), each hit's score with it or where a ``_score``
+    key carries it (SearchPhaseController's sortScoreIndex). A top_hits keeps scores as
+    ``max_score`` (TopHitsAggregator fills them in under ``trackScores()`` only)."""
+    if sort is None or sort.by_score_only:
+        return True, True
+    return sort.tracks_score or track_scores, track_scores
+
+
 def _sort_mode(value) -> str:
     """``mode`` of a field sort: SortMode.fromString, refused at parse time when unknown."""
     mode = str(value).lower() if isinstance(value, str) else None
@@ -161,27 +173,44 @@ def _unmapped_type(value) -> str:
     return str(value)
 
 
+def _missing_object(field_type: str, high: bool) -> tuple[float, float | int]:
+    """(the value a document without one orders by, the value it shows) for a numeric field of
+    ``field_type`` (XFieldComparatorSource.missingObject): the sort type's largest or smallest."""
+    if field_type in FLOAT_SORTED or field_type in DOUBLE_SORTED:
+        return (math.inf, math.inf) if high else (-math.inf, -math.inf)
+    return (float(2**63 - 1), 2**63 - 1) if high else (-float(2**63), -(2**63))
+
+
+def _shown_dtype(field_type: str) -> type:
+    """The NumPy type a numeric sort value of ``field_type`` is shown from (execute._json_value)."""
+    return (
+        np.float32 if field_type in FLOAT_SORTED else np.float64 if field_type in DOUBLE_SORTED else np.int64
+    )
+
+
 def _missing_values(field_type: str, n: int, high: bool) -> tuple[np.ndarray, np.ndarray | list]:
     """(values to order by, values shown) of ``n`` documents without a value of a field of
     ``field_type``: the type's missing object (a keyword's: null), as :func:`_field_sort_values`."""
     if field_type == "keyword":
         return np.full(n, np.nan), [None] * n
-    if field_type in FLOAT_SORTED or field_type in DOUBLE_SORTED:
-        value = np.inf if high else -np.inf
-        shown = np.full(n, value, dtype=np.float32 if field_type in FLOAT_SORTED else np.float64)
-        return np.full(n, value), shown
-    longs = np.full(n, np.iinfo(np.int64).max if high else np.iinfo(np.int64).min, dtype=np.int64)
-    return np.full(n, float(2**63 - 1) if high else -float(2**63)), longs
+    order_by, shown = _missing_object(field_type, high)
+    return np.full(n, order_by), np.full(n, shown, dtype=_shown_dtype(field_type))
+
+
+def java_round(x: np.ndarray) -> np.ndarray:
+    """Java's ``Math.round`` (half up: ``floor(x + 1/2)`` computed exactly, saturated at the long
+    range; NaN stays NaN here), which ScaledFloatFieldMapper applies to ``value * scaling_factor``
+    (NumPy's ``round`` is half to even)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        low = np.floor(x)
+        return np.clip(low + (x - low >= 0.5), -float(2**63), float(2**63 - 1))
 
 
 def scaled_doc_values(values: np.ndarray, factor: float) -> np.ndarray:
-    """A scaled_float's doc values: the long ``Math.round(value * factor)`` (half up, saturated at
-    the long range) read back as ``long * (1d / factor)`` (ScaledFloatLeafFieldData); NaN stays."""
-    with np.errstate(over="ignore", invalid="ignore"):
-        scaled = values * factor
-        low = np.floor(scaled)
-        rounded = np.clip(low + (scaled - low >= 0.5), -float(2**63), float(2**63 - 1))
-        return np.where(np.isnan(values), np.nan, rounded * (1.0 / factor))
+    """A scaled_float's doc values: the long ``Math.round(value * factor)`` read back as
+    ``long * (1d / factor)`` (ScaledFloatLeafFieldData); NaN stays."""
+    with np.errstate(over="ignore"):
+        return java_round(values * factor) * (1.0 / factor)
 
 
 #: field types Elasticsearch sorts as Java doubles (NumericType DOUBLE, SCALED_FLOAT)
@@ -218,21 +247,16 @@ def _field_sort_values(
         use_max = desc if mode is None else mode == "max"  # SortMode default: max for desc, min for asc
         vals = (hi if use_max else lo)[cand]
         missing = np.isnan(vals)
-        high = missing_last != desc  # sortMissingLast xor reversed picks the maximum
-        if fs.type in FLOAT_SORTED:
-            held = vals.astype(np.float16) if fs.type == "half_float" else vals
-            floats = held.astype(np.float32)
-            floats[missing] = np.inf if high else -np.inf
-            return floats.astype(np.float64), floats
-        if fs.type in DOUBLE_SORTED:
-            doubles = vals.copy()
-            if fs.type == "scaled_float":
-                doubles = scaled_doc_values(doubles, float(fs.raw.get("scaling_factor", 1.0)))
-            doubles[missing] = np.inf if high else -np.inf
-            return doubles, doubles
-        longs = np.where(missing, 0.0, vals).astype(np.int64)
-        longs[missing] = np.iinfo(np.int64).max if high else np.iinfo(np.int64).min
-        return np.where(missing, float(2**63 - 1) if high else -float(2**63), vals), longs
+        # the doc values as the field holds them: a float or half float, a scaled long
+        if fs.type == "half_float":
+            vals = vals.astype(np.float16)
+        elif fs.type == "scaled_float":
+            vals = scaled_doc_values(vals, float(fs.raw.get("scaling_factor", 1.0)))
+        shown: np.ndarray = np.where(missing, 0, vals).astype(_shown_dtype(fs.type))
+        order_by, missing_shown = _missing_object(fs.type, missing_last != desc)  # last xor reversed: max
+        shown[missing] = missing_shown
+        num = shown.astype(np.float64) if fs.type in FLOAT_SORTED or fs.type in DOUBLE_SORTED else vals
+        return np.where(missing, order_by, num), shown
     if name in seg.keyword:
         col = seg.keyword[name]
         terms = col.terms()

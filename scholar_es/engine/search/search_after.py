@@ -136,12 +136,11 @@ def _as_float(value: float | None) -> float | None:
 def _as_long(given, value: float | None) -> float | None:
     """A search_after value of a LONG sort as SearchAfterBuilder reads it: a number's
     ``longValue()`` (a fraction truncated toward zero), a text's ``DocValueFormat.RAW.parseLong``
-    (``Math.round(Math.floor(Double.parseDouble))``: floored); saturated at the long range, NaN
-    as 0 (Java's conversions); held as a float, as the engine holds long sort values."""
+    (``Math.round(Math.floor(Double.parseDouble))``: floored); saturated at the long range (Java's
+    conversions); held as a float, as the engine holds long sort values. None: no number (a NaN,
+    which :func:`_number` reads as none)."""
     if value is None:
         return None
-    if value != value:
-        return 0.0
     if math.isinf(value):
         return float(2**63 - 1) if value > 0 else -float(2**63)
     whole = math.floor(value) if isinstance(given, str) else math.trunc(value)
@@ -180,7 +179,8 @@ def _number(name: str, value) -> float | None:
         return math.inf if value > 0 else -math.inf
     except (TypeError, ValueError):
         raise illegal_argument(f"Failed to parse search_after value for field [{name}].") from None
-    return None if number != number else number  # NaN: the engine's sort value of a missing number
+    # NaN: read as no value (what the engine showed a missing number as before f93aea4)
+    return None if number != number else number
 
 
 def _date(name: str, value) -> float | None:
