@@ -119,9 +119,26 @@ def check_time_value(key: str, value: str) -> None:
     )
 
 
-def _check_bool(key: str, value: Any) -> None:
+def check_bool(key: str, value: Any) -> None:
     if not isinstance(value, bool) and str(value).lower() not in ("true", "false"):
         raise parsing_error(f"[{key}] must be a boolean, got [{_show(value)}]")
+
+
+def flag(value: Any) -> bool:
+    """A boolean option as :func:`check_bool` accepts it, read: true, or the text "true" (any
+    case); "false" and an absent option are false."""
+    return value is True or (isinstance(value, str) and value.lower() == "true")
+
+
+#: the search body's boolean options (SearchSourceBuilder's declareBoolean fields)
+SEARCH_FLAGS = ("explain", "track_scores", "version", "seq_no_primary_term", "profile")
+
+
+def with_flags(body: dict) -> dict:
+    """``body`` with its boolean options read (:func:`flag`): a copy where one was given as text,
+    so that every reader of the body sees ``"false"`` as false."""
+    texts = [key for key in SEARCH_FLAGS if isinstance(body.get(key), str)]
+    return {**body, **{key: flag(body[key]) for key in texts}} if texts else body
 
 
 def _check_object(where: str, value: Any) -> dict:
@@ -177,6 +194,9 @@ def _check_collapse(value: Any) -> None:
         for key in ("size", "from"):
             if key in item:
                 check_int("inner_hits", key, item[key], 0)
+        for key in ("track_scores", "version", "seq_no_primary_term"):  # InnerHitBuilder booleans
+            if key in item:
+                check_bool(key, item[key])
 
 
 def _check_knn(spec: Any) -> None:
@@ -263,9 +283,9 @@ def check_search_body(body: Any) -> None:
                 raise parsing_error(
                     f"[track_total_hits] must be a boolean or an integer, got [{_show(v)}]"
                 ) from None
-    for key in ("explain", "track_scores", "version", "seq_no_primary_term", "profile"):
+    for key in SEARCH_FLAGS:
         if key in body:
-            _check_bool(key, body[key])
+            check_bool(key, body[key])
     if "timeout" in body and not isinstance(body["timeout"], str):
         raise parsing_error(f'[timeout] must be a time value such as "10s", got [{_show(body["timeout"])}]')
     if "timeout" in body:

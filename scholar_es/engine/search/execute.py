@@ -44,6 +44,7 @@ from scholar_es.engine.search.hits import (
 from scholar_es.engine.search.named import NamedQueries
 from scholar_es.engine.search.rescore import check_sort, collect_size, parse_rescore, rescore
 from scholar_es.engine.search.rescore import explain as explain_rescore
+from scholar_es.engine.validate import flag, with_flags
 from scholar_es.engine.xcontent import java_float
 
 SEARCH_KEYS = {
@@ -153,7 +154,7 @@ def validate_body(body: dict, pit: bool = False) -> None:
             raise unsupported(key)
         if key not in SEARCH_KEYS:
             raise parsing_error(f"Unknown key for a START_OBJECT in [{key}].", line=1, col=1)
-    if "retriever" in body and body.get("explain"):
+    if "retriever" in body and flag(body.get("explain")):
         # Elasticsearch explains each hit through the retriever tree (RRFRankDoc/LinearRankDoc
         # explanations); the engine has no such explanation, so it refuses rather than answer one
         raise unsupported("explain with a retriever", "leave [explain] out")
@@ -181,7 +182,7 @@ class SearchRun:
         self, handle, body: dict, typed_keys: bool = False, pit: bool = False, scroll: bool = False
     ) -> None:
         validate_body(body, pit=pit)
-        self.handle, self.body = handle, body
+        self.handle, self.body = handle, with_flags(body)  # "false" read as false by every reader
         self.typed_keys = typed_keys  # the typed_keys URL parameter (aggregation names)
         #: a scroll keeps every hit in order (``_kept``) for the pages after the first
         self.scroll = scroll
@@ -415,7 +416,7 @@ class SearchRun:
             ordered, ordered_scores = rescore(self, rescorers, ordered, scores[ordered], dense=dense)
         else:
             ordered_scores = scores[ordered]
-        show_scores, max_tracked = kept_scores(sort, _flag(body.get("track_scores")))
+        show_scores, max_tracked = kept_scores(sort, flag(body.get("track_scores")))
         shown_scores = ordered_scores if show_scores else None
         if self.scroll:
             self._kept = (ordered, shown_scores, sort_values, total)
@@ -574,7 +575,7 @@ class SearchRun:
             from_, size = int(params.get("from", 0)), int(params.get("size", 3))
             sort = SortSpec(params["sort"]) if "sort" in params else None
             by_field = sort if sort is not None and not sort.by_score_only else None
-            _, show_scores = kept_scores(sort, _flag(params.get("track_scores")))  # as max_score
+            _, show_scores = kept_scores(sort, flag(params.get("track_scores")))  # as max_score
             sort_values = None
             if by_field is not None:
                 ordered, values = by_field.order(self.seg, group, scores)
@@ -584,7 +585,7 @@ class SearchRun:
             shown = ordered[from_ : from_ + size]
             sub = SearchRun.__new__(SearchRun)
             sub.__dict__.update(self.__dict__)
-            sub.body = {"_source": params.get("_source", True), "version": _flag(params.get("version"))}
+            sub.body = {"_source": params.get("_source", True), "version": flag(params.get("version"))}
             best = java_float(scores[group].max()) if len(group) and show_scores else None
             return {
                 "hits": {
@@ -781,7 +782,7 @@ class SearchRun:
             # ExpandSearchPhase: each group is searched with the inner hit's own options alone
             # (sort, track_scores, _source, fields, version...), none of the request's
             by_field = sort if sort is not None and not sort.by_score_only else None  # shows "sort"
-            show_scores, max_tracked = kept_scores(sort, _flag(ih.get("track_scores")))
+            show_scores, max_tracked = kept_scores(sort, flag(ih.get("track_scores")))
             pages, page_scores = [], []
             page_sorts: list[list] = []
             for group, group_scores in groups:
@@ -797,10 +798,7 @@ class SearchRun:
                 page_scores.append(group_scores[search_sorted(group, shown_here)])
             sub = SearchRun.__new__(SearchRun)
             sub.__dict__.update(self.__dict__)
-            sub.body = {key: ih[key] for key in _INNER_HITS_SHOWN if key in ih}
-            for key in ("version", "seq_no_primary_term"):  # declareBoolean: "false" is false
-                if key in sub.body:
-                    sub.body[key] = _flag(sub.body[key])
+            sub.body = with_flags({key: ih[key] for key in _INNER_HITS_SHOWN if key in ih})
             # every group's inner hits rendered at once: one read of their sources, not one per group
             shown = np.concatenate(pages)
             rendered = sub.render(
@@ -924,11 +922,6 @@ def _as_list(v) -> list:
     if v is None:
         return []
     return v if isinstance(v, list) else [v]
-
-
-def _flag(value) -> bool:
-    """A boolean option as Elasticsearch's ``declareBoolean`` reads it: ``true`` or ``"true"``."""
-    return value is True or value == "true"
 
 
 def _shown_sort_values(values: list, rows) -> list[list]:

@@ -312,3 +312,23 @@ def test_multi_valued_keywords_sort_as_a_reference_orders_them(tmp_path, seed):
         assert [h["_id"] for h in hits] == expected
         assert [h["sort"][0] for h in hits][: len(ranked)] == [k for _, k in ranked]
     client.close()
+
+
+def test_boolean_options_given_as_text_read_as_they_say(longs):
+    """A boolean option accepted as text is read as what it says everywhere ("false" is false;
+    the top-level body's were read as true before), and one that is no boolean is refused at
+    parse time, inner hits' and top_hits' included."""
+    from elasticsearch import BadRequestError
+
+    hit = longs.search(index="n", query={"match_all": {}}, version="false", explain="false", size=1)
+    assert "_version" not in hit["hits"]["hits"][0] and "_explanation" not in hit["hits"]["hits"][0]
+    shown = longs.search(index="n", query={"match_all": {}}, version="true", size=1)["hits"]["hits"][0]
+    assert shown["_version"] == 1
+    bad = [
+        {"collapse": {"field": "k", "inner_hits": {"name": "i", "version": "yes"}}},
+        {"size": 0, "aggs": {"t": {"top_hits": {"track_scores": "maybe"}}}},
+    ]
+    for body in bad:
+        with pytest.raises(BadRequestError) as e:
+            longs.search(index="n", **body)
+        assert "must be a boolean" in str(e.value.body)

@@ -26,6 +26,7 @@ from scholar_es.engine.search.aggregations.tree import (
     non_negative_param,
 )
 from scholar_es.engine.search.aggregations.values import FieldValues, format_date, with_missing
+from scholar_es.engine.validate import check_bool, flag
 
 
 def _metric_values(
@@ -116,7 +117,10 @@ def _cardinality(agg: Agg, ctx: AggContext, mask: np.ndarray) -> dict:
 
 def _top_hits(agg: Agg, ctx: AggContext, mask: np.ndarray) -> dict:
     check_keys(agg, {"size", "from", "sort", "_source", "track_scores", "version", "explain"})
-    if agg.params.get("explain"):
+    for key in ("track_scores", "version", "explain"):  # TopHitsAggregationBuilder booleans
+        if key in agg.params:
+            check_bool(key, agg.params[key])
+    if flag(agg.params.get("explain")):
         raise unsupported("top_hits.explain")
     size, from_ = int_param(agg, "size", 3), int_param(agg, "from", 0)
     if size < 0 or from_ < 0:
