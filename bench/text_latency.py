@@ -23,6 +23,10 @@ Queries are real: QASPER questions (train + validation) and SciFact claims, ``--
 * ``engine_default`` -- ``scholar-es search``'s own request (``querybuilder.strategies.build_body``:
   the hybrid + collapse on ``paper_id`` with inner_hits, rescore, ``_source``)
 * ``engine_knn``     -- top-level ``knn`` (k 10, num_candidates 100)
+* ``engine_fetch``   -- the fetch of ``engine_default``'s hits alone: an ``ids`` query for the
+  documents its answer shows (the groups' heads and their inner hits, each once), ``size`` their
+  number, the default's ``_source``; ``engine_fetch_bare`` is the same ``ids`` query showing 10
+  hits without ``_source``, as the bare hybrid shows them
 * ``bm25s``          -- the ``bm25s`` package over title + abstract + chunk text of each chunk
   (english stop words + Snowball stemming, k1 1.2, b 0.75), top 10, one thread
 * ``numpy_knn``      -- exact kNN: ``matrix @ q`` + ``argpartition``, top 10 (BLAS 1 thread)
@@ -32,7 +36,9 @@ its whole matrix and evicts the caches, so whatever always followed it would alw
 the pass is repeated ``--reps`` times (3); each sample is CPU
 time (``time.process_time``) and wall time. Reported: CPU p50 per method (median over repetitions)
 and per repetition the ratios ``engine_text / bm25s``, ``engine_hybrid / (bm25s + numpy_knn)`` and
-``engine_default / engine_hybrid``. Several ``--docs`` values in one run give growth exponents
+``engine_default / engine_hybrid``, and ``(engine_fetch - engine_fetch_bare) / engine_hybrid``: what
+showing the default's hits alone adds, a share of the bare hybrid (a lower bound of what
+``engine_default`` adds, which also collapses, scores inner hits and rescores). Several ``--docs`` values in one run give growth exponents
 (log(p50 ratio) / log(size ratio)) between consecutive sizes.
 
     PYTHONPATH=. .venv/bin/python bench/text_latency.py --docs 10000 100000 --engine-dir /tmp/text-bench
@@ -181,6 +187,22 @@ def bodies(question: str, vector: np.ndarray) -> dict[str, dict]:
     }
 
 
+def fetch_bodies(answer, requests: dict[str, dict]) -> dict[str, dict]:
+    """``engine_fetch`` and ``engine_fetch_bare`` of one question: its default request's ``answer``
+    shows these documents (each group's head and inner hits, each once, in the order shown)."""
+    ids: list[str] = []
+    for hit in answer["hits"]["hits"]:
+        ids.append(hit["_id"])
+        for inner in hit.get("inner_hits", {}).values():
+            ids += [h["_id"] for h in inner["hits"]["hits"]]
+    ids = list(dict.fromkeys(ids))
+    query = {"ids": {"values": ids}}
+    return {
+        "engine_fetch": {"size": len(ids), "_source": requests["engine_default"]["_source"], "query": query},
+        "engine_fetch_bare": {"size": 10, "_source": False, "query": query},
+    }
+
+
 def run_size(
     corpus_name: str, n: int, base, base_vectors, queries, reps: int, engine_dir: Path | None, log
 ) -> dict:
@@ -228,11 +250,20 @@ def run_size(
         es.search(index=INDEX, query={"match": {"chunk_text": "model"}}, size=1)
         first_s = time.perf_counter() - t0
         items = [(src, text, vec, bodies(text, vec)) for src, text, vec in queries]
+        for item in items:  # the fetch of the default's hits (outside the timing)
+            item[3].update(fetch_bodies(es.search(index=INDEX, **item[3]["engine_default"]), item[3]))
         fns = {
             "bm25s": lambda it: bm25s_query(it[1]),
             "numpy_knn": lambda it: numpy_query(it[2]),
         }
-        for name in ("engine_text", "engine_hybrid", "engine_default", "engine_knn"):
+        for name in (
+            "engine_text",
+            "engine_hybrid",
+            "engine_default",
+            "engine_knn",
+            "engine_fetch",
+            "engine_fetch_bare",
+        ):
             fns[name] = lambda it, name=name: es.search(index=INDEX, **it[3][name])
         per_source = {}
         for source in ("qasper", "scifact"):
@@ -262,12 +293,18 @@ def _reduce(per_method: dict, reps: int) -> dict:
         }
         for name, per_rep in per_method.items()
     }
-    ratios: dict[str, list[float]] = {"text_vs_bm25s": [], "hybrid_vs_peers": [], "default_vs_hybrid": []}
+    ratios: dict[str, list[float]] = {
+        "text_vs_bm25s": [],
+        "hybrid_vs_peers": [],
+        "default_vs_hybrid": [],
+        "fetch_share": [],
+    }
     for i in range(reps):
         p = {name: latency[name]["cpu_p50_per_rep"][i] for name in latency}
         ratios["text_vs_bm25s"].append(p["engine_text"] / p["bm25s"])
         ratios["hybrid_vs_peers"].append(p["engine_hybrid"] / (p["bm25s"] + p["numpy_knn"]))
         ratios["default_vs_hybrid"].append(p["engine_default"] / p["engine_hybrid"])
+        ratios["fetch_share"].append((p["engine_fetch"] - p["engine_fetch_bare"]) / p["engine_hybrid"])
     return {
         "latency": latency,
         "ratios": {k: {"median": float(np.median(v)), "per_repetition": v} for k, v in ratios.items()},
@@ -318,6 +355,7 @@ def markdown(report: dict) -> str:
                 ("text_vs_bm25s", "engine_text / bm25s"),
                 ("hybrid_vs_peers", "engine_hybrid / (bm25s + numpy_knn)"),
                 ("default_vs_hybrid", "engine_default / engine_hybrid"),
+                ("fetch_share", "(engine_fetch - engine_fetch_bare) / engine_hybrid"),
             ):
                 v = r["ratios"][key]
                 lines.append(
