@@ -329,8 +329,10 @@ class RunSums:
         return min(a for a, _ in spans), max(b for _, b in spans)
 
     def matches(self) -> int:
-        """The number of documents matched (of the matched runs, and past them)."""
-        return int(self.runs.lengths[self.matched].sum()) + sum(len(d) for d, _ in self.tail)
+        """The number of documents matched (of the matched runs, and past them: each once,
+        however many of the terms it holds)."""
+        past = union_docs([d for d, _ in self.tail]) if self.tail else ()
+        return int(self.runs.lengths[self.matched].sum()) + len(past)
 
     def scores(self, lo: int, n: int, boost: float) -> np.ndarray:
         """Per position of [lo, lo + n): the sum there (its run's, or its own past the runs; 0.0

@@ -301,6 +301,30 @@ def test_a_request_that_reads_every_match_is_not_pruned(es, pruned, extra):
     assert got == want
 
 
+@pytest.mark.parametrize("track", [40, 50, 20])
+def test_a_document_past_the_runs_holding_several_terms_counts_once(tmp_path, track):
+    """``hits.total`` under a count limit: a document appended past a field's runs that holds
+    two of the query's terms is one match (it was counted once per term: 60 where 30 match, so
+    ``gte 40`` was answered for exactly 30)."""
+    client = embedded_client(tmp_path)
+    client.indices.create(
+        index="r", mappings={"properties": {"title": {"type": "text"}, "body": {"type": "text"}}}
+    )
+    papers = [{"title": f"paper{p} graph study", "body": f"chunk {c}"} for p in range(60) for c in range(5)]
+    helpers.bulk(
+        client, ({"_index": "r", "_id": f"a{i}", "_source": d} for i, d in enumerate(papers)), refresh=True
+    )
+    query = {"multi_match": {"query": "alpha beta", "fields": ["title", "body"]}}
+    client.search(index="r", query=query)  # the title's runs are found: later documents are past them
+    appended = [{"title": "alpha beta", "body": "other"} for _ in range(30)]
+    helpers.bulk(
+        client, ({"_index": "r", "_id": f"b{i}", "_source": d} for i, d in enumerate(appended)), refresh=True
+    )
+    got = client.search(index="r", query=query, track_total_hits=track, size=3)["hits"]["total"]
+    client.close()
+    assert got == ({"value": 30, "relation": "eq"} if track > 30 else {"value": track, "relation": "gte"})
+
+
 @pytest.mark.parametrize("sort", [False, True])
 def test_a_malformed_collapse_fails_before_its_field_is_looked_up(es, sort):
     """A ``collapse`` with an unknown key fails as CollapseBuilder's parser fails it, before its
