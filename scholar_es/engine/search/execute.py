@@ -288,7 +288,7 @@ class SearchRun:
             keep = total.astype(np.float32) >= np.float32(float(self.body["min_score"]))
             docs, total = docs[keep], total[keep]
         rounded = total.astype(np.float32)
-        if top is not None and not dense_arrays:
+        if not dense_arrays and (top is not None or (not dense and self._answers_from_matches())):
             self.matched, self.matched_scores = docs, rounded
             return None, None, nodes
         mask, scores = np.zeros(self.ctx.n, dtype=bool), np.zeros(self.ctx.n)
@@ -298,6 +298,18 @@ class SearchRun:
         # pass over the mask, no gather of the scores again
         self.matched, self.matched_scores = docs, rounded
         return mask, scores, nodes
+
+    def _answers_from_matches(self) -> bool:
+        """Whether a search that scored every match (no pruning: a filter, ``ids``, a
+        ``function_score``...) is answered from those matches alone, as a pruned search is
+        (:meth:`_run_pruned`: no two arrays of the index's size, ~9 MB at 1M documents): the
+        request reads nothing else (the keys of :data:`_TOP_K_KEYS`, no scroll or named queries, a
+        well-formed ``collapse``). ``topk.ENABLED`` off is the reference: arrays of the index's size."""
+        body = self.body
+        if not topk.ENABLED or self.scroll or self.named or any(key not in _TOP_K_KEYS for key in body):
+            return False
+        spec = body.get("collapse")
+        return spec is None or _collapse_error(spec) is None  # the full path gives the error
 
     def _top_k(self, node: Node) -> topk.Top | None:
         """The query's best hits (with ``collapse``, groups; with ``rescore``, its window) without
@@ -471,7 +483,6 @@ class SearchRun:
         """:data:`GroupsOf` for a pruned search: the candidates' own scores, the groups' other
         members scored now, all at once (:meth:`topk.Top.score`), so that inner hits see every
         match, as :func:`_dense_groups` does after a full scoring."""
-        assert self._top is not None
         members = [keys.members(code) for code in codes]
         if not members:
             return []
@@ -481,7 +492,10 @@ class SearchRun:
         everyone = joined[order]
         cand, cand_scores = self.matched, self.matched_scores
         known, at = sparse._member(cand, everyone)
-        rest, found = self._top.score(everyone[~known])
+        if self._top is None:  # every match is among the candidates: the others do not match
+            rest, found = everyone[:0], np.zeros(0)
+        else:
+            rest, found = self._top.score(everyone[~known])
         values = np.zeros(len(everyone))
         values[known] = cand_scores[at[known]]
         # the others the query matches, rounded as score() rounds a search's scores

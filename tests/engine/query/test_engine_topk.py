@@ -163,6 +163,30 @@ queries = st.one_of(
     ),
 )
 
+# queries the pruning does not take (every match scored): answered from their matches alone,
+# without arrays of the index's size (SearchRun._answers_from_matches), where the request allows
+filters = st.one_of(
+    st.builds(lambda y: {"range": {"year": {"gte": y}}}, st.sampled_from([2019, 2020, 2021])),
+    st.builds(lambda s: {"terms": {"section": s}}, st.lists(st.sampled_from(["s0", "s3", "s6"]), min_size=1)),
+    st.builds(
+        lambda ids: {"ids": {"values": ids}},
+        st.lists(st.sampled_from(["0-0", "1-2", "5-1", "17-0", "40-3", "nope"]), max_size=4),
+    ),
+)
+unpruned = st.one_of(
+    filters,
+    st.builds(lambda f: {"bool": {"filter": [f]}}, filters),
+    st.builds(
+        lambda f, b: {"constant_score": {"filter": f, "boost": b}}, filters, st.sampled_from([1.0, 2.5])
+    ),
+    st.builds(lambda t, f: {"bool": {"must": [t], "filter": [f]}}, text, filters),
+    st.builds(
+        lambda t: {"function_score": {"query": t, "field_value_factor": {"field": "year", "missing": 1}}},
+        text,
+    ),
+)
+queries = st.one_of(queries, unpruned)
+
 
 collapses = st.one_of(
     st.none(),
@@ -299,6 +323,33 @@ def test_a_request_that_reads_every_match_is_not_pruned(es, pruned, extra):
     got, want = _answer(es, body), _reference(es, body)
     assert not pruned
     assert got == want
+
+
+def test_a_search_the_pruning_does_not_take_is_answered_from_its_matches(es, monkeypatch):
+    """The property above covers such searches (``unpruned``); this one shows they take the
+    matches' path (no arrays of the index's size), collapse and inner hits included."""
+    from scholar_es.engine.search.execute import SearchRun
+
+    taken: list[bool] = []
+    original = SearchRun._run_pruned
+
+    def spy(self, start):
+        taken.append(self._top is None)
+        return original(self, start)
+
+    monkeypatch.setattr(SearchRun, "_run_pruned", spy)
+    body = {
+        "query": {"bool": {"filter": [{"range": {"year": {"gte": 2020}}}]}},
+        "size": 4,
+        "collapse": {"field": "paper", "inner_hits": {"name": "b", "size": 3, "_source": False}},
+        "_source": False,
+    }
+    got = _answer(es, body)
+    assert taken == [True]  # the reference (topk.ENABLED off) scores into arrays of the index's size
+    assert got == _reference(es, body) and taken == [True]
+    matching = sum(1 for _, doc in _papers(11, 110) if doc.get("year", 0) >= 2020)  # the fixture's
+    assert got[0] == {"value": matching, "relation": "eq"} and len(got[2]) == 4
+    assert all(inner["b"][0]["value"] >= len(inner["b"][2]) for *_, inner in got[2])
 
 
 @pytest.mark.parametrize("track", [40, 50, 20])
