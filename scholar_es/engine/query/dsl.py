@@ -546,15 +546,16 @@ class QueryParser:
             raise parsing_error(f"[ids] [values] must be an array of ids, got [{values}]")
         boost = _float("ids", "boost", p.get("boost", 1.0))
 
+        def docs(ctx: Ctx) -> np.ndarray:  # the ids' positions: work follows the ids, not the index
+            found = (ctx.seg.position_of(str(v)) for v in values)
+            return np.unique(np.array([pos for pos in found if pos is not None], dtype=np.int64))
+
         def matcher(ctx: Ctx):
             mask = np.zeros(ctx.n, dtype=bool)
-            for v in values:
-                pos = ctx.seg.position_of(str(v))
-                if pos is not None:
-                    mask[pos] = True
+            mask[docs(ctx)] = True
             return mask
 
-        return ConstNode(f"_id:({' '.join(map(str, values))})", matcher, boost)
+        return ConstNode(f"_id:({' '.join(map(str, values))})", matcher, boost, docs=docs)
 
     # --- compound --------------------------------------------------------------------
     def _clauses(self, value) -> list[Node]:

@@ -103,6 +103,11 @@ leaf = st.one_of(
         st.lists(st.sampled_from([*KEYS, *WORDS[:4], "absent"]), min_size=1, max_size=4),
         boosts,
     ),
+    st.builds(  # ids: repeated, absent and numeric ids among them
+        lambda vs, b: {"ids": {"values": vs, "boost": b}},
+        st.lists(st.sampled_from(["0", "3", "3", "17", "39", "120", "absent", 5]), max_size=5),
+        boosts,
+    ),
     st.just({"match_all": {}}),
     st.just({"exists": {"field": "u"}}),
     st.just({"match_none": {}}),
