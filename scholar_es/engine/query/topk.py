@@ -35,6 +35,13 @@ a head scoring that much, and a document under it heads no group among the best 
 groups' inner hits need every match of their group: :meth:`Top.score` scores those afterwards. A
 rescore's window is the best ``window_size`` hits (or groups): they are among the candidates.
 
+A ``bool`` holding the text (optional beside knn clauses, with ``minimum_should_match`` 1, or its one
+``must`` clause) may hold ``filter`` and ``must_not`` clauses (the project's filtered requests,
+``querybuilder.dsl.hybrid_query`` and ``bm25_query``): the documents they let through are found
+once (:func:`_allowed`), a piece's best document is the best of those, a piece with none of them
+matches nothing, the candidates and the other clauses' hits are those let through, and the count
+is of matches let through (:func:`_at_least`).
+
 The margins cover the rounding differences between the float64 bound and the exact float32
 steps (each a relative 6e-8; :data:`MARGIN` is 1e-5). ``hits.total`` is then the number of
 matches up to the count limit: the largest field's match count already exceeds it, so the
@@ -112,24 +119,33 @@ class _Scorer:
     outer: BoolNode | None
     others: list[Node]
     other_hits: list[sparse.Hits]
+    #: the documents the outer bool's filter and must_not clauses let through (None: all)
+    allowed: np.ndarray | None = None
     #: the documents of the first :meth:`score` (the candidates) and the core's hits among them
     scored: tuple[np.ndarray, sparse.Hits] | None = None
 
     def score(self, docs: np.ndarray) -> sparse.Hits:
         """As the sparse path scores ``docs``: the core's operations (:func:`_core_scores`), the
         wrappers' (``sparse._script_score``, ``sparse._boost``), the bool's sum in clause order
-        (``sparse._bool_of``) with the other clauses' hits among ``docs``."""
+        (``sparse._bool_of``) with the other clauses' hits among ``docs``; the documents its
+        filters do not let through are not matches (``_bool_of`` drops them: here, before)."""
+        if self.allowed is not None:
+            docs = docs[self.allowed[docs]]
         hit, scores = _core_scores(self.fields, docs)
         if self.scored is None:
             self.scored = (docs, (hit, scores))
         scores = _through(self.chain, self.ctx, hit, scores)
-        if self.outer is None:
+        outer = self.outer
+        if outer is None:
             return hit, scores
+        scoring = BoolNode(outer.must, outer.should, [], [], outer.msm, outer.boost)  # filtered above
+        if outer.must:
+            return sparse._bool_of(scoring, self.ctx, [(hit, scores)], [])
         known = {
             id(q): sparse._among(hits, docs) for q, hits in zip(self.others, self.other_hits, strict=True)
         }
-        should = [known.get(id(q), (hit, scores)) for q in self.outer.should]
-        return sparse._bool_of(self.outer, self.ctx, [], should)
+        should = [known.get(id(q), (hit, scores)) for q in outer.should]
+        return sparse._bool_of(scoring, self.ctx, [], should)
 
 
 def top_k(
@@ -156,9 +172,8 @@ def top_k(
     other_hits = [sparse.run_sparse(q, ctx) for q in others]
     if any(len(s) and not s.min() >= 0 for _, s in other_hits):
         return None
-    counts = [r.matches() for r, _ in fields.per_run] + [len(d) for d, _ in other_hits]
-    counts += [len(d) for d, _ in fields.per_doc] if fields.per_doc is not None else []
-    at_least = max(counts, default=0)
+    allowed = _allowed(outer, ctx)
+    at_least = _at_least(fields, other_hits, allowed, limit)
     if at_least <= limit:
         return None  # the total must be exact: the full path counts every match
     pieces = _pieces(fields.per_run, ctx.n)
@@ -166,7 +181,11 @@ def top_k(
         return None
     starts, ends = pieces.starts, pieces.ends
     acc = fields.approximate_sums(ctx.n)
+    if allowed is not None and acc is not None:
+        acc[~allowed] = 0  # a piece's best document is one its filters let through
     best = _piece_maxima(fields, acc, pieces)
+    if allowed is not None:  # a piece none of whose documents are let through matches nothing
+        best[~np.logical_or.reduceat(allowed, starts)] = 0.0
     low, high = np.split(
         _bound(chain, outer, ctx, np.concatenate([best * (1 - MARGIN), best * (1 + MARGIN)])), 2
     )
@@ -193,6 +212,8 @@ def top_k(
     # it too: those documents are candidates of their own
     keep = matched[high[matched] * (1 + MARGIN) >= threshold]
     cand = _ranges(starts[keep], ends[keep])
+    if allowed is not None:
+        cand = cand[allowed[cand]]
     if len(cand) > MIN_DOC_BOUNDS:
         own = _bound(chain, outer, ctx, _doc_bounds(fields, acc, cand) * (1 + MARGIN))
         if not _representable(own):
@@ -201,8 +222,10 @@ def top_k(
     if other_hits:
         extra = np.unique(np.concatenate([d for d, _ in other_hits]).astype(np.int64))
         extra = extra[~sparse._member(cand, extra)[0]]
+        if allowed is not None:
+            extra = extra[allowed[extra]]
         cand = np.insert(cand, np.searchsorted(cand, extra), extra)
-    scorer = _Scorer(ctx, fields, chain, outer, others, other_hits)
+    scorer = _Scorer(ctx, fields, chain, outer, others, other_hits, allowed)
     docs, scores = scorer.score(cand)
     if core.memo_key is not None and sparse.MEMO:  # a rescore repeating the text query reads it
         ctx.memo[core.memo_key] = sparse.Among(lambda among: _core_among(scorer, among))
@@ -218,6 +241,51 @@ def _core_among(scorer: _Scorer, among: np.ndarray) -> sparse.Hits:
         if not len(among) or sparse._member(cand, among)[0].all():
             return sparse._among(hits, among)
     return _core_scores(scorer.fields, among)
+
+
+def _allowed(outer: BoolNode | None, ctx: Ctx) -> np.ndarray | None:
+    """The documents the outer bool's ``filter`` clauses all match and its ``must_not`` clauses
+    do not, as a mask (None: it has neither); each clause run as the sparse path runs it."""
+    if outer is None or not (outer.filter or outer.must_not):
+        return None
+    allowed: np.ndarray | None = None
+    for q in outer.filter:
+        mask = np.zeros(ctx.n, dtype=bool)
+        mask[sparse.run_sparse(q, ctx)[0]] = True
+        allowed = mask if allowed is None else np.logical_and(allowed, mask, out=allowed)
+    if allowed is None:
+        allowed = np.ones(ctx.n, dtype=bool)
+    for q in outer.must_not:
+        allowed[sparse.run_sparse(q, ctx)[0]] = False
+    return allowed
+
+
+def _at_least(fields: Fields, other_hits: list[sparse.Hits], allowed: np.ndarray | None, limit: int) -> int:
+    """A lower bound of the number of matches: the most any one field (or other clause) matches,
+    among the documents let through (``allowed``); the run-scored fields' counts are only
+    computed where the others do not already pass ``limit``."""
+    if allowed is None:
+        counts = [r.matches() for r, _ in fields.per_run] + [len(d) for d, _ in other_hits]
+        counts += [len(d) for d, _ in fields.per_doc] if fields.per_doc is not None else []
+        return max(counts, default=0)
+    hits = other_hits + (fields.per_doc or [])
+    best = max((int(np.count_nonzero(allowed[d])) for d, _ in hits), default=0)
+    for r, _ in fields.per_run:
+        if best > limit:
+            break
+        best = max(best, _allowed_matches(r, allowed))
+    return best
+
+
+def _allowed_matches(r: sparse.RunSums, allowed: np.ndarray) -> int:
+    """:meth:`sparse.RunSums.matches` among the documents ``allowed`` lets through."""
+    starts = r.runs.starts  # each run's first document, then the first past the runs
+    in_runs = 0
+    if len(starts) > 1 and r.matched.any():
+        per_run = np.add.reduceat(allowed[: int(starts[-1])], starts[:-1], dtype=np.int64)
+        in_runs = int(per_run[r.matched].sum())
+    past = sparse.union_docs([d for d, _ in r.tail]) if r.tail else np.zeros(0, dtype=np.int64)
+    return in_runs + int(np.count_nonzero(allowed[past]))
 
 
 #: bounds at or above this are not trusted: the scores are floats, and past the largest one the
@@ -280,12 +348,20 @@ def _shape(root: Node) -> tuple[list[Wrapped], Node, BoolNode | None, list[Node]
     others: list[Node] = []
     node = root
     if isinstance(node, BoolNode) and not _core_field(node):
-        if node.must or node.filter or node.must_not or node.msm > 1 or not node.boost >= 0:
+        if not node.boost >= 0:
             return None
-        texts = [q for q in node.should if not isinstance(q, KnnNode)]
-        if len(texts) != 1:
-            return None
-        outer, others, node = node, [q for q in node.should if isinstance(q, KnnNode)], texts[0]
+        if node.must:  # bool.must = [text] with filters (bm25_query): the text's matches, let through
+            if len(node.must) != 1 or node.should or node.msm != 0:
+                return None
+            outer, node = node, node.must[0]
+        else:  # the hybrid: text and knn optional, filters beside them (hybrid_query)
+            # with a filter, minimum_should_match 0 would match every filtered document
+            if node.msm > 1 or ((node.filter or node.must_not) and node.msm != 1):
+                return None
+            texts = [q for q in node.should if not isinstance(q, KnnNode)]
+            if len(texts) != 1:
+                return None
+            outer, others, node = node, [q for q in node.should if isinstance(q, KnnNode)], texts[0]
     chain: list[Wrapped] = []
     while isinstance(node, (ScriptScoreNode, BoostNode)):
         if not node.boost >= 0:
