@@ -114,6 +114,13 @@ def subset_raw(col, kind: str, qv: np.ndarray, pos: np.ndarray) -> np.ndarray:
     return raw.astype(np.float64)
 
 
+#: a filtered graph search that keeps fewer than ``k`` documents is done again this much wider
+WIDEN = 4
+#: nodes a graph search visits per candidate it returns, roughly (its neighbours checked): a wider
+#: search visiting more nodes than the filter matches costs more than scoring those exactly
+VISITS_PER_CANDIDATE = 4
+
+
 def approximate(
     ctx: Ctx,
     field: str,
@@ -131,8 +138,12 @@ def approximate(
     (AbstractKnnVectorQuery#getLeafResults): when the filter's matching count is at most
     ``num_candidates``, or so small that the graph would visit more nodes than it (here: the
     oversampled candidate count ``nc * graph size / matching in the graph`` exceeds it), the
-    filtered documents are scored exactly; otherwise the graph's candidates are post-filtered, and
-    fewer than ``min(k, matching)`` survivors fall back to exact as well."""
+    filtered documents are scored exactly; otherwise the graph's candidates are post-filtered.
+    Where fewer than ``min(k, matching)`` survive (the documents let through lie away from the
+    query), the graph is searched again :data:`WIDEN` times wider, as Lucene's search visits on
+    until it has k accepted nodes, while such a search visits fewer nodes than the filter matches
+    (:data:`VISITS_PER_CANDIDATE`); past that, the filtered documents are scored exactly, as
+    Lucene does when its visit limit (the filter's count) is reached."""
     fs, col = _vector_field(ctx, field, qv)
     if col is None or col.dims is None:
         return None
@@ -154,7 +165,7 @@ def approximate(
     cand: np.ndarray | None = None
     if cost > nc and head_cost:
         count = math.ceil(nc * graph.size / head_cost)
-        if count <= head_cost:
+        while count <= head_cost:
             keys = graph.search(qv, count, nc)
             pos = np.searchsorted(seqs[:tail], keys)
             ok = pos < tail
@@ -168,6 +179,12 @@ def approximate(
                     present[tail:] if filter_mask is None else present[tail:] & filter_mask[tail:]
                 )
                 cand = np.concatenate([np.sort(found), newer])
+                break
+            # too few let through near the query: wider, as Lucene's filtered search visits on
+            # past rejected nodes, while it visits fewer nodes than the filter matches
+            count *= WIDEN
+            if count * VISITS_PER_CANDIDATE > head_cost:
+                break
     if cand is None:  # exact over the allowed documents
         cand = np.flatnonzero(present if filter_mask is None else present & filter_mask)
     raw = subset_raw(col, kind, qv, cand)

@@ -163,6 +163,41 @@ def test_unselective_filter_goes_through_the_graph(es):
     assert np.mean(recalls) >= 0.9
 
 
+def test_a_filter_letting_through_documents_away_from_the_query_widens_the_graph_search(es, monkeypatch):
+    """Every document but those of the query's own cluster is let through: the graph's first
+    oversampled candidates (its ~100 nearest) are nearly all rejected. Lucene's filtered search
+    visits on until it has k accepted nodes; the graph is searched wider instead of scoring the
+    ~19,700 documents let through exactly, and keeps recall against the exact filtered top 10."""
+    from scholar_es.engine.query import knn as knn_module
+
+    labels = np.argmin(((X[:, None, :] - CENTERS[None, :, :]) ** 2).sum(axis=2), axis=1)
+    scored: list[int] = []
+    original = knn_module.subset_raw
+
+    def counting(col, kind, qv, pos):
+        scored.append(len(pos))
+        return original(col, kind, qv, pos)
+
+    monkeypatch.setattr(knn_module, "subset_raw", counting)
+    recalls = []
+    for q in QUERIES[:10]:
+        own = labels == np.argmin(((CENTERS - q) ** 2).sum(axis=1))
+        expected = reference("cosine", X, q)
+        scored.clear()
+        got = knn(
+            es,
+            "h",
+            q,
+            filter={"bool": {"must_not": {"ids": {"values": [str(i) for i in np.flatnonzero(own)]}}}},
+        )
+        assert len(got) == 10 and not any(own[int(d)] for d, _ in got)
+        assert scored and max(scored) < 2_000  # the graph's candidates, not every document let through
+        for doc, score in got:
+            assert score == pytest.approx(expected[int(doc)], abs=2e-6)
+        recalls.append(len({d for d, _ in got} & set(exact_top(expected, 10, ~own))) / 10)
+    assert np.mean(recalls) >= 0.9
+
+
 def test_similarity_threshold_and_boost_on_graph_results(es):
     q = QUERIES[3]
     expected = reference("cosine", X, q)
