@@ -23,6 +23,10 @@ Queries are real: QASPER questions (train + validation) and SciFact claims, ``--
 * ``engine_default`` -- ``scholar-es search``'s own request (``querybuilder.strategies.build_body``:
   the hybrid + collapse on ``paper_id`` with inner_hits, rescore, ``_source``)
 * ``engine_knn``     -- top-level ``knn`` (k 10, num_candidates 100)
+* ``engine_hybrid_filtered``, ``engine_default_filtered`` -- the bare hybrid and the default request
+  of the same question with a filter (``filters={"section_types": [...]}``: method, experiments,
+  results and abstract chunks, about half of QASPER's), as ``scholar-es search --section``
+  sends them (``bool.filter`` beside the text, the knn clause's own ``filter``)
 * ``engine_fetch``   -- the fetch of ``engine_default``'s hits alone: an ``ids`` query for the
   documents its answer shows (the groups' heads and their inner hits, each once), ``size`` their
   number, the default's ``_source``; ``engine_fetch_bare`` is the same ``ids`` query showing 10
@@ -36,7 +40,7 @@ its whole matrix and evicts the caches, so whatever always followed it would alw
 the pass is repeated ``--reps`` times (3); each sample is CPU
 time (``time.process_time``) and wall time. Reported: CPU p50 per method (median over repetitions)
 and per repetition the ratios ``engine_text / bm25s``, ``engine_hybrid / (bm25s + numpy_knn)`` and
-``engine_default / engine_hybrid``, and ``(engine_fetch - engine_fetch_bare) / engine_hybrid``: what
+``engine_default / engine_hybrid``, ``engine_hybrid_filtered / engine_hybrid``, and ``(engine_fetch - engine_fetch_bare) / engine_hybrid``: what
 showing the default's hits alone adds, a share of the bare hybrid (a lower bound of what
 ``engine_default`` adds, which also collapses, scores inner hits and rescores). Several ``--docs`` values in one run give growth exponents
 (log(p50 ratio) / log(size ratio)) between consecutive sizes.
@@ -168,14 +172,25 @@ def load_queries(n: int, log) -> list[tuple[str, str, np.ndarray]]:
     return out
 
 
+#: the section types the filtered requests keep (about half of QASPER's chunks)
+FILTER_SECTIONS = ("method", "experiments", "results", "abstract")
+
+
 def bodies(question: str, vector: np.ndarray) -> dict[str, dict]:
     """The engine requests of one question, built by querybuilder (strategy hybrid)."""
     from querybuilder.dsl import as_query_vector, hybrid_query, saturated_text
     from querybuilder.strategies import build_body, make_plan
 
     plan = make_plan(question, strategy="hybrid")
+    filtered = make_plan(question, strategy="hybrid", filters={"section_types": list(FILTER_SECTIONS)})
     vec = as_query_vector(vector)
     return {
+        "engine_hybrid_filtered": {
+            "size": 10,
+            "_source": False,
+            "query": hybrid_query(filtered, vec).to_dict(),
+        },
+        "engine_default_filtered": build_body(filtered, vec),
         "engine_text": {"size": 10, "_source": False, "query": saturated_text(plan).to_dict()},
         "engine_hybrid": {"size": 10, "_source": False, "query": hybrid_query(plan, vec).to_dict()},
         "engine_default": build_body(plan, vec),
@@ -261,6 +276,8 @@ def run_size(
             "engine_hybrid",
             "engine_default",
             "engine_knn",
+            "engine_hybrid_filtered",
+            "engine_default_filtered",
             "engine_fetch",
             "engine_fetch_bare",
         ):
@@ -298,12 +315,14 @@ def _reduce(per_method: dict, reps: int) -> dict:
         "hybrid_vs_peers": [],
         "default_vs_hybrid": [],
         "fetch_share": [],
+        "filtered_vs_hybrid": [],
     }
     for i in range(reps):
         p = {name: latency[name]["cpu_p50_per_rep"][i] for name in latency}
         ratios["text_vs_bm25s"].append(p["engine_text"] / p["bm25s"])
         ratios["hybrid_vs_peers"].append(p["engine_hybrid"] / (p["bm25s"] + p["numpy_knn"]))
         ratios["default_vs_hybrid"].append(p["engine_default"] / p["engine_hybrid"])
+        ratios["filtered_vs_hybrid"].append(p["engine_hybrid_filtered"] / p["engine_hybrid"])
         ratios["fetch_share"].append((p["engine_fetch"] - p["engine_fetch_bare"]) / p["engine_hybrid"])
     return {
         "latency": latency,
@@ -355,6 +374,7 @@ def markdown(report: dict) -> str:
                 ("text_vs_bm25s", "engine_text / bm25s"),
                 ("hybrid_vs_peers", "engine_hybrid / (bm25s + numpy_knn)"),
                 ("default_vs_hybrid", "engine_default / engine_hybrid"),
+                ("filtered_vs_hybrid", "engine_hybrid_filtered / engine_hybrid"),
                 ("fetch_share", "(engine_fetch - engine_fetch_bare) / engine_hybrid"),
             ):
                 v = r["ratios"][key]
