@@ -245,18 +245,17 @@ def _core_among(scorer: _Scorer, among: np.ndarray) -> sparse.Hits:
 
 def _allowed(outer: BoolNode | None, ctx: Ctx) -> np.ndarray | None:
     """The documents the outer bool's ``filter`` clauses all match and its ``must_not`` clauses
-    do not, as a mask (None: it has neither); each clause run as the sparse path runs it."""
+    do not, as a mask (None: it has neither; :func:`sparse.clause_mask`)."""
     if outer is None or not (outer.filter or outer.must_not):
         return None
     allowed: np.ndarray | None = None
     for q in outer.filter:
-        mask = np.zeros(ctx.n, dtype=bool)
-        mask[sparse.run_sparse(q, ctx)[0]] = True
+        mask = sparse.clause_mask(q, ctx)
         allowed = mask if allowed is None else np.logical_and(allowed, mask, out=allowed)
     if allowed is None:
         allowed = np.ones(ctx.n, dtype=bool)
     for q in outer.must_not:
-        allowed[sparse.run_sparse(q, ctx)[0]] = False
+        allowed &= ~sparse.clause_mask(q, ctx)
     return allowed
 
 
