@@ -677,6 +677,16 @@ def _function_score(node: FunctionScoreNode, ctx: Ctx) -> Hits | None:
     if any(kind != "weight" for _, kind, _, _ in node.functions):
         return None  # field_value_factor / script functions read whole columns: dense
     docs, qscore = run_sparse(node.query, ctx)
+    final = function_values(node, ctx, docs, qscore)
+    if node.min_score is not None:
+        keep = final >= node.min_score
+        docs, final = docs[keep], final[keep]
+    return docs, final
+
+
+def function_values(node: FunctionScoreNode, ctx: Ctx, docs: np.ndarray, qscore: np.ndarray) -> np.ndarray:
+    """A ``function_score`` of weight functions: the scores of ``docs`` (ascending) whose query
+    scores are ``qscore`` (before ``min_score``), as FunctionScoreNode computes them."""
     n = len(docs)
     sub = (qscore * node.boost).astype(np.float32).astype(np.float64)
     mode = node.score_mode
@@ -716,10 +726,7 @@ def _function_score(node: FunctionScoreNode, ctx: Ctx) -> Hits | None:
             "illegal_argument_exception",
             f"function score query returned an invalid score: {final[i]} for doc: {int(docs[i])}",
         )
-    if node.min_score is not None:
-        keep = final >= node.min_score
-        docs, final = docs[keep], final[keep]
-    return docs, final
+    return final
 
 
 def clause_mask(node: Node, ctx: Ctx) -> np.ndarray:

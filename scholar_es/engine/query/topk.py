@@ -64,7 +64,7 @@ import numpy as np
 
 from scholar_es.engine.index.segment.runs import Runs
 from scholar_es.engine.query import sparse
-from scholar_es.engine.query.functions import ScriptScoreNode
+from scholar_es.engine.query.functions import FunctionScoreNode, ScriptScoreNode
 from scholar_es.engine.query.knn import KnnNode
 from scholar_es.engine.query.nodes import BoolNode, BoostNode, Ctx, DisMaxNode, Node, TermNode
 from scholar_es.engine.script.parse import Node as ScriptNode
@@ -121,6 +121,8 @@ class _Scorer:
     other_hits: list[sparse.Hits]
     #: the documents the outer bool's filter and must_not clauses let through (None: all)
     allowed: np.ndarray | None = None
+    #: a function_score of weight functions around it all (:func:`_factor_range`)
+    function: FunctionScoreNode | None = None
     #: the documents of the first :meth:`score` (the candidates) and the core's hits among them
     scored: tuple[np.ndarray, sparse.Hits] | None = None
 
@@ -128,7 +130,15 @@ class _Scorer:
         """As the sparse path scores ``docs``: the core's operations (:func:`_core_scores`), the
         wrappers' (``sparse._script_score``, ``sparse._boost``), the bool's sum in clause order
         (``sparse._bool_of``) with the other clauses' hits among ``docs``; the documents its
-        filters do not let through are not matches (``_bool_of`` drops them: here, before)."""
+        filters do not let through are not matches (``_bool_of`` drops them: here, before);
+        then the function_score's factors (``sparse.function_values``)."""
+        hit, scores = self._query_scores(docs)
+        if self.function is None:
+            return hit, scores
+        return hit, sparse.function_values(self.function, self.ctx, hit, scores)
+
+    def _query_scores(self, docs: np.ndarray) -> sparse.Hits:
+        """:meth:`score` before the function_score."""
         if self.allowed is not None:
             docs = docs[self.allowed[docs]]
         hit, scores = _core_scores(self.fields, docs)
@@ -162,6 +172,11 @@ def top_k(
     (or is not worth it), and the full path must answer."""
     if not ENABLED or k <= 0 or ctx.restrict is not None:
         return None
+    function = root if isinstance(root, FunctionScoreNode) else None
+    if function is not None:  # the section multipliers around the hybrid (the sections strategy)
+        if _factor_range(function) is None:
+            return None
+        root = function.query
     shape = _shape(root)
     if shape is None:
         return None
@@ -189,6 +204,8 @@ def top_k(
     low, high = np.split(
         _bound(chain, outer, ctx, np.concatenate([best * (1 - MARGIN), best * (1 + MARGIN)])), 2
     )
+    if function is not None:  # each document's factor lies within the function's range
+        low, high = _function_bounds(function, low, high)
     if not _representable(high):
         return None  # a NaN (the full path's error) or scores a float cannot hold: score every match
     # each matched piece's best document scores at least its low bound (the other clauses add
@@ -216,6 +233,8 @@ def top_k(
         cand = cand[allowed[cand]]
     if len(cand) > MIN_DOC_BOUNDS:
         own = _bound(chain, outer, ctx, _doc_bounds(fields, acc, cand) * (1 + MARGIN))
+        if function is not None:  # each candidate's own factor: its bound through the function
+            own = sparse.function_values(function, ctx, cand, own)
         if not _representable(own):
             return None
         cand = cand[own * (1 + MARGIN) >= threshold]
@@ -225,7 +244,7 @@ def top_k(
         if allowed is not None:
             extra = extra[allowed[extra]]
         cand = np.insert(cand, np.searchsorted(cand, extra), extra)
-    scorer = _Scorer(ctx, fields, chain, outer, others, other_hits, allowed)
+    scorer = _Scorer(ctx, fields, chain, outer, others, other_hits, allowed, function)
     docs, scores = scorer.score(cand)
     if core.memo_key is not None and sparse.MEMO:  # a rescore repeating the text query reads it
         ctx.memo[core.memo_key] = sparse.Among(lambda among: _core_among(scorer, among))
@@ -241,6 +260,47 @@ def _core_among(scorer: _Scorer, among: np.ndarray) -> sparse.Hits:
         if not len(among) or sparse._member(cand, among)[0].all():
             return sparse._among(hits, among)
     return _core_scores(scorer.fields, among)
+
+
+#: a function_score's score modes whose factor is one function's weight, or 1 where none applies
+_ONE_WEIGHT_MODES = ("max", "min", "first")
+
+
+def _factor_range(node: FunctionScoreNode) -> tuple[float, float] | None:
+    """The smallest and largest factor a ``function_score`` of weight functions can give a
+    document (1 where no function applies; capped at ``max_boost``), where its score only grows
+    with its query's (``boost_mode`` multiply, a factor and boost >= 0, no ``min_score``); None:
+    anything else, which the full path scores."""
+    if (
+        node.boost_mode != "multiply"
+        or node.score_mode not in _ONE_WEIGHT_MODES
+        or node.min_score is not None
+    ):
+        return None
+    if any(kind != "weight" for _, kind, _, _ in node.functions):
+        return None
+    values = [1.0] + [1.0 if w is None else float(w) for _, _, _, w in node.functions]
+    capped = [min(v, float(node.max_boost)) for v in values]
+    if not (all(v >= 0 for v in capped) and node.boost >= 0):  # NaN fails too
+        return None
+    return min(capped), max(capped)
+
+
+def _function_bounds(
+    node: FunctionScoreNode, low: np.ndarray, high: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Bounds of the function_score's scores from bounds of its query's: the smallest factor
+    times the low ones, the largest times the high ones, with the same float roundings as
+    ``sparse.function_values`` (each monotone, so bounds stay bounds)."""
+    range_ = _factor_range(node)
+    assert range_ is not None  # top_k took such functions only
+    lo, hi = range_
+
+    def through(scores: np.ndarray, factor: float) -> np.ndarray:
+        sub = (scores * node.boost).astype(np.float32).astype(np.float64)
+        return (sub * factor).astype(np.float32).astype(np.float64)
+
+    return through(low, lo), through(high, hi)
 
 
 def _allowed(outer: BoolNode | None, ctx: Ctx) -> np.ndarray | None:

@@ -196,6 +196,31 @@ filtered = st.one_of(
     ),
     st.builds(lambda t, f: {"bool": {"should": [t], "filter": [f]}}, text, filters),
 )
+# the sections strategy: function_score of weight functions (the intent's section multipliers)
+# around the hybrid; pruned with score_mode max/min/first and boost_mode multiply, else scored
+functions = st.lists(
+    st.builds(
+        lambda f, w: {**({"filter": f} if f is not None else {}), "weight": w},
+        st.one_of(
+            st.none(),
+            st.builds(lambda s: {"term": {"section": s}}, st.sampled_from(["s0", "s2", "s5"])),
+            filters,
+        ),
+        st.sampled_from([0.5, 1.0, 1.5, 2.0, 3.5, 0.0]),
+    ),
+    min_size=1,
+    max_size=3,
+)
+function_scored = st.builds(
+    lambda q, fs, sm, bm, extra: {
+        "function_score": {"query": q, "functions": fs, "score_mode": sm, "boost_mode": bm, **extra}
+    },
+    st.one_of(text, hybrid, filtered),
+    functions,
+    st.sampled_from(["max", "max", "min", "first", "multiply", "sum"]),
+    st.sampled_from(["multiply", "multiply", "multiply", "sum", "replace"]),
+    st.sampled_from([{}, {}, {"max_boost": 1.2}, {"boost": 0.5}, {"boost": 2.0}, {"min_score": 0.01}]),
+)
 # queries the pruning does not take (every match scored): answered from their matches alone,
 # without arrays of the index's size (SearchRun._answers_from_matches), where the request allows
 unpruned = st.one_of(
@@ -209,7 +234,7 @@ unpruned = st.one_of(
         text,
     ),
 )
-queries = st.one_of(text, hybrid, filtered, unpruned)
+queries = st.one_of(text, hybrid, filtered, function_scored, unpruned)
 
 
 collapses = st.one_of(
@@ -290,6 +315,27 @@ def test_filtered_pruned_hits_equal_scoring_every_match(es, query, size, from_, 
     assert _answer(es, body) == _reference(es, body), body
 
 
+@settings(max_examples=400, deadline=None)
+@given(
+    query=function_scored,
+    size=st.sampled_from([1, 5, 15]),
+    from_=st.sampled_from([0, 0, 3]),
+    track=st.sampled_from([False, 5, 40, None]),
+    collapse=collapses,
+    rescore=rescores,
+)
+def test_function_scored_pruned_hits_equal_scoring_every_match(
+    es, query, size, from_, track, collapse, rescore
+):
+    """The property above for function_score of weight functions around the text, the hybrid
+    or a filtered request (the sections strategy's shape) alone."""
+    body = {"query": query, "size": size, "from": from_, "_source": False}
+    for key, value in (("track_total_hits", track), ("collapse", collapse), ("rescore", rescore)):
+        if value is not None:
+            body[key] = value
+    assert _answer(es, body) == _reference(es, body), body
+
+
 def _multi_match_in(query):
     """The first multi_match inside ``query`` (None: none)."""
     if isinstance(query, dict):
@@ -327,10 +373,11 @@ def test_the_property_prunes_often(es, pruned):
     assert pruned[0] < full / 3  # scored a few pieces, not every match
 
 
-@pytest.mark.parametrize("shape", ["hybrid", "must"])
-def test_a_filtered_search_prunes_among_the_documents_let_through(es, pruned, shape):
-    """The project's filtered requests (hybrid_query, bm25_query with filters) take the pruned
-    path: their candidates are fewer than their matches, and every hit passes the filters."""
+@pytest.mark.parametrize("shape", ["hybrid", "must", "sections"])
+def test_a_filtered_search_prunes_among_the_documents_let_through(es, pruned, shape, monkeypatch):
+    """The project's filtered requests (hybrid_query, bm25_query with filters, and the sections
+    strategy's function_score of section multipliers around them) take the pruned path: their
+    candidates are fewer than their matches, and every hit passes the filters."""
     text = {
         "script_score": {
             "query": {
@@ -341,19 +388,31 @@ def test_a_filtered_search_prunes_among_the_documents_let_through(es, pruned, sh
     }
     knn = {"knn": {"field": "vec", "query_vector": [0.3, -0.2, 0.9], "k": 5, "num_candidates": 30}}
     filters = [{"terms": {"section": ["s0", "s1", "s2", "s3"]}}]
-    query = (
-        {
-            "bool": {
-                "should": [text, knn],
-                "filter": filters,
-                "must_not": [{"term": {"year": 2019}}],
-                "minimum_should_match": 1,
+    hybrid = {
+        "bool": {
+            "should": [text, knn],
+            "filter": filters,
+            "must_not": [{"term": {"year": 2019}}],
+            "minimum_should_match": 1,
+        }
+    }
+    query = {"bool": {"must": [text], "filter": filters, "must_not": [{"term": {"year": 2019}}]}}
+    if shape == "hybrid":
+        query = hybrid
+    elif shape == "sections":  # querybuilder.dsl.with_section_multipliers
+        multipliers = [
+            {"filter": {"term": {"section": s}}, "weight": w} for s, w in (("s1", 1.5), ("s3", 1.2))
+        ]
+        query = {
+            "function_score": {
+                "query": hybrid,
+                "functions": multipliers,
+                "score_mode": "max",
+                "boost_mode": "multiply",
             }
         }
-        if shape == "hybrid"
-        else {"bool": {"must": [text], "filter": filters, "must_not": [{"term": {"year": 2019}}]}}
-    )
     body = {"query": query, "size": 5, "track_total_hits": 50, "_source": ["section", "year"]}
+    monkeypatch.setattr(topk, "MIN_DOC_BOUNDS", 0)  # each candidate's own bound (its own factor)
     got = es.search(index="p", **body)
     pruned_candidates = list(pruned)
     assert _answer(es, body) == _reference(es, body)
