@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from scholar_es.engine.index.segment import Segment
+from scholar_es.engine.index.segment.columns import KeywordColumn, TextColumn
 from scholar_es.engine.index.segment.runs import Runs
 from scholar_es.engine.query import similarity as sim
 from scholar_es.engine.query.sortedsearch import search_sorted
@@ -108,6 +109,14 @@ class TermNode(Node):
             mask[docs] = True
             scores[docs] = term_scores
         return mask, scores
+
+    def postings_docs(self, ctx: Ctx) -> np.ndarray:
+        """The documents this term matches (its postings, ascending), unscored: a filter's."""
+        seg = ctx.seg
+        col: TextColumn | KeywordColumn | None = seg.text.get(self.field)
+        col = seg.keyword.get(self.field) if col is None else col
+        found = None if col is None else col.postings.postings(self.term)
+        return np.zeros(0, dtype=np.int64) if found is None else found[0]
 
     def score_postings(self, ctx: Ctx) -> tuple[np.ndarray, np.ndarray] | None:
         """(documents ascending, float32 BM25 scores) of this term's postings; None if none.

@@ -695,7 +695,7 @@ def function_values(node: FunctionScoreNode, ctx: Ctx, docs: np.ndarray, qscore:
     best = np.full(n, -np.inf if mode == "max" else np.inf)
     first_done = np.zeros(n, dtype=bool)
     for filt, _kind, _spec, weight in node.functions:  # FunctionScoreNode._run, on the candidates
-        applies = np.ones(n, dtype=bool) if filt is None else _member(run_sparse(filt, ctx)[0], docs)[0]
+        applies = np.ones(n, dtype=bool) if filt is None else _member(filter_docs(filt, ctx), docs)[0]
         value = np.ones(n)
         if weight is not None:
             value = value * weight
@@ -727,6 +727,15 @@ def function_values(node: FunctionScoreNode, ctx: Ctx, docs: np.ndarray, qscore:
             f"function score query returned an invalid score: {final[i]} for doc: {int(docs[i])}",
         )
     return final
+
+
+def filter_docs(node: Node, ctx: Ctx) -> np.ndarray:
+    """The documents a filter clause matches, ascending (its scores are not needed): a term's
+    postings unscored (a section multiplier's filter: ~280k postings at 1M QASPER chunks), else
+    its sparse hits."""
+    if type(node) is TermNode:
+        return node.postings_docs(ctx)
+    return run_sparse(node, ctx)[0]
 
 
 def clause_mask(node: Node, ctx: Ctx) -> np.ndarray:
