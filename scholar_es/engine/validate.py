@@ -135,10 +135,32 @@ SEARCH_FLAGS = ("explain", "track_scores", "version", "seq_no_primary_term", "pr
 
 
 def with_flags(body: dict) -> dict:
-    """``body`` with its boolean options read (:func:`flag`): a copy where one was given as text,
-    so that every reader of the body sees ``"false"`` as false."""
+    """``body`` with its boolean options read (:func:`flag`) and a ``track_total_hits`` given
+    as text read (:func:`track_total_hits`): a copy where one was given as text, so that every
+    reader of the body sees ``"false"`` as false and ``"10"`` as 10."""
     texts = [key for key in SEARCH_FLAGS if isinstance(body.get(key), str)]
-    return {**body, **{key: flag(body[key]) for key in texts}} if texts else body
+    track = body.get("track_total_hits")
+    if not texts and not isinstance(track, str):
+        return body
+    out = {**body, **{key: flag(body[key]) for key in texts}}
+    if isinstance(track, str):
+        out["track_total_hits"] = track_total_hits(track)
+    return out
+
+
+def track_total_hits(value: Any) -> Any:
+    """A body's ``track_total_hits`` as SearchSourceBuilder reads it: a boolean, or the text
+    ``"true"``/``"false"`` (``Booleans.isBoolean``: exactly these) as one, else an integer
+    (``parser.intValue()``: an integer text too); a value neither reads as is left as it is,
+    for :func:`check_search_body` to refuse."""
+    if value in ("true", "false"):
+        return value == "true"
+    if isinstance(value, str):
+        try:
+            return int(value)
+        except ValueError:
+            return value
+    return value
 
 
 def _check_object(where: str, value: Any) -> dict:
@@ -276,7 +298,7 @@ def check_search_body(body: Any) -> None:
         check_number("search", "min_score", body["min_score"])
     if "track_total_hits" in body:
         v = body["track_total_hits"]
-        if not isinstance(v, bool) and not (isinstance(v, str) and v.lower() in ("true", "false")):
+        if not isinstance(v, bool) and v not in ("true", "false"):  # Booleans.isBoolean: exact
             try:
                 check_int("search", "track_total_hits", v, -1)
             except EsError:

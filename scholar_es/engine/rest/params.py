@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 from scholar_es.engine.errors import illegal_argument, unsupported
+from scholar_es.engine.validate import with_flags
 
 SEARCH_TYPES = ("query_then_fetch", "dfs_query_then_fetch")
 MSEARCH_HEADER_KEYS = {
@@ -50,7 +51,9 @@ def check_search_type(value) -> None:
 
 
 def prepare(params: dict, body: dict) -> dict:
-    """Apply the URL parameters to a search body (a copy); validate them."""
+    """Apply the URL parameters to a search body (a copy); validate them. The body's options
+    given as text are read first (:func:`validate.with_flags`: ``"track_total_hits": "true"``)."""
+    body = with_flags(body)
     check_search_type(params.get("search_type"))
     if "search_type" in params and body.get("knn") not in (None, []):
         # RestSearchAction#validateSearchRequest (checkSearchType), also run per _msearch item

@@ -278,6 +278,30 @@ def test_track_total_hits(big):
     assert big.count(index="big")["count"] == 10_001
 
 
+def test_track_total_hits_given_as_text(big):
+    """SearchSourceBuilder reads ``"true"``/``"false"`` (Booleans.isBoolean: exactly these) as
+    booleans and other text as an integer (``parser.intValue()``); a body with ``"true"`` was a 500."""
+    from elasticsearch import ApiError
+
+    def total(track, **kw):
+        body = {"query": {"term": {"k": "x"}}, "size": 1, "track_total_hits": track}
+        return big.search(index="big", body=body, **kw)["hits"].get("total", "ABSENT")
+
+    assert total("true") == {"value": 10_001, "relation": "eq"}
+    assert total("false") == "ABSENT"
+    assert total("100") == {"value": 100, "relation": "gte"}
+    assert total("true", rest_total_hits_as_int=True) == 10_001
+    for bad in ("TRUE", "many"):
+        with pytest.raises(ApiError) as e:
+            total(bad)
+        assert e.value.status_code == 400 and "[track_total_hits] must be a boolean or an integer" in str(
+            e.value
+        )
+    with pytest.raises(ApiError) as e:  # SearchRequest.validate, as with the boolean false
+        big.search(index="big", body={"track_total_hits": "false"}, scroll="1m")
+    assert e.value.status_code == 400 and "disabling [track_total_hits] is not allowed" in str(e.value)
+
+
 # --- explain ------------------------------------------------------------------------------------
 
 
