@@ -137,7 +137,10 @@ SEARCH_FLAGS = ("explain", "track_scores", "version", "seq_no_primary_term", "pr
 def with_flags(body: dict) -> dict:
     """``body`` with its boolean options read (:func:`flag`) and a ``track_total_hits`` given
     as text read (:func:`track_total_hits`): a copy where one was given as text, so that every
-    reader of the body sees ``"false"`` as false and ``"10"`` as 10."""
+    reader of the body sees ``"false"`` as false and ``"10"`` as 10 (anything but an object:
+    as it is, for :func:`check_search_body` to refuse)."""
+    if not isinstance(body, dict):
+        return body
     texts = [key for key in SEARCH_FLAGS if isinstance(body.get(key), str)]
     track = body.get("track_total_hits")
     if not texts and not isinstance(track, str):
