@@ -7,9 +7,11 @@ docs/es-semantics.md for the source references.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from scholar_es.engine.errors import EsError, parsing_error, unsupported
+from scholar_es.engine.errors import EsError, illegal_argument, parsing_error, unsupported
 from scholar_es.engine.query.dsl import _check_params, _float
 from scholar_es.engine.query.nodes import ConstNode, Ctx, Node, _boosted, expl
 from scholar_es.engine.script.painless import compile_script
@@ -98,6 +100,10 @@ class FunctionScoreNode(Node):
         # The query's boost is pushed into the sub-query's weight (FunctionScoreQuery#createWeight),
         # so functions and boost_mode see the boosted score; sub-scores are floats in Lucene.
         sub = (qscore * self.boost).astype(np.float32).astype(np.float64)
+        if not self.functions:  # FunctionFactorScorer.score: no function, the sub-query's score
+            mask = qmask if self.min_score is None else qmask & (sub >= self.min_score)
+            self._factor = np.ones(n)
+            return mask, np.where(mask, sub, 0.0)
         factor = np.ones(n)
         matched_any = np.zeros(n, dtype=bool)
         total = np.zeros(n)
@@ -165,6 +171,8 @@ class FunctionScoreNode(Node):
         raise unsupported(f"function_score function {kind}")
 
     def explain(self, pos: int) -> dict:
+        if not self.functions:  # the sub-query's explanation (CustomBoostFactorWeight.explain)
+            return {**self.query.explain(pos), "value": self.scores[pos]}
         details = [self.query.explain(pos)]
         fdetails = [expl(v[pos], "function score") for applies, v in self._fvalues if applies[pos]]
         details.append(
@@ -297,6 +305,14 @@ class ScriptScoreNode(Node):
         )
 
 
+def _java_float(value: float) -> float:
+    """A number Elasticsearch parses with ``parser.floatValue()`` (a function's ``weight``,
+    ``max_boost``, ``min_score``): the Java float it becomes, as a double (1.2 is
+    1.2000000476837158, which scores one float step apart from 1.2 in about half the documents)."""
+    with np.errstate(over="ignore"):
+        return float(np.float32(value))
+
+
 def parse_function_score(parser, p: dict, script_query: bool = False) -> Node:
     if script_query:
         _check_params("script_score", p, {"query", "script", "min_score", "boost", "_name"})
@@ -305,7 +321,7 @@ def parse_function_score(parser, p: dict, script_query: bool = False) -> Node:
         return ScriptScoreNode(
             parser.parse(p["query"]),
             p["script"],
-            _float("script_score", "min_score", p["min_score"]) if "min_score" in p else None,
+            _java_float(_float("script_score", "min_score", p["min_score"])) if "min_score" in p else None,
             _float("script_score", "boost", p.get("boost", 1.0)),
         )
     single = {"weight", "field_value_factor", "script_score", "random_score", "gauss", "exp", "linear"}
@@ -355,8 +371,8 @@ def parse_function_score(parser, p: dict, script_query: bool = False) -> Node:
         functions,
         score_mode,
         boost_mode,
-        _float("function_score", "max_boost", p.get("max_boost", _FLOAT_MAX)),
-        _float("function_score", "min_score", p["min_score"]) if "min_score" in p else None,
+        _java_float(_float("function_score", "max_boost", p.get("max_boost", _FLOAT_MAX))),
+        _java_float(_float("function_score", "min_score", p["min_score"])) if "min_score" in p else None,
         _float("function_score", "boost", p.get("boost", 1.0)),
     )
 
@@ -370,7 +386,9 @@ def _parse_function(parser, spec: dict):
         {"filter", "weight", "field_value_factor", "script_score", "random_score", "gauss", "exp", "linear"},
     )
     filt = parser.parse(spec["filter"]) if "filter" in spec else None
-    weight = _float("function_score", "weight", spec["weight"]) if "weight" in spec else None
+    weight = _java_float(_float("function_score", "weight", spec["weight"])) if "weight" in spec else None
+    if weight is not None and math.copysign(1.0, weight) < 0:  # Float.compare(weight, 0) < 0: -0.0 too
+        raise illegal_argument("[weight] cannot be negative for a filtering function")
     kinds = [k for k in spec if k not in ("filter", "weight")]
     if len(kinds) > 1:
         raise parsing_error(

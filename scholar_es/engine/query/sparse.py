@@ -689,6 +689,8 @@ def function_values(node: FunctionScoreNode, ctx: Ctx, docs: np.ndarray, qscore:
     scores are ``qscore`` (before ``min_score``), as FunctionScoreNode computes them."""
     n = len(docs)
     sub = (qscore * node.boost).astype(np.float32).astype(np.float64)
+    if not node.functions:  # FunctionFactorScorer.score: no function, the sub-query's score
+        return sub
     mode = node.score_mode
     factor = np.ones(n)
     total, weight_sum = np.zeros(n), np.zeros(n)

@@ -270,12 +270,13 @@ def _factor_range(node: FunctionScoreNode) -> tuple[float, float] | None:
     """The smallest and largest factor a ``function_score`` of weight functions can give a
     document (1 where no function applies; capped at ``max_boost``), where its score only grows
     with its query's (``boost_mode`` multiply, a factor and boost >= 0, no ``min_score``); None:
-    anything else, which the full path scores."""
-    if (
-        node.boost_mode != "multiply"
-        or node.score_mode not in _ONE_WEIGHT_MODES
-        or node.min_score is not None
-    ):
+    anything else, which the full path scores. Without functions the score is the query's as
+    it is (FunctionFactorScorer.score): a factor of 1."""
+    if node.min_score is not None or not node.boost >= 0:
+        return None
+    if not node.functions:
+        return 1.0, 1.0
+    if node.boost_mode != "multiply" or node.score_mode not in _ONE_WEIGHT_MODES:
         return None
     if any(kind != "weight" for _, kind, _, _ in node.functions):
         return None

@@ -167,6 +167,52 @@ def test_single_top_level_weight_and_no_functions(es):
     }  # query defaults to match_all
 
 
+def test_no_functions_leaves_the_query_score_as_it_is(es):
+    """FunctionScoreQueryBuilder builds ``FunctionScoreQuery(query, minScore, maxBoost)`` without
+    functions, whose FunctionFactorScorer returns the sub-query's score: boost_mode and max_boost
+    change nothing (replace gave every hit 1.0, max_boost 0.5 halved it); min_score still applies."""
+    for extra in ({"boost_mode": "replace"}, {"boost_mode": "sum"}, {"functions": [], "max_boost": 0.5}):
+        assert scores(es, {"function_score": {"query": GRAPH, **extra}}) == approx(Q)
+    kept = scores(
+        es, {"function_score": {"query": GRAPH, "boost_mode": "replace", "min_score": Q["d2"] * 1.01}}
+    )
+    assert kept == approx({d: s for d, s in Q.items() if s >= Q["d2"] * 1.01})
+
+
+def test_weight_max_boost_and_min_score_are_java_floats(es):
+    """``parser.floatValue()``: a weight of 1.2 is 1.2f (1.2000000476837158), the product is the
+    float of the sub-query's float times it; min_score 0.7 is 0.7f, so a factor of 0.7f replacing
+    the score is kept (as a double, 0.7 < 0.7f dropped every hit)."""
+    import numpy as np
+
+    got = scores(es, {"function_score": {"query": GRAPH, "weight": 1.2}})
+    plain = scores(es, GRAPH)
+    for doc, s in plain.items():
+        want = np.float32(np.float64(np.float32(s)) * np.float64(np.float32(1.2)))
+        assert np.float32(got[doc]) == want, doc
+    replaced = {"function_score": {"query": GRAPH, "weight": 0.7, "boost_mode": "replace", "min_score": 0.7}}
+    assert scores(es, replaced) == {d: pytest.approx(0.7) for d in Q}
+    capped = {"function_score": {"query": GRAPH, "weight": 3, "max_boost": 1.2}}
+    for doc, s in scores(es, capped).items():
+        assert np.float32(s) == np.float32(np.float64(np.float32(plain[doc])) * np.float64(np.float32(1.2)))
+
+
+@pytest.mark.parametrize("weight", [-1, -0.0])
+def test_a_negative_weight_is_refused_when_parsed(es, weight):
+    """WeightBuilder/ScoreFunctionBuilder.setWeight: ``Float.compare(weight, 0) < 0`` (-0.0 too),
+    even when the function's filter matches nothing."""
+    query = {
+        "function_score": {
+            "query": GRAPH,
+            "functions": [{"filter": {"term": {"section": "none"}}, "weight": weight}],
+        }
+    }
+    with pytest.raises(BadRequestError) as e:
+        scores(es, query)
+    assert e.value.body["error"]["type"] == "illegal_argument_exception"
+    assert e.value.body["error"]["reason"] == "[weight] cannot be negative for a filtering function"
+
+
 # --- field_value_factor ----------------------------------------------------------------------
 
 X = {"d1": 1.5 * 4.0, "d2": 1.5 * 2.5, "d3": 1.5 * 1.0, "d4": 1.5 * 5.0}  # factor 1.5, missing 1 for d3
