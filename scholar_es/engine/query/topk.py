@@ -196,8 +196,18 @@ def top_k(
         return None
     starts, ends = pieces.starts, pieces.ends
     acc = fields.approximate_sums(ctx.n)
-    if allowed is not None and acc is not None:
-        acc[~allowed] = 0  # a piece's best document is one its filters let through
+    if allowed is not None:
+        # the full path scores every text match before its filters apply: a script's NaN or an
+        # overflow among the documents they drop is its error too, so the bounds of every match
+        # must be representable as well (Elasticsearch, scoring only what the filters let through,
+        # would answer; the engine's paths agree with each other)
+        every = _bound(chain, outer, ctx, _piece_maxima(fields, acc, pieces) * (1 + MARGIN))
+        if function is not None:
+            every = _function_bounds(function, every, every)[1]
+        if not _representable(every):
+            return None
+        if acc is not None:
+            acc[~allowed] = 0  # a piece's best document is one its filters let through
     best = _piece_maxima(fields, acc, pieces)
     if allowed is not None:  # a piece none of whose documents are let through matches nothing
         best[~np.logical_or.reduceat(allowed, starts)] = 0.0

@@ -570,6 +570,33 @@ def test_a_script_that_gives_nan_fails_as_scoring_every_match_does(es, rank):
     assert got[0] == "error" and "invalid score [nan]" in got[2]
 
 
+@pytest.mark.parametrize("shape", ["must", "hybrid"])
+def test_a_script_nan_among_documents_the_filters_drop_fails_as_scoring_every_match_does(es, shape):
+    """As above, the NaN documents dropped by a must_not: the full path scores every text match
+    before the filters apply, so its error is the answer of the pruned path too (found by review:
+    the pruned path had answered hits, having bounded only the documents let through)."""
+    top = es.search(index="p", query=TEXT, size=100, track_total_hits=True, _source=False)["hits"]["hits"]
+    scores = sorted({h["_score"] for h in top}, reverse=True)
+    w = float(np.finfo(np.float64).max) / ((scores[0] + scores[1]) / 2)  # only the best overflow
+    best = [h["_id"] for h in top if h["_score"] == scores[0]]
+    text = {
+        "script_score": {
+            "query": TEXT,
+            "script": {"source": "saturation(_score * params.w, 1)", "params": {"w": w}},
+        }
+    }
+    dropped = [{"ids": {"values": best}}]
+    query = (
+        {"bool": {"must": [text], "must_not": dropped}}
+        if shape == "must"
+        else {"bool": {"should": [text], "must_not": dropped, "minimum_should_match": 1}}
+    )
+    body = {"query": query, "size": 5, "track_total_hits": 10, "_source": False}
+    got = _answer(es, body)
+    assert got == _reference(es, body)
+    assert got[0] == "error" and "invalid score [nan]" in got[2]
+
+
 @pytest.mark.parametrize("boost", [1e37, 5e37, 1e38, 3e38])
 @pytest.mark.parametrize("where", ["body", "title", "query"])
 def test_scores_past_the_largest_float_are_left_to_the_full_path(es, boost, where):
