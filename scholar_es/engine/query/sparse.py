@@ -647,11 +647,15 @@ class _SubsetScriptContext(SegmentScriptContext):
 
 def _script_score(node: ScriptScoreNode, ctx: Ctx) -> Hits | None:
     docs, qscore = run_sparse(node.query, ctx)
-    boosted = script_values(node, ctx, docs, qscore)
-    if node.min_score is not None:
-        keep = boosted >= node.min_score
-        docs, boosted = docs[keep], boosted[keep]
-    return docs, boosted
+    return _at_least_min_score(docs, script_values(node, ctx, docs, qscore), node.min_score)
+
+
+def _at_least_min_score(docs: np.ndarray, scores: np.ndarray, min_score: float | None) -> Hits:
+    """The hits scoring at least ``min_score`` (a float, as both scores are): all without one."""
+    if min_score is None:
+        return docs, scores
+    keep = scores >= min_score
+    return docs[keep], scores[keep]
 
 
 def script_values(node: ScriptScoreNode, ctx: Ctx, docs: np.ndarray, qscore: np.ndarray) -> np.ndarray:
@@ -677,11 +681,7 @@ def _function_score(node: FunctionScoreNode, ctx: Ctx) -> Hits | None:
     if any(kind != "weight" for _, kind, _, _ in node.functions):
         return None  # field_value_factor / script functions read whole columns: dense
     docs, qscore = run_sparse(node.query, ctx)
-    final = function_values(node, ctx, docs, qscore)
-    if node.min_score is not None:
-        keep = final >= node.min_score
-        docs, final = docs[keep], final[keep]
-    return docs, final
+    return _at_least_min_score(docs, function_values(node, ctx, docs, qscore), node.min_score)
 
 
 def function_values(node: FunctionScoreNode, ctx: Ctx, docs: np.ndarray, qscore: np.ndarray) -> np.ndarray:
