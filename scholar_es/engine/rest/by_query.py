@@ -37,6 +37,7 @@ import numpy as np
 from scholar_es.engine.errors import EsError, illegal_argument, parsing_error, unsupported
 from scholar_es.engine.index import versioning
 from scholar_es.engine.index.versioning import Condition
+from scholar_es.engine.rest.params import param_int
 from scholar_es.engine.rest.update import check_write_waits, source_spec, unknown_field
 from scholar_es.engine.rest.url_query import Q_PARAMS, url_query
 from scholar_es.engine.script.update_script import UpdateScript, compile_update_script, run_script
@@ -89,10 +90,7 @@ class Job:
 
 
 def _int_param(name: str, value: Any) -> int:
-    try:
-        return int(str(value))
-    except ValueError:
-        raise illegal_argument(f"Failed to parse int parameter [{name}] with value [{value}]") from None
+    return param_int(name, value)
 
 
 def _set_max_docs(job: Job, value: int) -> None:

@@ -55,7 +55,6 @@ from scholar_es.engine.search.execute import SearchRun, count
 from scholar_es.engine.validate import (
     check_alias_actions,
     check_create_index,
-    check_int,
     check_is_write_index,
     check_msearch_header,
     check_put_mapping,
@@ -393,15 +392,13 @@ _MSEARCH_PARAMS = ("search_type", "rest_total_hits_as_int", "typed_keys")
 def _search_params(params: dict, body: dict, path: str = "/_search") -> dict:
     check_search_body(body)
     body = with_url_query(params, body, path)
-    for key in ("size", "from"):
+    for key in ("size", "from"):  # RestSearchAction.parseSearchSource: paramAsInt
         if key in params:
-            body[key] = check_int("search", key, params[key])
-    if "track_total_hits" in params:
+            body[key] = rest_params.param_int(key, params[key])
+    if "track_total_hits" in params:  # Booleans.isBoolean (exactly "true"/"false"), else paramAsInt
         v = params["track_total_hits"]
         body["track_total_hits"] = (
-            v.lower() == "true"
-            if v.lower() in ("true", "false")
-            else check_int("search", "track_total_hits", v)
+            v == "true" if v in ("true", "false") else rest_params.param_int("track_total_hits", v)
         )
     if "explain" in params:
         body["explain"] = _bool_param(params, "explain")

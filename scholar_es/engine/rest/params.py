@@ -17,6 +17,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from scholar_es.engine.errors import illegal_argument, unsupported
 from scholar_es.engine.validate import with_flags
 
@@ -73,14 +75,21 @@ def prepare(params: dict, body: dict) -> dict:
                 f"got {track}"
             )
     if params.get("terminate_after") is not None:  # RestSearchAction: paramAsInt("terminate_after")
-        value = params["terminate_after"]
-        try:
-            body = {**body, "terminate_after": int(str(value))}
-        except ValueError:
-            raise illegal_argument(
-                f"Failed to parse int parameter [terminate_after] with value [{value}]"
-            ) from None
+        body = {**body, "terminate_after": param_int("terminate_after", params["terminate_after"])}
     return body
+
+
+def param_int(name: str, value: Any) -> int:
+    """A URL parameter read as ``RestRequest.paramAsInt`` reads it (``Integer.parseInt``: a sign,
+    then decimal digits, within Java's int; no spaces or ``_``, which Python's ``int`` takes),
+    else its IllegalArgumentException."""
+    text = str(value)
+    digits = text[1:] if text[:1] in ("+", "-") else text
+    if digits.isdecimal():
+        number = int(text)
+        if -(2**31) <= number <= 2**31 - 1:
+            return number
+    raise illegal_argument(f"Failed to parse int parameter [{name}] with value [{value}]")
 
 
 def shape(params: dict, response: dict) -> dict:

@@ -24,6 +24,7 @@ from scholar_es.engine.errors import (
 )
 from scholar_es.engine.index import versioning
 from scholar_es.engine.index.versioning import Condition
+from scholar_es.engine.rest.params import param_int
 from scholar_es.engine.script.update_script import compile_update_script, run_script
 from scholar_es.engine.search.hits import filter_source
 from scholar_es.engine.validate import check_time_value, json_token
@@ -320,13 +321,7 @@ def _add_get(item: dict, spec: UpdateSpec, source: dict | None) -> None:
 
 def retry_count(value: Any) -> int:
     """``retry_on_conflict`` (``RestRequest.paramAsInt``)."""
-    try:
-        n = int(str(value))
-    except ValueError:
-        raise illegal_argument(
-            f"Failed to parse int parameter [retry_on_conflict] with value [{value}]"
-        ) from None
-    return n
+    return param_int("retry_on_conflict", value)
 
 
 #: URL parameters of ``_update`` the engine reads (its REST spec's others: refused by name)

@@ -402,6 +402,35 @@ def test_terminate_after_url_parameter(tmp_engine):
     assert "Failed to parse int parameter [terminate_after] with value [x]" in str(e.value.body)
 
 
+@pytest.mark.parametrize(
+    "param,value",
+    [
+        ("size", "abc"),
+        ("size", "%202"),  # " 2": Integer.parseInt takes no spaces (Python's int does)
+        ("size", "2_0"),  # nor underscores
+        ("from", "2147483648"),  # past Java's int
+        ("track_total_hits", "TRUE"),  # not Booleans.isBoolean: read as an int
+        ("terminate_after", "1.0"),
+    ],
+)
+def test_int_url_parameters_are_read_as_integer_parse_int(tmp_engine, param, value):
+    """RestSearchAction.parseSearchSource reads from/size/terminate_after/track_total_hits with
+    ``request.paramAsInt`` (``Integer.parseInt``): its IllegalArgumentException otherwise."""
+    _six(tmp_engine)
+    with pytest.raises(BadRequestError) as e:
+        tmp_engine.perform_request(
+            "GET", f"/ta/_search?{param}={value}", headers={"accept": "application/json"}
+        )
+    error = e.value.body["error"]
+    assert error["type"] == "illegal_argument_exception"
+    shown = value.replace("%20", " ")
+    assert error["reason"] == f"Failed to parse int parameter [{param}] with value [{shown}]"
+    ok = tmp_engine.perform_request(
+        "GET", "/ta/_search?size=%2B2&track_total_hits=2", headers={"accept": "application/json"}
+    )
+    assert len(ok.body["hits"]["hits"]) == 2 and ok.body["hits"]["total"] == {"value": 2, "relation": "gte"}
+
+
 def test_sort_mode_min_max_on_a_multi_valued_number(tmp_engine):
     # FieldSortBuilder: mode picks the value of a multi-valued field; default min for asc, max for desc
     es = tmp_engine
