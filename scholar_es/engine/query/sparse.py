@@ -329,10 +329,13 @@ class RunSums:
         return min(a for a, _ in spans), max(b for _, b in spans)
 
     def matches(self) -> int:
-        """The number of documents matched (of the matched runs, and past them: each once,
-        however many of the terms it holds)."""
-        past = union_docs([d for d, _ in self.tail]) if self.tail else ()
-        return int(self.runs.lengths[self.matched].sum()) + len(past)
+        """The number of documents matched (of the matched runs, and past them)."""
+        return int(self.runs.lengths[self.matched].sum()) + len(self.past_docs())
+
+    def past_docs(self) -> np.ndarray:
+        """The documents matched past the runs, ascending, each once however many of the terms it
+        holds."""
+        return union_docs([d for d, _ in self.tail])
 
     def scores(self, lo: int, n: int, boost: float) -> np.ndarray:
         """Per position of [lo, lo + n): the sum there (its run's, or its own past the runs; 0.0
@@ -743,11 +746,12 @@ def filter_docs(node: Node, ctx: Ctx) -> np.ndarray:
 def clause_mask(node: Node, ctx: Ctx) -> np.ndarray:
     """The documents a filter clause matches, as a fresh mask of the index's size: a
     constant-score filter's own matcher (a ``terms`` query marks its values' postings, no sorted
-    union of them: ~3 ms less at 1M documents for half of them), else its sparse hits marked."""
+    union of them: ~3 ms less at 1M documents for half of them), else its documents marked
+    (:func:`filter_docs`: a term's postings unscored)."""
     if isinstance(node, ConstNode):
         return node.matcher(ctx)
     mask = np.zeros(ctx.n, dtype=bool)
-    mask[run_sparse(node, ctx)[0]] = True
+    mask[filter_docs(node, ctx)] = True
     return mask
 
 

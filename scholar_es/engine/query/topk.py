@@ -173,8 +173,10 @@ def top_k(
     if not ENABLED or k <= 0 or ctx.restrict is not None:
         return None
     function = root if isinstance(root, FunctionScoreNode) else None
+    factors = None  # the function's factors' range, where there is one
     if function is not None:  # the section multipliers around the hybrid (the sections strategy)
-        if _factor_range(function) is None:
+        factors = _factor_range(function)
+        if factors is None:
             return None
         root = function.query
     shape = _shape(root)
@@ -203,7 +205,7 @@ def top_k(
         # would answer; the engine's paths agree with each other)
         every = _bound(chain, outer, ctx, _piece_maxima(fields, acc, pieces) * (1 + MARGIN))
         if function is not None:
-            every = _function_bounds(function, every, every)[1]
+            every = _function_bounds(function, factors, every, every)[1]
         if not _representable(every):
             return None
         if acc is not None:
@@ -215,7 +217,7 @@ def top_k(
         _bound(chain, outer, ctx, np.concatenate([best * (1 - MARGIN), best * (1 + MARGIN)])), 2
     )
     if function is not None:  # each document's factor lies within the function's range
-        low, high = _function_bounds(function, low, high)
+        low, high = _function_bounds(function, factors, low, high)
     if not _representable(high):
         return None  # a NaN (the full path's error) or scores a float cannot hold: score every match
     # each matched piece's best document scores at least its low bound (the other clauses add
@@ -292,20 +294,19 @@ def _factor_range(node: FunctionScoreNode) -> tuple[float, float] | None:
         return None
     values = [1.0] + [1.0 if w is None else float(w) for _, _, _, w in node.functions]
     capped = [min(v, float(node.max_boost)) for v in values]
-    if not (all(v >= 0 for v in capped) and node.boost >= 0):  # NaN fails too
+    if not all(v >= 0 for v in capped):  # NaN fails too
         return None
     return min(capped), max(capped)
 
 
 def _function_bounds(
-    node: FunctionScoreNode, low: np.ndarray, high: np.ndarray
+    node: FunctionScoreNode, factors: tuple[float, float] | None, low: np.ndarray, high: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Bounds of the function_score's scores from bounds of its query's: the smallest factor
-    times the low ones, the largest times the high ones, with the same float roundings as
-    ``sparse.function_values`` (each monotone, so bounds stay bounds)."""
-    range_ = _factor_range(node)
-    assert range_ is not None  # top_k took such functions only
-    lo, hi = range_
+    """Bounds of the function_score's scores from bounds of its query's: the smallest of its
+    ``factors`` (:func:`_factor_range`) times the low ones, the largest times the high ones, with
+    the same float roundings as ``sparse.function_values`` (each monotone, so bounds stay bounds)."""
+    assert factors is not None  # top_k took such functions only
+    lo, hi = factors
 
     def through(scores: np.ndarray, factor: float) -> np.ndarray:
         sub = (scores * node.boost).astype(np.float32).astype(np.float64)
@@ -354,8 +355,7 @@ def _allowed_matches(r: sparse.RunSums, allowed: np.ndarray) -> int:
     if len(starts) > 1 and r.matched.any():
         per_run = np.add.reduceat(allowed[: int(starts[-1])], starts[:-1], dtype=np.int64)
         in_runs = int(per_run[r.matched].sum())
-    past = sparse.union_docs([d for d, _ in r.tail]) if r.tail else np.zeros(0, dtype=np.int64)
-    return in_runs + int(np.count_nonzero(allowed[past]))
+    return in_runs + int(np.count_nonzero(allowed[r.past_docs()]))
 
 
 #: bounds at or above this are not trusted: the scores are floats, and past the largest one the

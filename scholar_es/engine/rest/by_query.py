@@ -89,10 +89,6 @@ class Job:
 # --- parsing ---------------------------------------------------------------------------
 
 
-def _int_param(name: str, value: Any) -> int:
-    return param_int(name, value)
-
-
 def _set_max_docs(job: Job, value: int) -> None:
     """``AbstractBulkByScrollRequest.setMaxDocs`` through ``setMaxDocsValidateIdentical``."""
     if value < 0:
@@ -192,7 +188,7 @@ def parse_by_query(kind: str, index: str, params: dict, body: Any, stored=None) 
     if "conflicts" in body:
         job.abort = _conflicts(body.pop("conflicts"))
     if "max_docs" in body:
-        _set_max_docs(job, _int_param("max_docs", body.pop("max_docs")))
+        _set_max_docs(job, param_int("max_docs", body.pop("max_docs")))
     if kind == "update_by_query" and "script" in body:
         script = body.pop("script")
         job.script = compile_update_script(script, stored)
@@ -202,13 +198,13 @@ def parse_by_query(kind: str, index: str, params: dict, body: Any, stored=None) 
     if q is not None:
         job.query = q
     if "size" in params:
-        _set_max_docs(job, _int_param("size", params["size"]))
+        _set_max_docs(job, param_int("size", params["size"]))
     if "max_docs" in params:
-        _set_max_docs(job, _int_param("max_docs", params["max_docs"]))
+        _set_max_docs(job, param_int("max_docs", params["max_docs"]))
     if "conflicts" in params:
         job.abort = _conflicts(params["conflicts"])
     if "scroll_size" in params:
-        job.batch = _int_param("scroll_size", params["scroll_size"])
+        job.batch = param_int("scroll_size", params["scroll_size"])
     if kind == "update_by_query" and "version" in params:
         job.versions = str(params["version"]).lower() in ("", "true")
     problems: list[str] = []
@@ -289,9 +285,9 @@ def parse_reindex(params: dict, body: Any, stored=None) -> Job:
         job.script = compile_update_script(body["script"], stored)
     for key in ("size", "max_docs"):  # in the order ReindexRequest's parser meets them
         if key in body:
-            _set_max_docs(job, _int_param(key, body[key]))
+            _set_max_docs(job, param_int(key, body[key]))
     if "max_docs" in params:
-        _set_max_docs(job, _int_param("max_docs", params["max_docs"]))
+        _set_max_docs(job, param_int("max_docs", params["max_docs"]))
     problems: list[str] = []
     if not job.indices:
         problems.append("use _all if you really want to copy from all existing indexes")

@@ -299,17 +299,23 @@ class SearchRun:
         self.matched, self.matched_scores = docs, rounded
         return mask, scores, nodes
 
+    def _reads_only_best_hits(self) -> bool:
+        """Whether the request reads nothing but its best hits (the keys of :data:`_TOP_K_KEYS`,
+        no scroll or named queries, a well-formed ``collapse``: the full path gives its error):
+        what a pruned search, and one answered from its matches, may answer."""
+        body = self.body
+        if self.scroll or self.named or any(key not in _TOP_K_KEYS for key in body):
+            return False
+        spec = body.get("collapse")
+        return spec is None or _collapse_error(spec) is None
+
     def _answers_from_matches(self) -> bool:
         """Whether a search that scored every match (no pruning: a filter, ``ids``, a
         ``function_score``...) is answered from those matches alone, as a pruned search is
-        (:meth:`_run_pruned`: no two arrays of the index's size, ~9 MB at 1M documents): the
-        request reads nothing else (the keys of :data:`_TOP_K_KEYS`, no scroll or named queries, a
-        well-formed ``collapse``). ``topk.ENABLED`` off is the reference: arrays of the index's size."""
-        body = self.body
-        if not topk.ENABLED or self.scroll or self.named or any(key not in _TOP_K_KEYS for key in body):
-            return False
-        spec = body.get("collapse")
-        return spec is None or _collapse_error(spec) is None  # the full path gives the error
+        (:meth:`_run_pruned`: no two arrays of the index's size, ~9 MB at 1M documents), where
+        the request allows (:meth:`_reads_only_best_hits`). ``topk.ENABLED`` off is the
+        reference: arrays of the index's size."""
+        return topk.ENABLED and self._reads_only_best_hits()
 
     def _top_k(self, node: Node) -> topk.Top | None:
         """The query's best hits (with ``collapse``, groups; with ``rescore``, its window) without
@@ -317,18 +323,14 @@ class SearchRun:
         min_score, post_filter, named queries, scroll: :data:`_TOP_K_KEYS`) and counts its
         matches up to a limit (engine/query/topk.py); None: score all."""
         body = self.body
-        if self.scroll or self.named or any(key not in _TOP_K_KEYS for key in body):
+        if not self._reads_only_best_hits():
             return None
         track = body.get("track_total_hits")
         if track is True:
             return None
         limit = 0 if track is False else TRACK_TOTAL_HITS if track is None else int(track)
-        keys = None
         spec = body.get("collapse")
-        if spec is not None:
-            if _collapse_error(spec) is not None:
-                return None  # the full path gives the error, before any about the field
-            keys = self._keys(spec["field"])
+        keys = self._keys(spec["field"]) if spec is not None else None
         # the hits the search orders: its page, or the rescore window (collect_size, as _run)
         want = collect_size(self.rescorers if self.size > 0 else [], self.from_ + self.size)
         if keys is None:
